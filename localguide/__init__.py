@@ -1,0 +1,31 @@
+"""localguide: structured generation for local LLMs (GGUF models through llama.cpp).
+
+    import localguide
+    model = localguide.load()                      # the default model
+    model.generate("Year of birth:", regex=r"(19|20)\\d{2}")
+
+The flow: Vocabulary → constraint → byte DFA → Index → Guide → llama.cpp sampler.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    BudgetError,
+    EmptyLanguageError,
+    LocalguideError,
+    ModelFileError,
+    PatternError,
+    TokenNotAllowedError,
+    UnsupportedPatternError,
+)
+from .vocabulary import Vocabulary  # noqa: E402
+from .index import Index  # noqa: E402
+from .guide import Guide  # noqa: E402
+from .compile import compile_regex, compile_choice  # noqa: E402
+from .model import Model, load, default_model_path  # noqa: E402
+
+__all__ = [
+    "BudgetError", "EmptyLanguageError", "Guide", "Index", "LocalguideError", "Model",
+    "ModelFileError", "PatternError", "TokenNotAllowedError", "UnsupportedPatternError",
+    "Vocabulary", "compile_choice", "compile_regex", "default_model_path", "load",
+]

@@ -1,0 +1,340 @@
+"""All numba code of localguide, each kernel beside its plain-Python twin.
+
+The twins (``py_*``) define what the kernels must compute; tests run both on the
+same inputs and compare. Kernels are compiled with ``cache=True`` so a second
+process loads machine code instead of compiling.
+
+The vocabulary trie is stored in preorder: node ``n``'s subtree is the node range
+``[n, subtree_end[n])``, so a walk skips a dead subtree with one assignment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+# --- vocabulary trie ---------------------------------------------------------
+
+@njit(cache=True)
+def build_trie(flat, offsets, order):
+    """Preorder byte trie of the tokens ``order`` (sorted by their bytes, all non-empty).
+
+    Returns (node_byte, node_depth, subtree_end, tok_start, tok_count): the tokens
+    ending at node ``n`` are ``order[tok_start[n] : tok_start[n] + tok_count[n]]``.
+    """
+    total = 0
+    for k in range(len(order)):
+        t = order[k]
+        total += offsets[t + 1] - offsets[t]
+    cap = total + 1
+    node_byte = np.zeros(cap, np.uint8)
+    node_depth = np.zeros(cap, np.int32)
+    parent = np.zeros(cap, np.int32)
+    tok_start = np.zeros(cap, np.int32)
+    tok_count = np.zeros(cap, np.int32)
+    path = np.zeros(512, np.int32)  # path[d] = node at depth d on the current branch
+    n_nodes = 1
+    prev = -1
+    for k in range(len(order)):
+        t = order[k]
+        a, b = offsets[t], offsets[t + 1]
+        length = b - a
+        lcp = 0
+        if prev >= 0:
+            pa, pb = offsets[prev], offsets[prev + 1]
+            m = min(length, pb - pa)
+            while lcp < m and flat[a + lcp] == flat[pa + lcp]:
+                lcp += 1
+        for d in range(lcp, length):
+            node = n_nodes
+            n_nodes += 1
+            node_byte[node] = flat[a + d]
+            node_depth[node] = d + 1
+            parent[node] = path[d]
+            tok_start[node] = k
+            path[d + 1] = node
+        end = path[length]
+        if tok_count[end] == 0:
+            tok_start[end] = k
+        tok_count[end] += 1
+        prev = t
+    subtree_end = np.arange(1, n_nodes + 1).astype(np.int32)
+    for n in range(n_nodes - 1, 0, -1):
+        p = parent[n]
+        if subtree_end[n] > subtree_end[p]:
+            subtree_end[p] = subtree_end[n]
+    return (node_byte[:n_nodes].copy(), node_depth[:n_nodes].copy(), subtree_end,
+            tok_start[:n_nodes].copy(), tok_count[:n_nodes].copy())
+
+
+def py_build_trie(flat, offsets, order):
+    """Twin of ``build_trie``: an explicit dict trie flattened in preorder."""
+    root: dict = {"children": {}, "tokens": []}
+    for k, t in enumerate(order):
+        node = root
+        for byte in bytes(flat[offsets[t]:offsets[t + 1]]):
+            node = node["children"].setdefault(byte, {"children": {}, "tokens": []})
+        node["tokens"].append(k)
+    node_byte, node_depth, subtree_end, tok_start, tok_count = [], [], [], [], []
+
+    def visit(node, byte, depth):
+        me = len(node_byte)
+        node_byte.append(byte)
+        node_depth.append(depth)
+        subtree_end.append(0)
+        tok_start.append(node["tokens"][0] if node["tokens"] else 0)
+        tok_count.append(len(node["tokens"]))
+        for b in sorted(node["children"]):
+            visit(node["children"][b], b, depth + 1)
+        subtree_end[me] = len(node_byte)
+
+    visit(root, 0, 0)
+    return tuple(np.array(a) for a in (node_byte, node_depth, subtree_end, tok_start, tok_count))
+
+
+# --- index construction --------------------------------------------------------
+
+@njit(cache=True)
+def _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s,
+          out_tok, out_next, count, stack):
+    """Append (token, next state) for every token readable from DFA state ``s``."""
+    n_nodes = len(node_byte)
+    stack[0] = s
+    n = 1
+    while n < n_nodes:
+        d = node_depth[n]
+        q = trans[stack[d - 1], node_byte[n]]
+        if q < 0:
+            n = subtree_end[n]
+            continue
+        stack[d] = q
+        for k in range(tok_start[n], tok_start[n] + tok_count[n]):
+            if count == len(out_tok):
+                grown_tok = np.empty(2 * count, np.int32)
+                grown_tok[:count] = out_tok
+                out_tok = grown_tok
+                grown_next = np.empty(2 * count, np.int32)
+                grown_next[:count] = out_next
+                out_next = grown_next
+            out_tok[count] = order[k]
+            out_next[count] = q
+            count += 1
+        n += 1
+    return out_tok, out_next, count
+
+
+@njit(cache=True)
+def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans):
+    """All DFA states reachable from state 0 through whole tokens, with their edges.
+
+    Returns (states, edge_offsets, edge_tokens, edge_next): ``states[i]`` is a DFA
+    state, its edges are ``edge_offsets[i]:edge_offsets[i+1]``, sorted by token id,
+    and ``edge_next`` holds DFA state numbers.
+    """
+    n_dfa = trans.shape[0]
+    seen = np.full(n_dfa, -1, np.int32)
+    states = np.empty(n_dfa, np.int32)
+    offsets = np.zeros(n_dfa + 1, np.int64)
+    out_tok = np.empty(1024, np.int32)
+    out_next = np.empty(1024, np.int32)
+    stack = np.empty(np.max(node_depth) + 1, np.int32)
+    count = 0
+    n_states = 1
+    states[0] = 0
+    seen[0] = 0
+    i = 0
+    while i < n_states:
+        start = count
+        out_tok, out_next, count = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count,
+                                         order, trans, states[i], out_tok, out_next, count, stack)
+        perm = np.argsort(out_tok[start:count], kind="mergesort")
+        out_tok[start:count] = out_tok[start:count][perm]
+        out_next[start:count] = out_next[start:count][perm]
+        for e in range(start, count):
+            q = out_next[e]
+            if seen[q] < 0:
+                seen[q] = n_states
+                states[n_states] = q
+                n_states += 1
+        i += 1
+        offsets[i] = count
+    return states[:n_states].copy(), offsets[:n_states + 1].copy(), out_tok[:count].copy(), out_next[:count].copy()
+
+
+def py_explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans):
+    """Twin of ``explore``, token by token without the trie."""
+    # Recover each token's bytes from the trie so the twin sees the same vocabulary.
+    token_bytes = {}
+    path = []
+    for n in range(1, len(node_byte)):
+        path = path[: node_depth[n] - 1] + [int(node_byte[n])]
+        for k in range(tok_start[n], tok_start[n] + tok_count[n]):
+            token_bytes[int(order[k])] = bytes(path)
+    states, offsets, toks, nexts = [0], [0], [], []
+    seen = {0: 0}
+    i = 0
+    while i < len(states):
+        edges = []
+        for tok in sorted(token_bytes):
+            q = states[i]
+            for byte in token_bytes[tok]:
+                q = trans[q, byte]
+                if q < 0:
+                    break
+            if q >= 0:
+                edges.append((tok, q))
+                if q not in seen:
+                    seen[q] = len(states)
+                    states.append(q)
+        toks += [t for t, _ in edges]
+        nexts += [q for _, q in edges]
+        offsets.append(len(toks))
+        i += 1
+    return (np.array(states, np.int32), np.array(offsets, np.int64),
+            np.array(toks, np.int32), np.array(nexts, np.int32))
+
+
+@njit(cache=True)
+def distances(offsets, edge_next, accepting):
+    """Fewest tokens from each state to an accepting one (-1: never), by backward BFS.
+
+    ``edge_next`` holds local state numbers (positions in ``offsets``).
+    """
+    n = len(accepting)
+    # Reverse edges in CSR form.
+    rcount = np.zeros(n + 1, np.int64)
+    for e in range(len(edge_next)):
+        rcount[edge_next[e] + 1] += 1
+    for s in range(n):
+        rcount[s + 1] += rcount[s]
+    rsrc = np.empty(len(edge_next), np.int32)
+    fill = rcount[:-1].copy()
+    for s in range(n):
+        for e in range(offsets[s], offsets[s + 1]):
+            t = edge_next[e]
+            rsrc[fill[t]] = s
+            fill[t] += 1
+    dist = np.full(n, -1, np.int32)
+    queue = np.empty(n, np.int32)
+    head = 0
+    tail = 0
+    for s in range(n):
+        if accepting[s]:
+            dist[s] = 0
+            queue[tail] = s
+            tail += 1
+    while head < tail:
+        t = queue[head]
+        head += 1
+        for e in range(rcount[t], rcount[t + 1]):
+            s = rsrc[e]
+            if dist[s] < 0:
+                dist[s] = dist[t] + 1
+                queue[tail] = s
+                tail += 1
+    return dist
+
+
+def py_distances(offsets, edge_next, accepting):
+    """Twin of ``distances``: relax until nothing changes."""
+    n = len(accepting)
+    dist = [0 if accepting[s] else -1 for s in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            for e in range(offsets[s], offsets[s + 1]):
+                t = edge_next[e]
+                if dist[t] >= 0 and (dist[s] < 0 or dist[t] + 1 < dist[s]):
+                    dist[s] = dist[t] + 1
+                    changed = True
+    return np.array(dist, np.int32)
+
+
+# --- per-token work --------------------------------------------------------------
+
+@njit(cache=True)
+def within_budget(tokens, next_states, dist, limit, out):
+    """Write to ``out`` the tokens whose next state can finish in ``limit`` tokens; return the count.
+
+    A ``next_states`` entry of -1 (a stop token) always qualifies.
+    """
+    k = 0
+    for i in range(len(tokens)):
+        q = next_states[i]
+        if q < 0 or dist[q] <= limit:
+            out[k] = tokens[i]
+            k += 1
+    return k
+
+
+def py_within_budget(tokens, next_states, dist, limit, out):
+    kept = [t for t, q in zip(tokens, next_states) if q < 0 or dist[q] <= limit]
+    out[: len(kept)] = kept
+    return len(kept)
+
+
+@intrinsic
+def _voidptr(typingctx, address):
+    """An integer address as a ``void*`` that ``numba.carray`` accepts."""
+    sig = types.voidptr(address)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def keep_candidates_at(address, size, allowed):
+    """Compact a llama.cpp ``llama_token_data`` array at ``address`` to the ``allowed`` ids.
+
+    Each record is (int32 id, float32 logit, float32 p), moved as three 32-bit words.
+    Returns the new size. ``allowed`` is sorted; when the array is still in id order
+    (our sampler runs first) this costs O(len(allowed)), otherwise O(size log k).
+    """
+    data = np.asarray(carray_int32(address, size))
+    return keep_candidates(data, allowed)
+
+
+@njit(cache=True)
+def carray_int32(address, size):
+    return carray(_voidptr(address), (size, 3), np.int32)
+
+
+@njit(cache=True)
+def keep_candidates(data, allowed):
+    """``keep_candidates_at`` on an ``int32[size, 3]`` view (the testable core)."""
+    size = data.shape[0]
+    k = len(allowed)
+    in_order = k == 0 or (allowed[k - 1] < size and data[allowed[k - 1], 0] == allowed[k - 1]
+                          and data[allowed[0], 0] == allowed[0])
+    if in_order:
+        for j in range(k):
+            t = allowed[j]
+            if t != j:
+                data[j, 0] = data[t, 0]
+                data[j, 1] = data[t, 1]
+                data[j, 2] = data[t, 2]
+        return k
+    j = 0
+    for i in range(size):
+        pos = np.searchsorted(allowed, data[i, 0])
+        if pos < k and allowed[pos] == data[i, 0]:
+            data[j, 0] = data[i, 0]
+            data[j, 1] = data[i, 1]
+            data[j, 2] = data[i, 2]
+            j += 1
+    return j
+
+
+def py_keep_candidates(data, allowed):
+    """Twin of ``keep_candidates``: a stable filter of the rows whose id is allowed."""
+    allowed_set = set(int(t) for t in allowed)
+    rows = [data[i].copy() for i in range(data.shape[0]) if int(data[i, 0]) in allowed_set]
+    for j, row in enumerate(rows):
+        data[j] = row
+    return len(rows)

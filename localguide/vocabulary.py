@@ -1,0 +1,208 @@
+"""The token vocabulary of a GGUF model, as raw bytes.
+
+Tokens are read through llama.cpp itself (``llama_token_to_piece`` with special
+rendering, and token attributes), with the weights left unloaded. Control, unused
+and unknown tokens get empty byte strings: they never match text. The stop ids
+(EOS, end of turn and every other end-of-generation token) are kept apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from . import cache
+from .errors import ModelFileError
+
+# llama.cpp's llama_token_attr bits
+_ATTR_UNKNOWN, _ATTR_UNUSED, _ATTR_CONTROL = 1 << 0, 1 << 1, 1 << 3
+_NOT_TEXT = _ATTR_UNKNOWN | _ATTR_UNUSED | _ATTR_CONTROL
+
+
+class Trie:
+    """The non-empty tokens as a preorder byte trie (see ``kernels.build_trie``)."""
+
+    __slots__ = ("node_byte", "node_depth", "subtree_end", "tok_start", "tok_count", "order")
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+        from . import kernels
+
+        lengths = np.diff(offsets)
+        ids = np.flatnonzero(lengths > 0)
+        keys = [flat[offsets[t]:offsets[t + 1]].tobytes() for t in ids]
+        order = ids[np.argsort(np.array(keys, dtype=object), kind="stable")].astype(np.int32)
+        self.order = order
+        (self.node_byte, self.node_depth, self.subtree_end,
+         self.tok_start, self.tok_count) = kernels.build_trie(flat, offsets, order)
+
+    @property
+    def arrays(self) -> tuple:
+        return (self.node_byte, self.node_depth, self.subtree_end, self.tok_start, self.tok_count, self.order)
+
+
+class Vocabulary:
+    """Token id → raw bytes, plus the stop ids. Immutable; build with ``from_gguf``."""
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray, stop_ids, *, eos_id: int | None = None,
+                 name: str = "vocabulary"):
+        """From the concatenated token bytes and ``offsets`` (token ``i`` is ``flat[offsets[i]:offsets[i+1]]``)."""
+        self.stop_ids = np.array(sorted(set(int(t) for t in stop_ids)), dtype=np.int32)
+        n = len(offsets) - 1
+        if len(self.stop_ids) == 0:
+            raise ValueError("a vocabulary needs at least one stop (end-of-generation) token id")
+        if self.stop_ids[0] < 0 or self.stop_ids[-1] >= n:
+            raise ValueError("stop token ids must be token ids of the vocabulary")
+        self.eos_id = int(self.stop_ids[0]) if eos_id is None else int(eos_id)
+        self.name = name
+        lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+        if np.any(lengths[self.stop_ids]):
+            # Stop tokens never contribute text, whatever their piece renders to.
+            keep = np.ones(len(flat), dtype=bool)
+            for t in self.stop_ids:
+                keep[offsets[t]:offsets[t + 1]] = False
+            flat = np.asarray(flat)[keep]
+            lengths[self.stop_ids] = 0
+        self.offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.flat = np.ascontiguousarray(flat, dtype=np.uint8)
+        self.offsets.flags.writeable = False
+        self.flat.flags.writeable = False
+
+    @classmethod
+    def from_tokens(cls, tokens, stop_ids, **kwargs) -> "Vocabulary":
+        """From a list of byte strings (e.g. a synthetic vocabulary for tests)."""
+        tokens = [bytes(t) for t in tokens]
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t in tokens], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(tokens), dtype=np.uint8), offsets, stop_ids, **kwargs)
+
+    # -- construction ----------------------------------------------------------------
+    @classmethod
+    def from_gguf(cls, path) -> "Vocabulary":
+        """Read the vocabulary of the GGUF model at ``path`` (cached on disk by file identity)."""
+        path = Path(path)
+        try:
+            st = path.stat()
+        except OSError:
+            raise ModelFileError(path, "model file not found") from None
+        if path.is_dir():
+            raise ModelFileError(path, "expected a .gguf model file, got a directory")
+        key = cache.key_path("vocab", str(path.resolve()), str(st.st_size), str(st.st_mtime_ns))
+        arrays = cache.cached(key, lambda: _read_gguf_vocab(path), _looks_like_vocab)
+        return cls(arrays["flat"], arrays["offsets"], arrays["stop_ids"],
+                   eos_id=int(arrays["eos_id"]), name=path.name)
+
+    @classmethod
+    def from_llama(cls, llama) -> "Vocabulary":
+        """The vocabulary of an already loaded ``llama_cpp.Llama``."""
+        return cls.from_gguf(llama.model_path)
+
+    # -- queries ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def size(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, token_id: int) -> bytes:
+        """The bytes token ``token_id`` adds to the text (empty for control and stop tokens)."""
+        return self.flat[self.offsets[token_id]:self.offsets[token_id + 1]].tobytes()
+
+    def decode(self, token_ids) -> bytes:
+        return b"".join(self[int(t)] for t in token_ids)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Identifies the byte content and stop ids: equal fingerprints, interchangeable indexes."""
+        h = hashlib.sha256()
+        h.update(self.offsets.tobytes())
+        h.update(self.flat.tobytes())
+        h.update(self.stop_ids.tobytes())
+        return h.hexdigest()
+
+    @cached_property
+    def trie(self) -> Trie:
+        return Trie(self.flat, self.offsets)
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({self.name!r}, {self.size} tokens, stop ids {self.stop_ids.tolist()})"
+
+
+def _looks_like_vocab(arrays: dict) -> bool:
+    return (arrays["offsets"][-1] == len(arrays["flat"]) and len(arrays["stop_ids"]) > 0
+            and int(arrays["eos_id"]) >= 0)
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence llama.cpp's C-level logging (it writes to fd 2 directly)."""
+    try:
+        fd = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(fd, 2)
+        os.close(fd)
+
+
+def _read_gguf_vocab(path: Path) -> dict:
+    import llama_cpp
+
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ModelFileError(path, "not a GGUF model file (bad magic bytes)")
+    llama_cpp.llama_backend_init()
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    with quiet_stderr():
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise ModelFileError(path, "llama.cpp could not read this GGUF file (corrupt or unsupported)")
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        n = llama_cpp.llama_vocab_n_tokens(vocab)
+        buf = ctypes.create_string_buffer(512)
+        pieces = []
+        stop = []
+        for t in range(n):
+            attr = llama_cpp.llama_vocab_get_attr(vocab, t)
+            if attr & _NOT_TEXT or attr == 0:
+                pieces.append(b"")
+                if llama_cpp.llama_vocab_is_eog(vocab, t):
+                    stop.append(t)
+                continue
+            k = llama_cpp.llama_token_to_piece(vocab, t, buf, len(buf), 0, True)
+            if k < 0:
+                buf = ctypes.create_string_buffer(-k)
+                k = llama_cpp.llama_token_to_piece(vocab, t, buf, len(buf), 0, True)
+            pieces.append(buf.raw[:k])
+            if llama_cpp.llama_vocab_is_eog(vocab, t):
+                stop.append(t)
+        eos = llama_cpp.llama_vocab_eos(vocab)
+        eot = llama_cpp.llama_vocab_eot(vocab)
+        stop += [t for t in (eos, eot) if 0 <= t < n]
+    finally:
+        llama_cpp.llama_model_free(model)
+    if not stop:
+        raise ModelFileError(path, "the model's vocabulary has no end-of-generation token")
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return {
+        "flat": np.frombuffer(b"".join(pieces), dtype=np.uint8),
+        "offsets": offsets,
+        "stop_ids": np.array(sorted(set(stop)), dtype=np.int32),
+        "eos_id": np.array(eos if eos >= 0 else min(stop), dtype=np.int64),
+    }
