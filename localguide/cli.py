@@ -1,0 +1,143 @@
+"""The ``localguide`` command: guided generation from the terminal.
+
+Commands only parse arguments and delegate to the Python API; every error is one
+line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Structured generation for local LLMs: text guaranteed to match a constraint.")
+err = Console(stderr=True)
+CONSTRAINTS = "Constraint (at most one)"
+SAMPLING = "Sampling"
+
+
+@app.callback()
+def _root() -> None:
+    """Structured generation for local LLMs (GGUF models through llama.cpp)."""
+
+
+def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Optional[Path], Optional[str]]:
+    """A first argument naming a .gguf file is the model; otherwise it is the prompt."""
+    if first is not None and first.lower().endswith(".gguf"):
+        return Path(first), second
+    if second is not None:
+        raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {first!r}", param_hint="MODEL")
+    return None, first
+
+
+def _with_progress(label: str, work):
+    """Run ``work()``; show a spinner if it takes longer than half a second."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = work()
+        except BaseException as e:  # re-raised in the caller's thread
+            result["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(0.5)
+    if thread.is_alive():
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(),
+                      console=err, transient=True) as progress:
+            progress.add_task(label, total=None)
+            while thread.is_alive():
+                thread.join(0.1)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+@app.command()
+def run(
+    first: Annotated[Optional[str], typer.Argument(metavar="[MODEL]", show_default=False,
+                     help="A .gguf model file (default: the embedded SmolLM2), or the prompt.")] = None,
+    second: Annotated[Optional[str], typer.Argument(metavar="[PROMPT]", show_default=False,
+                      help="The prompt; without one, an interactive session starts.")] = None,
+    regex: Annotated[Optional[str], typer.Option("--regex", "-r", rich_help_panel=CONSTRAINTS,
+                     help="The whole output matches this regular expression (ECMA-262).")] = None,
+    choice: Annotated[Optional[list[str]], typer.Option("--choice", "-c", rich_help_panel=CONSTRAINTS,
+                      help="The output is exactly one of these strings (repeat the option).")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Token budget; a constrained output still completes.",
+                                            rich_help_panel=SAMPLING)] = 256,
+    temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
+    top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = 40,
+    top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = 0.95,
+    seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING)] = None,
+    n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
+    chat: Annotated[bool, typer.Option("--chat", help="Wrap the prompt in the model's chat template.")] = False,
+) -> None:
+    """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
+    try:
+        model_path, prompt = _split_model_prompt(first, second)
+        if regex is not None and choice:
+            raise typer.BadParameter("give either --regex or --choice, not both")
+        import localguide
+
+        model = localguide.load(model_path, n_gpu_layers=n_gpu_layers)
+        constraint = {"regex": regex, "choice": choice or None}
+        _with_progress("Building the index", lambda: model.compile(**constraint))
+        options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                       top_p=top_p, seed=seed, chat=chat)
+        if prompt is not None:
+            _answer(model, prompt, options)
+            return
+        err.print(f"[dim]{model.path.name}: type a prompt, Ctrl-D to leave[/dim]")
+        while True:
+            try:
+                line = input("> ") if sys.stdin.isatty() else sys.stdin.readline()
+            except EOFError:
+                break
+            if not sys.stdin.isatty() and line == "":
+                break
+            if line.strip():
+                _answer(model, line.rstrip("\n"), options)
+        if sys.stdin.isatty():
+            print()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130)
+    except typer.BadParameter:
+        raise
+    except Exception as e:  # noqa: BLE001 - one clear line, no traceback
+        _fail(e)
+
+
+def _answer(model, prompt: str, options: dict) -> None:
+    out = sys.stdout
+    for piece in model.stream(prompt, **options):
+        out.write(piece)
+        out.flush()
+    out.write("\n")
+    out.flush()
+
+
+def _fail(e: Exception) -> None:
+    from .errors import LocalguideError
+
+    kind = "error" if isinstance(e, (LocalguideError, ValueError, OSError)) else f"error ({type(e).__name__})"
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    err.print(f"[red]{kind}:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
