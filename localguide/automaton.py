@@ -124,50 +124,50 @@ def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
 def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     """Minimal equivalent DFA, with unreachable and non-coaccessible states removed.
 
-    Moore's partition refinement, vectorized: states are split by the classes of
-    their successors until the number of classes stops growing.
+    Moore's partition refinement over byte classes (columns with equal transitions
+    are one class): states are split by the classes of their successors until the
+    number of blocks stops growing.
     """
     n = len(accepting)
     sink = n
     t = np.where(transitions < 0, sink, transitions).astype(np.int64)
     t = np.vstack([t, np.full((1, 256), sink, np.int64)])
+    _, first_col, byte_class = np.unique(t.T, axis=0, return_index=True, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    tc = t[:, first_col]  # [n+1, n_classes]
     acc = np.append(accepting, False)
-    cls = acc.astype(np.int64)
-    count = len(np.unique(cls))
+    block = acc.astype(np.int64)
+    count = int(block.max()) + 1
     while True:
-        sig = np.concatenate([cls[:, None], cls[t]], axis=1)
-        _, new = np.unique(sig, axis=0, return_inverse=True)
-        new = new.reshape(-1)
-        new_count = int(new.max()) + 1
-        cls = new
-        if new_count == count:
+        sig = np.concatenate([block[:, None], block[tc]], axis=1)
+        ids: dict[bytes, int] = {}
+        new = np.empty(n + 1, np.int64)
+        for s in range(n + 1):
+            new[s] = ids.setdefault(sig[s].tobytes(), len(ids))
+        block = new
+        if len(ids) == count:
             break
-        count = new_count
-    dead = cls[sink]
-    # Renumber classes in breadth-first order from the start, dropping the dead class.
-    class_row = {}
+        count = len(ids)
+    dead = block[sink]
+    # Renumber blocks in breadth-first order from the start, dropping the dead block.
+    rep = {}
     for s in range(n + 1):
-        class_row.setdefault(int(cls[s]), s)
-    order = []
-    index = {}
-    start_cls = int(cls[0])
-    if start_cls != dead:
-        index[start_cls] = 0
-        order.append(start_cls)
+        rep.setdefault(int(block[s]), s)
+    start = int(block[0])
+    if start == dead:
+        return ByteDFA(np.full((1, 256), -1, np.int32), np.zeros(1, bool))
+    index = {start: 0}
+    order = [start]
     i = 0
     while i < len(order):
-        c = order[i]
-        i += 1
-        for nxt in np.unique(cls[t[class_row[c]]]):
-            nxt = int(nxt)
+        for nxt in block[tc[rep[order[i]]]].tolist():
             if nxt != dead and nxt not in index:
                 index[nxt] = len(order)
                 order.append(nxt)
-    if not order:
-        return ByteDFA(np.full((1, 256), -1, np.int32), np.zeros(1, bool))
+        i += 1
     remap = np.full(count, -1, np.int64)
-    for c, k in index.items():
-        remap[c] = k
-    reps = np.array([class_row[c] for c in order])
-    out = remap[cls[t[reps]]].astype(np.int32)
-    return ByteDFA(out, acc[reps].copy())
+    for b, k in index.items():
+        remap[b] = k
+    reps = np.array([rep[b] for b in order])
+    out = remap[block[tc[reps]]][:, byte_class].astype(np.int32)
+    return ByteDFA(np.ascontiguousarray(out), acc[reps].copy())

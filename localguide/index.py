@@ -113,47 +113,33 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
         raise EmptyLanguageError(
             f"no sequence of tokens of {vocabulary.name} spells a string of {description or 'the constraint'}"
         )
-    # Keep only states that can still finish, and edges into them; renumber from 0.
-    live = dist >= 0
-    keep_state = np.flatnonzero(live)
-    renum = np.full(n, -1, np.int32)
-    renum[keep_state] = np.arange(len(keep_state), dtype=np.int32)
-    stop_ids = vocabulary.stop_ids
-    state_mask = np.empty(len(keep_state), np.int32)
-    next_offsets = np.zeros(len(keep_state) + 1, np.int64)
-    mask_chunks, next_chunks = [], []
-    mask_ids: dict[bytes, int] = {}
+    keep, next_offsets, tokens, nexts, max_next, hashes = kernels.finalize(
+        offsets, toks, nexts, dist, accepting, vocabulary.stop_ids)
+    # Identical masks are stored once: same hash and length, then checked for equality.
+    state_mask = np.empty(len(keep), np.int32)
+    seen: dict[tuple[int, int], list[int]] = {}
     mask_offsets = [0]
-    max_next = np.zeros(len(keep_state), np.int32)
-    for new, old in enumerate(keep_state):
-        lo, hi = offsets[old], offsets[old + 1]
-        t, q = toks[lo:hi], nexts[lo:hi]
-        ok = live[q]
-        t, q = t[ok], renum[q[ok]]
-        if accepting[old]:
-            t = np.concatenate([t, stop_ids])
-            q = np.concatenate([q, np.full(len(stop_ids), -1, np.int32)])
-            order = np.argsort(t, kind="stable")
-            t, q = t[order], q[order]
-        key = t.tobytes()
-        m = mask_ids.get(key)
-        if m is None:
-            m = mask_ids[key] = len(mask_chunks)
+    mask_chunks = []
+    for s in range(len(keep)):
+        t = tokens[next_offsets[s]:next_offsets[s + 1]]
+        bucket = seen.setdefault((int(hashes[s]), len(t)), [])
+        for m in bucket:
+            if np.array_equal(mask_chunks[m], t):
+                state_mask[s] = m
+                break
+        else:
+            state_mask[s] = len(mask_chunks)
+            bucket.append(len(mask_chunks))
             mask_chunks.append(t)
             mask_offsets.append(mask_offsets[-1] + len(t))
-        state_mask[new] = m
-        next_chunks.append(q)
-        next_offsets[new + 1] = next_offsets[new] + len(q)
-        real = q[q >= 0]
-        max_next[new] = dist[keep_state[real]].max() if len(real) else 0
     return {
         "state_mask": state_mask,
         "mask_offsets": np.array(mask_offsets, np.int64),
-        "mask_tokens": np.concatenate(mask_chunks).astype(np.int32) if mask_chunks else np.zeros(0, np.int32),
+        "mask_tokens": np.concatenate(mask_chunks).astype(np.int32),
         "next_offsets": next_offsets,
-        "next_states": np.concatenate(next_chunks).astype(np.int32) if next_chunks else np.zeros(0, np.int32),
-        "accepting": accepting[keep_state].copy(),
-        "distance": dist[keep_state].copy(),
+        "next_states": nexts,
+        "accepting": accepting[keep].copy(),
+        "distance": dist[keep].copy(),
         "max_next_distance": max_next,
-        "stop_ids": stop_ids.copy(),
+        "stop_ids": vocabulary.stop_ids.copy(),
     }

@@ -100,7 +100,10 @@ def py_build_trie(flat, offsets, order):
 @njit(cache=True)
 def _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s,
           out_tok, out_next, count, stack):
-    """Append (token, next state) for every token readable from DFA state ``s``."""
+    """Write (token, next state) for every token readable from DFA state ``s`` at ``count``.
+
+    The caller guarantees room for every token; returns the new count.
+    """
     n_nodes = len(node_byte)
     stack[0] = s
     n = 1
@@ -112,18 +115,41 @@ def _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans
             continue
         stack[d] = q
         for k in range(tok_start[n], tok_start[n] + tok_count[n]):
-            if count == len(out_tok):
-                grown_tok = np.empty(2 * count, np.int32)
-                grown_tok[:count] = out_tok
-                out_tok = grown_tok
-                grown_next = np.empty(2 * count, np.int32)
-                grown_next[:count] = out_next
-                out_next = grown_next
             out_tok[count] = order[k]
             out_next[count] = q
             count += 1
         n += 1
-    return out_tok, out_next, count
+    return count
+
+
+@njit(cache=True)
+def _sort_edges(out_tok, out_next, start, count, slot):
+    """Order the edges ``start:count`` by token id.
+
+    Large outputs scatter into ``slot`` (a vocabulary-sized array of -1) and sweep it,
+    which is cheaper than a comparison sort; small ones are sorted directly.
+    """
+    m = count - start
+    if m * 16 < len(slot):
+        perm = np.argsort(out_tok[start:count], kind="mergesort")
+        out_tok[start:count] = out_tok[start:count][perm]
+        out_next[start:count] = out_next[start:count][perm]
+        return
+    lo = len(slot)
+    hi = 0
+    for e in range(start, count):
+        t = out_tok[e]
+        slot[t] = out_next[e]
+        lo = min(lo, t)
+        hi = max(hi, t)
+    e = start
+    for t in range(lo, hi + 1):
+        q = slot[t]
+        if q >= 0:
+            out_tok[e] = t
+            out_next[e] = q
+            slot[t] = -1
+            e += 1
 
 
 @njit(cache=True)
@@ -141,6 +167,7 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
     out_tok = np.empty(1024, np.int32)
     out_next = np.empty(1024, np.int32)
     stack = np.empty(np.max(node_depth) + 1, np.int32)
+    slot = np.full(np.max(order) + 1 if len(order) else 1, -1, np.int32)
     count = 0
     n_states = 1
     states[0] = 0
@@ -148,11 +175,17 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
     i = 0
     while i < n_states:
         start = count
-        out_tok, out_next, count = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count,
-                                         order, trans, states[i], out_tok, out_next, count, stack)
-        perm = np.argsort(out_tok[start:count], kind="mergesort")
-        out_tok[start:count] = out_tok[start:count][perm]
-        out_next[start:count] = out_next[start:count][perm]
+        if count + len(order) > len(out_tok):
+            size = max(2 * len(out_tok), count + len(order))
+            grown = np.empty(size, np.int32)
+            grown[:count] = out_tok[:count]
+            out_tok = grown
+            grown = np.empty(size, np.int32)
+            grown[:count] = out_next[:count]
+            out_next = grown
+        count = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count,
+                      order, trans, states[i], out_tok, out_next, count, stack)
+        _sort_edges(out_tok, out_next, start, count, slot)
         for e in range(start, count):
             q = out_next[e]
             if seen[q] < 0:
@@ -252,6 +285,82 @@ def py_distances(offsets, edge_next, accepting):
                     dist[s] = dist[t] + 1
                     changed = True
     return np.array(dist, np.int32)
+
+
+@njit(cache=True)
+def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
+    """Prune edges into states that cannot finish, add stop tokens to accepting states.
+
+    ``edge_next`` holds local state numbers; states with ``dist < 0`` are dropped and
+    the rest renumbered in order. Returns (keep, new_offsets, tokens, nexts, max_next,
+    hashes): stop tokens get next state -1, each state's tokens stay sorted, and
+    ``hashes`` (one per kept state) lets the caller store identical masks once.
+    """
+    n = len(dist)
+    renum = np.full(n, -1, np.int32)
+    k = 0
+    for s in range(n):
+        if dist[s] >= 0:
+            renum[s] = k
+            k += 1
+    keep = np.empty(k, np.int32)
+    new_offsets = np.zeros(k + 1, np.int64)
+    tokens = np.empty(len(edge_tok) + k * len(stop_ids), np.int32)
+    nexts = np.empty(len(tokens), np.int32)
+    max_next = np.zeros(k, np.int32)
+    hashes = np.zeros(k, np.uint64)
+    c = 0
+    for s in range(n):
+        r = renum[s]
+        if r < 0:
+            continue
+        keep[r] = s
+        j = 0  # merge position in stop_ids
+        h = np.uint64(1469598103934665603)
+        m = 0
+        for e in range(offsets[s], offsets[s + 1] + 1):
+            t = edge_tok[e] if e < offsets[s + 1] else 2147483647
+            if accepting[s]:
+                while j < len(stop_ids) and stop_ids[j] < t:
+                    tokens[c] = stop_ids[j]
+                    nexts[c] = -1
+                    h = (h ^ np.uint64(stop_ids[j])) * np.uint64(1099511628211)
+                    c += 1
+                    j += 1
+            if e == offsets[s + 1]:
+                break
+            q = edge_next[e]
+            if dist[q] < 0:
+                continue
+            tokens[c] = t
+            nexts[c] = renum[q]
+            h = (h ^ np.uint64(t)) * np.uint64(1099511628211)
+            if dist[q] > m:
+                m = dist[q]
+            c += 1
+        new_offsets[r + 1] = c
+        max_next[r] = m
+        hashes[r] = h
+    return keep, new_offsets, tokens[:c].copy(), nexts[:c].copy(), max_next, hashes
+
+
+def py_finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
+    """Twin of ``finalize`` (hashes are Python's own: compare them only for equality)."""
+    keep = [s for s in range(len(dist)) if dist[s] >= 0]
+    renum = {s: i for i, s in enumerate(keep)}
+    new_offsets, tokens, nexts, max_next, hashes = [0], [], [], [], []
+    for s in keep:
+        edges = [(int(edge_tok[e]), renum[int(edge_next[e])]) for e in range(offsets[s], offsets[s + 1])
+                 if dist[edge_next[e]] >= 0]
+        max_next.append(max((int(dist[keep[q]]) for _, q in edges), default=0))
+        if accepting[s]:
+            edges = sorted(edges + [(int(t), -1) for t in stop_ids])
+        tokens += [t for t, _ in edges]
+        nexts += [q for _, q in edges]
+        new_offsets.append(len(tokens))
+        hashes.append(hash(tuple(t for t, _ in edges)))
+    return (np.array(keep, np.int32), np.array(new_offsets, np.int64), np.array(tokens, np.int32),
+            np.array(nexts, np.int32), np.array(max_next, np.int32), hashes)
 
 
 # --- per-token work --------------------------------------------------------------
