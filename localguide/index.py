@@ -19,14 +19,15 @@ from .automaton import ByteDFA
 from .errors import EmptyLanguageError
 from .vocabulary import Vocabulary
 
-_ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "next_offsets", "next_states",
-           "accepting", "distance", "max_next_distance", "stop_ids")
+_ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
+           "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids")
+FORMAT = "2"  # bump when the arrays change meaning, so old cache files are not read
 
 
 class Index:
     """Compiled constraint over one vocabulary. State 0 is the start."""
 
-    __slots__ = _ARRAYS + ("vocab_size", "fingerprint", "description")
+    __slots__ = _ARRAYS + ("vocab_size", "fingerprint", "description", "_fast")
 
     def __init__(self, arrays: dict, vocab_size: int, fingerprint: str, description: str = ""):
         for name in _ARRAYS:
@@ -36,6 +37,7 @@ class Index:
         object.__setattr__(self, "vocab_size", int(vocab_size))
         object.__setattr__(self, "fingerprint", fingerprint)
         object.__setattr__(self, "description", description)
+        object.__setattr__(self, "_fast", None)
 
     def __setattr__(self, name, value):
         raise AttributeError("an Index is immutable")
@@ -49,7 +51,7 @@ class Index:
     @classmethod
     def cached(cls, kind: str, key: str, make_dfa, vocabulary: Vocabulary, description: str = "") -> "Index":
         """The Index for ``key`` from the disk cache, or built from ``make_dfa()`` and stored."""
-        path = cache.key_path(kind, vocabulary.fingerprint, key)
+        path = cache.key_path(kind, FORMAT, vocabulary.fingerprint, key)
         arrays = cache.cached(path, lambda: build_arrays(make_dfa(), vocabulary, description),
                               lambda a: _consistent(a, vocabulary.size))
         return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
@@ -65,6 +67,13 @@ class Index:
     @property
     def n_masks(self) -> int:
         return len(self.mask_offsets) - 1
+
+    @property
+    def fast(self) -> "FastTables":
+        """Python-native views of the arrays for the per-token path (built once, on first use)."""
+        if self._fast is None:
+            object.__setattr__(self, "_fast", FastTables(self))
+        return self._fast
 
     def allowed(self, state: int) -> np.ndarray:
         m = self.state_mask[state]
@@ -89,6 +98,28 @@ class Index:
     def __repr__(self) -> str:
         return (f"Index({self.description or 'constraint'}: {self.n_states} states, "
                 f"{self.n_masks} distinct masks, {len(self.mask_tokens)} mask entries)")
+
+
+class FastTables:
+    """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
+
+    __slots__ = ("state_mask", "masks", "excludes", "mask_offsets", "mask_tokens", "next_offsets",
+                 "next_states", "accepting", "distance", "max_next")
+
+    def __init__(self, index: Index):
+        mo, eo = index.mask_offsets, index.excl_offsets
+        self.state_mask = index.state_mask.tolist()
+        self.masks = [index.mask_tokens[mo[m]:mo[m + 1]] for m in range(len(mo) - 1)]
+        # The build rule: a mask allowing more than half the vocabulary is applied by exclusion.
+        self.excludes = [index.excl_tokens[eo[m]:eo[m + 1]] if 2 * len(self.masks[m]) > index.vocab_size
+                         else None for m in range(len(mo) - 1)]
+        self.mask_offsets = mo.tolist()
+        self.mask_tokens = memoryview(index.mask_tokens)
+        self.next_offsets = index.next_offsets.tolist()
+        self.next_states = memoryview(index.next_states)
+        self.accepting = index.accepting.tolist()
+        self.distance = index.distance.tolist()
+        self.max_next = index.max_next_distance.tolist()
 
 
 def _consistent(a: dict, vocab_size: int) -> bool:
@@ -132,9 +163,21 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
             bucket.append(len(mask_chunks))
             mask_chunks.append(t)
             mask_offsets.append(mask_offsets[-1] + len(t))
+    # Masks allowing most of the vocabulary are applied by excluding the rest (cheaper).
+    excl_offsets = [0]
+    excl_chunks = []
+    everything = np.arange(vocabulary.size, dtype=np.int32)
+    for t in mask_chunks:
+        if 2 * len(t) > vocabulary.size:
+            excl_chunks.append(np.setdiff1d(everything, t, assume_unique=True).astype(np.int32))
+        else:
+            excl_chunks.append(np.zeros(0, np.int32))
+        excl_offsets.append(excl_offsets[-1] + len(excl_chunks[-1]))
     return {
         "state_mask": state_mask,
         "mask_offsets": np.array(mask_offsets, np.int64),
+        "excl_offsets": np.array(excl_offsets, np.int64),
+        "excl_tokens": np.concatenate(excl_chunks),
         "mask_tokens": np.concatenate(mask_chunks).astype(np.int32),
         "next_offsets": next_offsets,
         "next_states": nexts,

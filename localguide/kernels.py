@@ -11,7 +11,7 @@ The vocabulary trie is stored in preorder: node ``n``'s subtree is the node rang
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
+from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -398,29 +398,62 @@ def _voidptr(typingctx, address):
 
 
 @njit(cache=True)
-def keep_candidates_at(address, size, allowed):
-    """Compact a llama.cpp ``llama_token_data`` array at ``address`` to the ``allowed`` ids.
+def mask_candidates_at(array_address, tokens, exclude):
+    """Apply a mask to the ``llama_token_data_array`` at ``array_address``, in place.
 
-    Each record is (int32 id, float32 logit, float32 p), moved as three 32-bit words.
-    Returns the new size. ``allowed`` is sorted; when the array is still in id order
-    (our sampler runs first) this costs O(len(allowed)), otherwise O(size log k).
+    The struct is (data pointer, size, ...): both are read here and the new size is
+    written back, so the caller makes a single call. With ``exclude`` false,
+    ``tokens`` are the allowed ids and the candidates are compacted to them
+    (O(len(tokens))); with ``exclude`` true they are the forbidden ids, whose logits
+    become -inf (O(len(tokens))), which is cheaper for masks that allow most tokens.
     """
-    data = np.asarray(carray_int32(address, size))
-    return keep_candidates(data, allowed)
+    header = carray(_voidptr(array_address), (2,), np.int64)
+    data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
+    if exclude:
+        header[1] = exclude_candidates(data, tokens)
+    else:
+        header[1] = keep_candidates(data, tokens)
 
 
 @njit(cache=True)
-def carray_int32(address, size):
-    return carray(_voidptr(address), (size, 3), np.int32)
+def exclude_candidates(data, forbidden):
+    """Set the logit of every ``forbidden`` id to -inf; return the (unchanged) size."""
+    size = data.shape[0]
+    logits = data[:, 1:2].view(np.float32)
+    in_order = size == 0 or (data[0, 0] == 0 and data[size - 1, 0] == size - 1)
+    if in_order:
+        for t in forbidden:
+            if t < size:
+                logits[t, 0] = -np.inf
+        return size
+    for i in range(size):
+        pos = np.searchsorted(forbidden, data[i, 0])
+        if pos < len(forbidden) and forbidden[pos] == data[i, 0]:
+            logits[i, 0] = -np.inf
+    return size
+
+
+def py_exclude_candidates(data, forbidden):
+    """Twin of ``exclude_candidates``."""
+    bad = set(int(t) for t in forbidden)
+    logits = data[:, 1:2].view(np.float32)
+    for i in range(data.shape[0]):
+        if int(data[i, 0]) in bad:
+            logits[i, 0] = -np.inf
+    return data.shape[0]
 
 
 @njit(cache=True)
 def keep_candidates(data, allowed):
-    """``keep_candidates_at`` on an ``int32[size, 3]`` view (the testable core)."""
+    """Compact an ``int32[size, 3]`` view of (id, logit bits, p bits) records to the ``allowed`` ids.
+
+    ``allowed`` is sorted. When the array is still in id order (our sampler runs
+    first) this costs O(len(allowed)); otherwise O(size log len(allowed)).
+    Returns the new size.
+    """
     size = data.shape[0]
     k = len(allowed)
-    in_order = k == 0 or (allowed[k - 1] < size and data[allowed[k - 1], 0] == allowed[k - 1]
-                          and data[allowed[0], 0] == allowed[0])
+    in_order = size > 0 and data[0, 0] == 0 and data[size - 1, 0] == size - 1
     if in_order:
         for j in range(k):
             t = allowed[j]
@@ -447,3 +480,104 @@ def py_keep_candidates(data, allowed):
     for j, row in enumerate(rows):
         data[j] = row
     return len(rows)
+
+
+# --- native sampler: llama.cpp calls these directly, no Python per token --------------
+#
+# A guide block is an int64 array: the cursor (state, remaining budget, finished,
+# error) followed by the addresses of the Index arrays. llama.cpp hands it to the
+# callbacks as the sampler's ctx pointer.
+
+B_STATE, B_REMAINING, B_FINISHED, B_ERROR, B_ERROR_TOKEN = 0, 1, 2, 3, 4
+(B_STATE_MASK, B_MASK_OFFSETS, B_MASK_TOKENS, B_EXCL_OFFSETS, B_EXCL_TOKENS, B_NEXT_OFFSETS,
+ B_NEXT_STATES, B_DISTANCE, B_MAX_NEXT, B_SIZES) = range(5, 15)
+BLOCK_LEN = 15
+ERROR_FINISHED, ERROR_NOT_ALLOWED, ERROR_OVER_BUDGET = 1, 2, 3
+_BIG = 1 << 40  # carray needs a shape; bounds come from the offsets
+
+
+@njit(cache=True, inline="always")
+def _i32(address):
+    return carray(_voidptr(address), (_BIG,), np.int32)
+
+
+@njit(cache=True, inline="always")
+def _i64(address):
+    return carray(_voidptr(address), (_BIG,), np.int64)
+
+
+@njit(cache=True)
+def block_apply(block, array_address):
+    """The guide's mask applied to the candidate array (see ``mask_candidates_at``)."""
+    header = carray(_voidptr(array_address), (2,), np.int64)
+    data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
+    if block[B_FINISHED]:
+        block[B_ERROR] = ERROR_FINISHED
+        return
+    s = block[B_STATE]
+    m = _i32(block[B_STATE_MASK])[s]
+    mo = _i64(block[B_MASK_OFFSETS])
+    tokens = _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+    r = block[B_REMAINING]
+    if r >= 0 and _i32(block[B_MAX_NEXT])[s] > r - 1:
+        no = _i64(block[B_NEXT_OFFSETS])
+        nexts = _i32(block[B_NEXT_STATES])[no[s]:no[s + 1]]
+        dist = _i32(block[B_DISTANCE])
+        kept = np.empty(len(tokens), np.int32)
+        k = 0
+        for i in range(len(tokens)):
+            q = nexts[i]
+            if q < 0 or dist[q] <= r - 1:
+                kept[k] = tokens[i]
+                k += 1
+        header[1] = keep_candidates(data, kept[:k])
+        return
+    eo = _i64(block[B_EXCL_OFFSETS])
+    if 2 * len(tokens) > block[B_SIZES]:
+        header[1] = exclude_candidates(data, _i32(block[B_EXCL_TOKENS])[eo[m]:eo[m + 1]])
+    else:
+        header[1] = keep_candidates(data, tokens)
+
+
+@njit(cache=True)
+def block_accept(block, token):
+    """Advance the guide block past ``token`` (errors are flagged in the block, not raised)."""
+    if block[B_FINISHED]:
+        block[B_ERROR] = ERROR_FINISHED
+        block[B_ERROR_TOKEN] = token
+        return
+    s = block[B_STATE]
+    m = _i32(block[B_STATE_MASK])[s]
+    mo = _i64(block[B_MASK_OFFSETS])
+    tokens = _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+    pos = np.searchsorted(tokens, token)
+    if pos >= len(tokens) or tokens[pos] != token:
+        block[B_ERROR] = ERROR_NOT_ALLOWED
+        block[B_ERROR_TOKEN] = token
+        return
+    nxt = _i32(block[B_NEXT_STATES])[_i64(block[B_NEXT_OFFSETS])[s] + pos]
+    if nxt < 0:
+        block[B_FINISHED] = 1
+        return
+    r = block[B_REMAINING]
+    if r >= 0:
+        if _i32(block[B_DISTANCE])[nxt] > r - 1:
+            block[B_ERROR] = ERROR_OVER_BUDGET
+            block[B_ERROR_TOKEN] = token
+            return
+        block[B_REMAINING] = r - 1
+    block[B_STATE] = nxt
+
+
+@cfunc(types.void(types.voidptr, types.voidptr), cache=True)
+def native_apply(smpl, cur_p):
+    """llama_sampler_i.apply: ``smpl`` is {iface, ctx}; ctx is the guide block."""
+    ctx = carray(smpl, (2,), np.int64)[1]
+    block_apply(_i64(ctx), cur_p)
+
+
+@cfunc(types.void(types.voidptr, types.int32), cache=True)
+def native_accept(smpl, token):
+    """llama_sampler_i.accept."""
+    ctx = carray(smpl, (2,), np.int64)[1]
+    block_accept(_i64(ctx), token)

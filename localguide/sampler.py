@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import llama_cpp
 
-from .kernels import keep_candidates_at
+from . import kernels
+from .kernels import mask_candidates_at
 
 
 @dataclass(frozen=True)
@@ -28,29 +29,71 @@ class Sampling:
     seed: int | None = None
 
 
+_VOIDP = ctypes.c_void_p
+
+
+class _SamplerInterface(ctypes.Structure):
+    """``llama_sampler_i`` with untyped pointers: callbacks get plain ints, no ctypes objects.
+
+    Same layout as llama_cpp.llama_sampler_i (which it is checked against on import).
+    """
+
+    _fields_ = [(name, _VOIDP) for name, _ in llama_cpp.llama_sampler_i._fields_]
+
+
+assert ctypes.sizeof(_SamplerInterface) == ctypes.sizeof(llama_cpp.llama_sampler_i)
+_APPLY = ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP)
+_ACCEPT = ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_int32)
+
+
 class GuideSampler:
-    """A ``llama_sampler`` whose apply keeps only ``guide.allowed_token_ids()``."""
+    """A ``llama_sampler`` that keeps only the tokens the guide allows.
+
+    A guide with ``sampler_mask()`` (the regex Guide) may hand over the forbidden ids
+    instead when that list is shorter; any other guide only needs ``allowed_token_ids()``.
+    """
 
     def __init__(self, guide):
         self.guide = guide
         self.error: BaseException | None = None
-        iface = llama_cpp.llama_sampler_i()
+        self.block = None
+        if hasattr(guide, "native_block"):
+            # The regex guide runs entirely in compiled code: no Python per token.
+            self.block = guide.native_block()
+            iface = _SamplerInterface()
+            iface.apply = kernels.native_apply.address
+            iface.accept = kernels.native_accept.address
+            self._iface = iface
+            self.pointer = llama_cpp.llama_sampler_init(
+                ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)),
+                ctypes.c_void_p(self.block.ctypes.data))
+            return
+        mask = getattr(guide, "sampler_mask", None)
+        self._mask = mask if mask is not None else (lambda: (guide.allowed_token_ids(), False))
         # The callbacks must stay referenced as long as llama.cpp may call them.
-        self._apply_cb = llama_cpp.llama_sampler_i_apply(self._apply)
-        self._accept_cb = llama_cpp.llama_sampler_i_accept(self._accept)
-        iface.apply = self._apply_cb
-        iface.accept = self._accept_cb
+        self._apply_cb = _APPLY(self._apply)
+        self._accept_cb = _ACCEPT(self._accept)
+        iface = _SamplerInterface()
+        iface.apply = ctypes.cast(self._apply_cb, _VOIDP)
+        iface.accept = ctypes.cast(self._accept_cb, _VOIDP)
         self._iface = iface
-        self.pointer = llama_cpp.llama_sampler_init(ctypes.byref(iface), None)
+        self.pointer = llama_cpp.llama_sampler_init(
+            ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)), None)
+
+    def sync(self) -> None:
+        """After a sample: bring the guide up to date and raise any error from the callbacks."""
+        if self.block is not None:
+            self.guide.sync_from_block(self.block)
+        elif self.error is not None:
+            err, self.error = self.error, None
+            raise err
 
     def _apply(self, smpl, cur_p) -> None:
         try:
-            arr = cur_p.contents
-            allowed = self.guide.allowed_token_ids()
-            if len(allowed) == 0:
+            tokens, exclude = self._mask()
+            if not exclude and len(tokens) == 0:
                 raise RuntimeError("the guide allows no token here (it has already finished)")
-            address = ctypes.cast(arr.data, ctypes.c_void_p).value
-            arr.size = keep_candidates_at(address, arr.size, allowed)
+            mask_candidates_at(cur_p, tokens, exclude)
         except BaseException as e:  # ctypes would print and drop it; re-raised after sampling
             self.error = e
 
@@ -88,10 +131,8 @@ class SamplerChain:
 
     def sample(self, ctx) -> int:
         token = llama_cpp.llama_sampler_sample(self.pointer, ctx, -1)
-        gs = self.guide_sampler
-        if gs is not None and gs.error is not None:
-            err, gs.error = gs.error, None
-            raise err
+        if self.guide_sampler is not None:
+            self.guide_sampler.sync()
         return token
 
     def close(self) -> None:

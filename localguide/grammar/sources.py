@@ -1,0 +1,92 @@
+"""Where a grammar comes from: Lark text, GBNF text, a file path, or a shipped name.
+
+``compile_grammar(grammar, vocabulary)`` resolves the argument, converts it to the
+internal form and compiles it. Compiled grammars are kept in memory per (grammar
+text, vocabulary), so a second compile returns the same object, masks already
+computed included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .compiled import GrammarIndex
+from .errors import GrammarError
+
+_COMPILED: dict = {}
+
+
+def grammars_dir() -> Path:
+    """The folder of the shipped grammars (``localguide.grammars``)."""
+    try:
+        import localguide.grammars as pkg
+
+        return Path(pkg.__file__).parent
+    except ImportError:  # a checkout without an install
+        return Path(__file__).resolve().parents[2] / "grammars"
+
+
+def list_grammars() -> dict[str, Path]:
+    """Shipped grammar name → file, sorted by name."""
+    d = grammars_dir()
+    out = {}
+    for f in sorted(d.iterdir()) if d.is_dir() else ():
+        if f.suffix in (".lark", ".gbnf"):
+            out.setdefault(f.stem, f)
+    return out
+
+
+def is_gbnf(text: str) -> bool:
+    return "::=" in text
+
+
+def resolve(grammar) -> tuple[str, str, str]:
+    """(text, kind 'lark' or 'gbnf', description) for a grammar argument."""
+    if isinstance(grammar, os.PathLike):
+        grammar = os.fspath(grammar)
+    if not isinstance(grammar, str):
+        raise TypeError(f"a grammar must be text, a path or a name, not {type(grammar).__name__}")
+    shipped = list_grammars()
+    if grammar in shipped:
+        f = shipped[grammar]
+        return f.read_text("utf-8"), f.suffix[1:], f"grammar {grammar!r}"
+    if "\n" not in grammar and len(grammar) < 4096 and grammar.endswith((".lark", ".gbnf")):
+        p = Path(grammar)
+        if not p.is_file():
+            raise GrammarError(f"grammar file not found: {grammar}")
+        try:
+            text = p.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise GrammarError(f"cannot read grammar file {grammar}: {e}") from None
+        return text, p.suffix[1:], f"grammar {p.name!r}"
+    if "\n" not in grammar and ":" not in grammar and " " not in grammar.strip():
+        raise GrammarError(f"unknown grammar {grammar!r}: not a shipped grammar "
+                           f"({', '.join(shipped)}), a .lark/.gbnf file, or grammar text")
+    return grammar, "gbnf" if is_gbnf(grammar) else "lark", "grammar"
+
+
+def to_cfg(text: str, kind: str, source: str, start: str | None = None):
+    if kind == "gbnf":
+        from .gbnf import gbnf_to_cfg
+
+        return gbnf_to_cfg(text, source)
+    from .lark_frontend import lark_to_cfg
+
+    return lark_to_cfg(text, source, start=start)
+
+
+def compile_grammar(grammar, vocabulary, *, start: str | None = None) -> GrammarIndex:
+    """Compile ``grammar`` (Lark text, GBNF text, a ``.lark``/``.gbnf`` path, or a shipped name).
+
+    Raises ``GrammarError`` (with line and column where the grammar text has them).
+    """
+    text, kind, desc = resolve(grammar)
+    key = (hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), kind, start,
+           vocabulary.fingerprint)
+    idx = _COMPILED.get(key)
+    if idx is None:
+        idx = GrammarIndex(to_cfg(text, kind, desc, start), vocabulary, desc)
+        _COMPILED[key] = idx
+    return idx
