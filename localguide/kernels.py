@@ -10,6 +10,8 @@ The vocabulary trie is stored in preorder: node ``n``'s subtree is the node rang
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numba import carray, cfunc, njit, types
 from numba.core import cgutils
@@ -569,15 +571,21 @@ def block_accept(block, token):
     block[B_STATE] = nxt
 
 
-@cfunc(types.void(types.voidptr, types.voidptr), cache=True)
-def native_apply(smpl, cur_p):
-    """llama_sampler_i.apply: ``smpl`` is {iface, ctx}; ctx is the guide block."""
-    ctx = carray(smpl, (2,), np.int64)[1]
-    block_apply(_i64(ctx), cur_p)
+@lru_cache(maxsize=None)
+def native_callbacks():
+    """(apply, accept) as C function pointers for ``llama_sampler_i``, compiled on first use.
 
+    ``smpl`` is llama.cpp's ``{iface, ctx}`` struct; ctx is the guide block.
+    """
 
-@cfunc(types.void(types.voidptr, types.int32), cache=True)
-def native_accept(smpl, token):
-    """llama_sampler_i.accept."""
-    ctx = carray(smpl, (2,), np.int64)[1]
-    block_accept(_i64(ctx), token)
+    @cfunc(types.void(types.voidptr, types.voidptr), cache=True)
+    def native_apply(smpl, cur_p):
+        ctx = carray(smpl, (2,), np.int64)[1]
+        block_apply(_i64(ctx), cur_p)
+
+    @cfunc(types.void(types.voidptr, types.int32), cache=True)
+    def native_accept(smpl, token):
+        ctx = carray(smpl, (2,), np.int64)[1]
+        block_accept(_i64(ctx), token)
+
+    return native_apply.address, native_accept.address

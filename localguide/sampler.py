@@ -61,8 +61,7 @@ class GuideSampler:
             # The regex guide runs entirely in compiled code: no Python per token.
             self.block = guide.native_block()
             iface = _SamplerInterface()
-            iface.apply = kernels.native_apply.address
-            iface.accept = kernels.native_accept.address
+            iface.apply, iface.accept = kernels.native_callbacks()
             self._iface = iface
             self.pointer = llama_cpp.llama_sampler_init(
                 ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)),
