@@ -16,6 +16,8 @@ from .sampler import SamplerChain, Sampling
 from .vocabulary import Vocabulary, quiet_stderr
 
 DEFAULT_MAX_TOKENS = 256
+_BUILTIN_TEMPLATES = {"gemma": b"gemma", "gemma2": b"gemma", "gemma3": b"gemma", "llama": b"llama3",
+                      "phi3": b"phi3", "qwen2": b"chatml", "mistral": b"mistral-v7"}
 
 
 def default_model_path() -> Path:
@@ -104,6 +106,10 @@ class Model:
     def apply_chat_template(self, user_message: str) -> str:
         """``user_message`` wrapped in the model's own chat template, ready for the answer."""
         tmpl = llama_cpp.llama_model_chat_template(self.llama.model, None)
+        if not tmpl:
+            # Some GGUF files omit the template; llama.cpp knows its family's by name.
+            arch = self.llama.metadata.get("general.architecture", "")
+            tmpl = _BUILTIN_TEMPLATES.get(arch)
         if not tmpl:
             raise LocalguideError(f"{self.path.name} has no chat template; run without --chat")
         msg = (llama_cpp.llama_chat_message * 1)()
