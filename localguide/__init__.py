@@ -22,10 +22,12 @@ from .vocabulary import Vocabulary  # noqa: E402
 from .index import Index  # noqa: E402
 from .guide import Guide  # noqa: E402
 from .compile import compile_regex, compile_choice  # noqa: E402
+from .grammar import GrammarError, compile_grammar, list_grammars  # noqa: E402
 from .model import Model, load, default_model_path  # noqa: E402
 
 __all__ = [
-    "BudgetError", "EmptyLanguageError", "Guide", "Index", "LocalguideError", "Model",
+    "BudgetError", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",
     "ModelFileError", "PatternError", "TokenNotAllowedError", "UnsupportedPatternError",
-    "Vocabulary", "compile_choice", "compile_regex", "default_model_path", "load",
+    "Vocabulary", "compile_choice", "compile_grammar", "compile_regex", "default_model_path",
+    "list_grammars", "load",
 ]

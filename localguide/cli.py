@@ -72,6 +72,8 @@ def run(
                      help="The whole output matches this regular expression (ECMA-262).")] = None,
     choice: Annotated[Optional[list[str]], typer.Option("--choice", "-c", rich_help_panel=CONSTRAINTS,
                       help="The output is exactly one of these strings (repeat the option).")] = None,
+    grammar: Annotated[Optional[str], typer.Option("--grammar", "-g", rich_help_panel=CONSTRAINTS,
+                       help="A .lark or .gbnf file, or a shipped grammar (see `localguide grammars`).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Token budget; a constrained output still completes.",
                                             rich_help_panel=SAMPLING)] = 256,
     temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
@@ -84,12 +86,12 @@ def run(
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
     try:
         model_path, prompt = _split_model_prompt(first, second)
-        if regex is not None and choice:
-            raise typer.BadParameter("give either --regex or --choice, not both")
+        if sum(x is not None for x in (regex, choice or None, grammar)) > 1:
+            raise typer.BadParameter("give at most one of --regex, --choice and --grammar")
         import localguide
 
         model = localguide.load(model_path, n_gpu_layers=n_gpu_layers)
-        constraint = {"regex": regex, "choice": choice or None}
+        constraint = {"regex": regex, "choice": choice or None, "grammar": grammar}
         _with_progress("Building the index", lambda: model.compile(**constraint))
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                        top_p=top_p, seed=seed, chat=chat)
@@ -115,6 +117,20 @@ def run(
         raise
     except Exception as e:  # noqa: BLE001 - one clear line, no traceback
         _fail(e)
+
+
+@app.command()
+def grammars() -> None:
+    """List the shipped grammars (use a name with --grammar)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .grammar import list_grammars
+
+    table = Table("name", "format", "file", box=None)
+    for name, path in sorted(list_grammars().items()):
+        table.add_row(name, path.suffix.lstrip("."), path.name)
+    Console().print(table)
 
 
 def _answer(model, prompt: str, options: dict) -> None:

@@ -11,6 +11,7 @@ from typing import Iterator
 import llama_cpp
 
 from .compile import compile_choice, compile_regex
+from .grammar import compile_grammar
 from .errors import LocalguideError, ModelFileError
 from .sampler import SamplerChain, Sampling
 from .vocabulary import Vocabulary, quiet_stderr
@@ -60,33 +61,38 @@ class Model:
         self._stop = set(self.vocabulary.stop_ids.tolist())
 
     # -- constraints -------------------------------------------------------------------
-    def compile(self, *, regex: str | None = None, choice=None):
-        """The Index of the given constraint over this model's vocabulary (None: unconstrained)."""
-        given = [x is not None for x in (regex, choice)]
+    def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None):
+        """The compiled constraint over this model's vocabulary (None: unconstrained).
+
+        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name.
+        """
+        given = [x is not None for x in (regex, choice, grammar)]
         if sum(given) > 1:
-            raise ValueError("give at most one of regex= and choice=")
+            raise ValueError("give at most one of regex=, choice= and grammar=")
         if regex is not None:
             return compile_regex(regex, self.vocabulary)
         if choice is not None:
             return compile_choice(choice, self.vocabulary)
+        if grammar is not None:
+            return compile_grammar(grammar, self.vocabulary)
         return None
 
     # -- generation --------------------------------------------------------------------
-    def generate(self, prompt: str, *, regex: str | None = None, choice=None,
+    def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False) -> str:
-        """Generate text for ``prompt``; with ``regex`` or ``choice`` the text matches it fully."""
-        return "".join(self.stream(prompt, regex=regex, choice=choice, max_tokens=max_tokens,
+        """Generate text for ``prompt``; with a constraint the whole text satisfies it."""
+        return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat))
 
-    def stream(self, prompt: str, *, regex: str | None = None, choice=None,
+    def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character."""
-        index = self.compile(regex=regex, choice=choice)
+        index = self.compile(regex=regex, choice=choice, grammar=grammar)
         guide = index.guide(max_tokens=max_tokens) if index is not None else None
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels
+from .. import kernels
 
 MAX_READINGS = 256
 

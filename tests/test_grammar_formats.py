@@ -1,0 +1,199 @@
+"""Grammar formats: GBNF and Lark parsing, errors, llama.cpp's test vectors, shipped grammars."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LOCALGUIDE_CACHE_DIR", tempfile.mkdtemp(prefix="localguide-test-"))
+
+from localguide import LocalguideError, Vocabulary  # noqa: E402
+from localguide.grammar import GrammarError, compile_grammar, list_grammars  # noqa: E402
+
+CORPORA = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora"
+if not CORPORA.is_dir():
+    CORPORA = Path("/work/shared/corpora")
+
+# Every byte as a token: enough to check languages (matches/is_prefix need no masks).
+BYTES = Vocabulary.from_tokens([b""] + [bytes([i]) for i in range(256)], stop_ids=[0])
+
+
+def compiled(grammar):
+    return compile_grammar(grammar, BYTES)
+
+
+def _cases(name):
+    f = CORPORA / "llama-cpp-tests" / name
+    if not f.is_file():
+        pytest.skip(f"{f} is absent")
+    return json.loads(f.read_text())["cases"]
+
+
+def test_llama_cpp_integration_vectors():
+    cases = _cases("test-grammar-integration.json")
+    n = 0
+    for case in cases:
+        kind = case["kind"]
+        if kind == "grammar":
+            idx = compiled(case["grammar"])
+            for s in case["passing"]:
+                assert idx.matches(s), (case["description"], s)
+            for s in case["failing"]:
+                assert not idx.matches(s), (case["description"], s)
+            n += 1
+        elif kind == "grammar_no_root":
+            with pytest.raises(GrammarError, match="root"):
+                compiled(case["grammar"])
+        elif kind == "grammar_build_fails":
+            if "left recursion" in case["description"]:
+                # llama.cpp cannot build these; an Earley parser handles left recursion.
+                idx = compiled(case["grammar"])
+                assert idx.is_prefix("")
+            else:
+                with pytest.raises(GrammarError):
+                    compiled(case["grammar"])
+    assert n >= 10
+
+
+def test_left_recursion_languages():
+    idx = compiled('root ::= "a" | root "a"')
+    assert idx.matches("a") and idx.matches("aaaa") and not idx.matches("") and not idx.matches("ab")
+    idx = compiled('root ::= asdf\nasdf ::= "a" | foo "b"\nfoo ::= "c" | asdf "d" | "e"')
+    assert idx.matches("cb") and idx.matches("adb") and idx.matches("adbdb") and not idx.matches("ad")
+
+
+def test_llguidance_lark_vectors():
+    """llguidance's Lark dialect; rule names with dashes are not Lark, so that case is skipped."""
+    ran = 0
+    for case in _cases("test-grammar-llguidance.json"):
+        if case["kind"] != "grammar":
+            continue
+        if "function-call" in case["grammar"]:
+            with pytest.raises(GrammarError):
+                compiled(case["grammar"])
+            continue
+        ran += 1
+        idx = compiled(case["grammar"])
+        for s in case["passing"]:
+            assert idx.matches(s), (case["description"], s)
+        for s in case["failing"]:
+            assert not idx.matches(s), (case["description"], s)
+    assert ran >= 9
+
+
+def test_every_corpus_gbnf_compiles():
+    folder = CORPORA / "gbnf"
+    if not folder.is_dir():
+        pytest.skip("corpus absent")
+    files = sorted(folder.glob("*.gbnf"))
+    assert len(files) == 9
+    for f in files:
+        idx = compiled(str(f))
+        assert idx.is_prefix("")
+
+
+def test_gbnf_errors_have_line_and_column():
+    with pytest.raises(GrammarError) as e:
+        compiled('root ::= "a"\nfoo ::= [a-z\n')
+    assert e.value.line == 2
+    with pytest.raises(GrammarError) as e:
+        compiled('root ::= "a" bar\n')
+    assert e.value.line == 1 and e.value.column == 14 and "bar" in str(e.value)
+    with pytest.raises(GrammarError) as e:
+        compiled('root ::= "\\q"')
+    assert "escape" in str(e.value)
+    with pytest.raises(GrammarError) as e:
+        compiled('root ::= * "a"')
+    assert "preceding" in str(e.value)
+    assert isinstance(e.value, LocalguideError)
+
+
+def test_lark_errors_have_line_and_column():
+    with pytest.raises(GrammarError) as e:
+        compiled('start: "a"\nfoo: )bar\n')
+    assert e.value.line == 2
+    with pytest.raises(GrammarError, match="not defined|undefined"):
+        compiled('start: missing_rule\n')
+    with pytest.raises(GrammarError, match="lookaround"):
+        compiled('start: A\nA: /a(?=b)/\n')
+    with pytest.raises(GrammarError, match="unknown grammar"):
+        compile_grammar("no_such_grammar", BYTES)
+    with pytest.raises(GrammarError, match="not found"):
+        compile_grammar("/nonexistent/x.lark", BYTES)
+
+
+def test_lark_features():
+    g = r'''
+start: _list{item, ","} | KW
+_list{x, sep}: x (sep x)*
+item: WORD | "#" INT
+KW: "select"i
+%import common.WORD
+%import common.INT
+%import common.WS
+%ignore WS
+'''
+    idx = compiled(g)
+    assert idx.matches("abc, def ,# 12") and idx.matches("SeLeCt") and idx.matches("select")
+    assert not idx.matches("abc,") and not idx.matches("# x")
+
+
+SAMPLES = {
+    "json": (['{"a": [1, 2.5e3, -0], "b": {"c": null}}', "[]", '"x\\u00e9"', " true ", '{"k":"v"}'],
+             ['{"a": 01}', "{'a': 1}", '{"a" 1}', "[1,]", '"\x01"', "nul"]),
+    "arithmetic": (["1 + 2 * (3 - 4) / 5", "-1", "((2))", "1.5*2"], ["1 +", "(1", "1 2", "*1", ""]),
+    "sql": (["SELECT a, b FROM t WHERE a > 1 ORDER BY b DESC LIMIT 5;",
+             "select count(*) from users u join orders o on u.id = o.uid group by u.name having count(*) > 1",
+             "SELECT DISTINCT x FROM (SELECT x FROM y) AS z UNION SELECT 1 FROM w"],
+            ["SELECT FROM t", "SELECT a", "DELETE FROM t", "SELECT a FROM t WHERE a =", "SELECT a FROM t LIMIT x"]),
+    "c": (["int main() { int x = 1; return x; }",
+           "float f(float a, int b) {\n  while (a < b) { a = a + 1; }\n  if (a == b) { g(a); } else { return -a; }\n}\n",
+           "void h() { // note\n for (int i = 0; i < 10; i = i + 1) { k(i, 2); } /* done */ }"],
+          ["int main() { return; }", "main() {}", "int f( { }", "int f() { x = ; }"]),
+    "csv": (['a,b,c\n1,2,3\n', 'name,"quoted, with comma"\n,\n', 'x\n'], ['a,b', '"unclosed\n', 'a"b\n']),
+    "yaml": (["name: Alice\nage: 30\ntags:\n  - a\n  - b\n",
+              "server:\n  host: example.com\n  ports: [80, 443]\n  tls:\n    enabled: true\n",
+              "- one\n- 2\n- {a: 1}\n"],
+             ["name Alice\n", "a:\n   b: 1\n", "- [1, 2\n", "a: 1"]),
+    "chess": (["1. e4 e5\n2. Nf3 Nc6\n"], ["1. e4\n", "e4 e5\n"]),
+    "list": (["- a\n- b\n"], ["a\n", "- a"]),
+    "english": (["Hello, world!"], ["Héllo", ""]),
+    "japanese": (["こんにちは"], ["hello"]),
+    "json_arr": (['[\n{"a": 1},\n2]'], ['{"a": 1}', "[1]"]),
+    "json-gbnf": (['{"a": [1, "x", true]}'], ["[1]", '{"a": 01}']),
+    "arithmetic-gbnf": (["1+2=3\n"], ["1+2\n", "=3\n"]),
+    "c-gbnf": (["int main(){return 0;}"], ["int main(){}x"]),
+    "vllm-sql": (["SELECTcol_1fromtable_1wherecol_1=1"], ["SELECT col_1 from table_1 where col_1=1"]),
+}
+
+
+def test_every_shipped_grammar_has_samples_and_compiles():
+    shipped = list_grammars()
+    assert set(SAMPLES) == set(shipped)
+    for name in shipped:
+        good, bad = SAMPLES[name]
+        idx = compiled(name)
+        for s in good:
+            assert idx.matches(s), (name, s)
+        for s in bad:
+            assert not idx.matches(s), (name, s)
+
+
+def test_shipped_lark_grammars_agree_with_lark():
+    """Our language check agrees with lark's own Earley parser (all tokenizations) on the samples."""
+    import lark
+
+    for name in ("json", "arithmetic", "sql", "c", "csv", "yaml"):
+        parser = lark.Lark(list_grammars()[name].read_text(), parser="earley", lexer="dynamic_complete")
+        good, bad = SAMPLES[name]
+        for s in good + bad:
+            try:
+                parser.parse(s)
+                ok = True
+            except lark.exceptions.LarkError:
+                ok = False
+            assert ok == compiled(name).matches(s), (name, s)

