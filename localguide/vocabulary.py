@@ -29,17 +29,31 @@ class Trie:
     """The non-empty tokens as a preorder byte trie (see ``kernels.build_trie``)."""
 
     __slots__ = ("node_byte", "node_depth", "subtree_end", "tok_start", "tok_count", "order")
+    FIELDS = __slots__
 
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+    def __init__(self, arrays: dict):
+        for name in self.FIELDS:
+            a = arrays[name]
+            a.flags.writeable = False
+            setattr(self, name, a)
+
+    @classmethod
+    def build(cls, flat: np.ndarray, offsets: np.ndarray) -> dict:
         from . import kernels
 
-        lengths = np.diff(offsets)
-        ids = np.flatnonzero(lengths > 0)
-        keys = [flat[offsets[t]:offsets[t + 1]].tobytes() for t in ids]
-        order = ids[np.argsort(np.array(keys, dtype=object), kind="stable")].astype(np.int32)
-        self.order = order
-        (self.node_byte, self.node_depth, self.subtree_end,
-         self.tok_start, self.tok_count) = kernels.build_trie(flat, offsets, order)
+        data = flat.tobytes()
+        ids = np.flatnonzero(np.diff(offsets) > 0).tolist()
+        starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+        keys = {t: data[starts[t]:ends[t]] for t in ids}
+        order = np.array(sorted(ids, key=keys.__getitem__), dtype=np.int32)
+        arrays = dict(zip(cls.FIELDS[:5], kernels.build_trie(flat, offsets, order)))
+        arrays["order"] = order
+        return arrays
+
+    @staticmethod
+    def _valid(arrays: dict) -> bool:
+        n = len(arrays["node_byte"])
+        return all(len(arrays[f]) == n for f in Trie.FIELDS[:5]) and int(arrays["subtree_end"][0]) == n
 
     @property
     def arrays(self) -> tuple:
@@ -129,7 +143,9 @@ class Vocabulary:
 
     @cached_property
     def trie(self) -> Trie:
-        return Trie(self.flat, self.offsets)
+        """The byte trie of the text tokens (built once per vocabulary, then loaded from the disk cache)."""
+        path = cache.key_path("trie", self.fingerprint)
+        return Trie(cache.cached(path, lambda: Trie.build(self.flat, self.offsets), Trie._valid))
 
     def __repr__(self) -> str:
         return f"Vocabulary({self.name!r}, {self.size} tokens, stop ids {self.stop_ids.tolist()})"
