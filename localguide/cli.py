@@ -82,6 +82,8 @@ def run(
     seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING)] = None,
     n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
     chat: Annotated[bool, typer.Option("--chat", help="Wrap the prompt in the model's chat template.")] = False,
+    opportunistic: Annotated[bool, typer.Option(
+        "--opportunistic", help="Grammars: check the model's own token first, mask only on a rejection.")] = False,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
     try:
@@ -94,7 +96,7 @@ def run(
         constraint = {"regex": regex, "choice": choice or None, "grammar": grammar}
         _with_progress("Building the index", lambda: model.compile(**constraint))
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                       top_p=top_p, seed=seed, chat=chat)
+                       top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic)
         if prompt is not None:
             _answer(model, prompt, options)
             return

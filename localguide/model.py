@@ -81,22 +81,24 @@ class Model:
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
-                 chat: bool = False) -> str:
+                 chat: bool = False, opportunistic: bool = False) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it."""
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   seed=seed, chat=chat))
+                                   seed=seed, chat=chat, opportunistic=opportunistic))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
-               chat: bool = False) -> Iterator[str]:
+               chat: bool = False, opportunistic: bool = False) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character."""
         index = self.compile(regex=regex, choice=choice, grammar=grammar)
         guide = index.guide(max_tokens=max_tokens) if index is not None else None
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        for token in self.generate_tokens(self.tokenize_prompt(prompt, chat), guide, max_tokens, sampling):
+        tokens = self.generate_tokens(self.tokenize_prompt(prompt, chat), guide, max_tokens, sampling,
+                                      opportunistic=opportunistic)
+        for token in tokens:
             piece = decoder.decode(self.vocabulary[token])
             if piece:
                 yield piece
@@ -132,11 +134,15 @@ class Model:
         return buf.raw[:n].decode("utf-8")
 
     def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
-                        sampling: Sampling, extra_samplers=()) -> Iterator[int]:
+                        sampling: Sampling, extra_samplers=(), opportunistic: bool = False) -> Iterator[int]:
         """The core loop: decode the prompt, then sample (through the guide) and decode, token by token.
 
         Stops at a stop token, at ``max_tokens``, or when the guide allows nothing but stopping.
+        With ``opportunistic`` (guides that have ``accepts``), the token is first sampled
+        without the mask and kept if the guide accepts it; the full mask is computed only
+        on a rejection (DOMINO §3.5; identical output at temperature 0).
         """
+        opportunistic = opportunistic and guide is not None and hasattr(guide, "accepts")
         ctx = self.llama.ctx
         n_ctx = llama_cpp.llama_n_ctx(ctx)
         if len(prompt_tokens) + max_tokens > n_ctx:
@@ -148,11 +154,19 @@ class Model:
             for i in range(0, len(prompt_tokens), n_batch):
                 self._decode(ctx, prompt_tokens[i:i + n_batch])
             one = (llama_cpp.llama_token * 1)()
-            with SamplerChain(sampling, guide, extra_samplers) as chain:
+            with SamplerChain(sampling, guide, extra_samplers) as chain, \
+                    SamplerChain(sampling if opportunistic else Sampling(temperature=0)) as free:
                 for _ in range(max_tokens):
                     if guide is not None and guide.is_finished():
                         break
-                    token = chain.sample(ctx)
+                    if opportunistic:
+                        token = free.sample(ctx)
+                        if guide.accepts(token):
+                            guide.advance(token)
+                        else:
+                            token = chain.sample(ctx)
+                    else:
+                        token = chain.sample(ctx)
                     if token in self._stop:
                         break
                     yield token

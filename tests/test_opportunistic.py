@@ -1,0 +1,20 @@
+"""Opportunistic masking (DOMINO §3.5) gives the same text as full masking at temperature 0."""
+
+import pytest
+
+
+@pytest.mark.parametrize("grammar, prompt", [("arithmetic", "2+3*4 ="), ("json", "A JSON list of numbers:")])
+def test_same_output_as_full_masking_at_temperature_0(model, grammar, prompt):
+    full = model.generate(prompt, grammar=grammar, temperature=0, max_tokens=16)
+    opportunistic = model.generate(prompt, grammar=grammar, temperature=0, max_tokens=16, opportunistic=True)
+    assert opportunistic == full
+
+
+def test_opportunistic_output_is_in_the_language(model):
+    from localguide import compile_grammar
+
+    index = compile_grammar("arithmetic", model.vocabulary)
+    for seed in range(3):
+        text = model.generate("1+1 =", grammar="arithmetic", temperature=1.0, seed=seed, max_tokens=24,
+                              opportunistic=True)
+        assert index.is_prefix(text)
