@@ -9,10 +9,9 @@ from .vocabulary import Vocabulary
 
 def compile_regex(pattern: str, vocabulary: Vocabulary) -> Index:
     """The Index of the texts that fully match ``pattern`` (ECMA-262 syntax), cached on disk."""
-    regex_to_dfa_checked = lambda: regex_to_dfa(pattern)  # noqa: E731
-    # Check the pattern before touching the cache, so bad input never leaves a file behind.
-    regex_to_dfa(pattern)
-    return Index.cached("regex", pattern, regex_to_dfa_checked, vocabulary, f"regex {pattern!r}")
+    # The DFA is built (and the pattern checked) only when the cache misses; a bad
+    # pattern raises before anything is written.
+    return Index.cached("regex", pattern, lambda: regex_to_dfa(pattern), vocabulary, f"regex {pattern!r}")
 
 
 def choice_pattern(choices) -> str:
