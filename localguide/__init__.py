@@ -23,11 +23,13 @@ from .index import Index  # noqa: E402
 from .guide import Guide  # noqa: E402
 from .compile import compile_regex, compile_choice  # noqa: E402
 from .grammar import GrammarError, compile_grammar, list_grammars  # noqa: E402
+from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema  # noqa: E402
 from .model import Model, load, default_model_path  # noqa: E402
 
 __all__ = [
     "BudgetError", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",
-    "ModelFileError", "PatternError", "TokenNotAllowedError", "UnsupportedPatternError",
+    "ModelFileError", "PatternError", "SchemaError", "TokenNotAllowedError", "UnsupportedPatternError",
+    "UnsupportedSchemaError", "compile_json_schema",
     "Vocabulary", "compile_choice", "compile_grammar", "compile_regex", "default_model_path",
     "list_grammars", "load",
 ]

@@ -74,6 +74,14 @@ def run(
                       help="The output is exactly one of these strings (repeat the option).")] = None,
     grammar: Annotated[Optional[str], typer.Option("--grammar", "-g", rich_help_panel=CONSTRAINTS,
                        help="A .lark or .gbnf file, or a shipped grammar (see `localguide grammars`).")] = None,
+    json_schema: Annotated[Optional[Path], typer.Option("--json-schema", "-j", rich_help_panel=CONSTRAINTS,
+                           help="A JSON Schema file: the output is a valid JSON document.")] = None,
+    json_any: Annotated[bool, typer.Option("--json", rich_help_panel=CONSTRAINTS,
+                        help="The output is any JSON value.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", rich_help_panel=CONSTRAINTS,
+                      help="JSON Schema: objects allow only their listed properties.")] = False,
+    pretty: Annotated[bool, typer.Option("--pretty", rich_help_panel=CONSTRAINTS,
+                      help="JSON: newlines and indentation instead of compact output.")] = False,
     max_tokens: Annotated[int, typer.Option(help="Token budget; a constrained output still completes.",
                                             rich_help_panel=SAMPLING)] = 256,
     temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
@@ -88,12 +96,15 @@ def run(
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
     try:
         model_path, prompt = _split_model_prompt(first, second)
-        if sum(x is not None for x in (regex, choice or None, grammar)) > 1:
-            raise typer.BadParameter("give at most one of --regex, --choice and --grammar")
+        if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
+            raise typer.BadParameter("give at most one of --regex, --choice, --grammar, --json-schema and --json")
+        schema = _read_schema(json_schema) if json_schema is not None else (True if json_any else None)
         import localguide
 
         model = localguide.load(model_path, n_gpu_layers=n_gpu_layers)
-        constraint = {"regex": regex, "choice": choice or None, "grammar": grammar}
+        constraint = {"regex": regex, "choice": choice or None, "grammar": grammar, "json_schema": schema}
+        if schema is not None:
+            constraint.update(strict=strict, whitespace="pretty" if pretty else "compact")
         _with_progress("Building the index", lambda: model.compile(**constraint))
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                        top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic)
@@ -118,6 +129,31 @@ def run(
     except typer.BadParameter:
         raise
     except Exception as e:  # noqa: BLE001 - one clear line, no traceback
+        _fail(e)
+
+
+def _read_schema(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise OSError(f"cannot read the schema file {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+
+
+@app.command()
+def inspect(
+    json_schema: Annotated[Path, typer.Option("--json-schema", "-j", help="The JSON Schema file to inspect.")],
+    strict: Annotated[bool, typer.Option("--strict")] = False,
+) -> None:
+    """Print, for every keyword of a JSON Schema, whether it is enforced, approximated or unsupported."""
+    try:
+        from .json_schema import format_inspection, inspect_schema
+
+        print(format_inspection(inspect_schema(_read_schema(json_schema), strict=strict)))
+    except Exception as e:  # noqa: BLE001
         _fail(e)
 
 

@@ -448,34 +448,40 @@ def hex4(lo: int, hi: int) -> Node:
     return digits_range(lo, hi, 4, 16, _hex_digit_class)
 
 
+_BMP = ((0, 0xD7FF), (0xE000, 0xFFFF))
+
+
 @lru_cache(maxsize=4096)
 def json_char(ranges: tuple) -> Node:
     """How one character from the set ``ranges`` can be written inside a JSON string.
 
     Raw when JSON allows it, the short escape where one exists, ``\\uXXXX`` (either
-    case) for controls and non-ASCII characters, and a surrogate pair of escapes for
-    characters beyond the BMP.
+    case) for any character of the BMP, and a surrogate pair of escapes beyond it.
+    The backslash is factored out so the automaton stays small.
     """
     ranges = norm_ranges(ranges)
-    parts = [cls(intersect(ranges, RAW_OK))]
-    for c, e in _SHORT.items():
-        if contains(ranges, ord(c)):
-            parts.append(Lit("\\" + e))
-    esc = intersect(ranges, ((0, 0x1F), (0x7F, 0xD7FF), (0xE000, 0xFFFF)))
-    if esc:
-        parts.append(seq(Lit("\\u"), alt(*[hex4(a, b) for a, b in esc])))
+    raw = cls(intersect(ranges, RAW_OK))
+    letters = [e for c, e in _SHORT.items() if contains(ranges, ord(c))]
+    esc = intersect(ranges, _BMP)
+    if esc == _BMP:
+        h = _hex_digit_class(0, 15)
+        hex_part = seq(alt(seq(cls([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63), (0x65, 0x66)]), h),
+                           seq(cls([(0x44, 0x44), (0x64, 0x64)]), _hex_digit_class(0, 7))), h, h)
+    else:
+        hex_part = alt(*[hex4(a, b) for a, b in esc])
     astral = intersect(ranges, ((0x10000, MAX_CP),))
-    for a, b in astral:
-        parts.append(_surrogate_pairs(a, b))
-    return alt(*parts)
+    u_part = alt(hex_part, *[_surrogate_pairs(a, b) for a, b in astral])
+    escaped = alt(cls([(ord(e), ord(e)) for e in letters]) if letters else EMPTY,
+                  seq(Lit("u"), u_part) if u_part is not EMPTY else EMPTY)
+    return alt(raw, seq(Lit("\\"), escaped) if escaped is not EMPTY else EMPTY)
 
 
 def _surrogate_pairs(a: int, b: int) -> Node:
     ha, la = 0xD800 + ((a - 0x10000) >> 10), 0xDC00 + ((a - 0x10000) & 0x3FF)
     hb, lb = 0xD800 + ((b - 0x10000) >> 10), 0xDC00 + ((b - 0x10000) & 0x3FF)
 
-    def pair(h1, h2, l1, l2):
-        return seq(Lit("\\u"), hex4(h1, h2), Lit("\\u"), hex4(l1, l2))
+    def pair(h1, h2, l1, l2):  # after the leading backslash-u
+        return seq(hex4(h1, h2), Lit("\\u"), hex4(l1, l2))
 
     if ha == hb:
         return pair(ha, ha, la, lb)
@@ -509,7 +515,7 @@ def json_string_content(s: str) -> Node:
         o = ord(c)
         if 0xD800 <= o <= 0xDFFF:
             # A lone surrogate (from a JSON escape): only its escape spells it.
-            parts.append(seq(Lit("\\u"), hex4(o, o)))
+            parts.append(seq(Lit("\\u"), hex4(o, o)))  # noqa
         elif 0x20 <= o < 0x7F and c not in '"\\/':
             parts.append(Lit(c))
         else:

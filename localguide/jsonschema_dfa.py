@@ -5,13 +5,18 @@ key, and what ``localguide.regex.regex_to_dfa`` would build) and as an AST; this
 module builds the same automaton from the AST directly, because the generic pattern
 path is far too slow on the large patterns that schemas produce.
 
-Construction: Glushkov's position automaton over bytes (every character class is
-expanded into its UTF-8 byte-range sequences; every repetition copy gets its own
-positions, nested so that ``x{0,n}`` stays linear), then subset construction with
-positions as bits of Python integers, then ``automaton.minimize``.
+Construction: every leaf (literal, character class as UTF-8 byte ranges) and every
+sub-expression used more than once (by identity: the compiler shares the nodes of a
+``$ref`` target, of "any JSON value", of a JSON string character...) is compiled once to
+a minimal DFA. A node's automaton is then Glushkov's construction over *instances* of
+those sub-DFAs (instances with the same future are merged), determinized, and minimized
+(an exact one-pass merge of acyclic states, then Moore's refinement when small). So the
+cost follows the size of the result, not the size of the pattern text.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -24,168 +29,403 @@ class TooLargeError(Exception):
     """The automaton would exceed the state budget."""
 
 
-_NONE: frozenset = frozenset()
+class _Builder:
+    """Builds minimal DFAs of AST nodes, each shared sub-expression once.
 
+    A node's automaton is the determinization of a Glushkov-style glue of *atoms*:
+    an atom is a leaf (literal, character class) or a shared sub-expression, already
+    compiled to its own minimal DFA. An atom may be instantiated many times (each
+    instance has its own continuation); a state of the result is a set of
+    (instance, sub-DFA state) pairs, numbered globally.
+    """
 
-class _Glushkov:
-    """Positions (one per byte range) with their follow sets; first/last sets are frozensets."""
+    def __init__(self, root: Node, max_states: int):
+        self.max_states = max_states
+        self.refs: dict[int, int] = {}
+        self.memo: dict[int, ByteDFA] = {}
+        self.keep: list = []  # keeps memoized nodes alive (ids stay unique)
+        self.big: dict[int, bool] = {}
+        self._count(root)
 
-    def __init__(self) -> None:
-        self.lo: list[int] = []
-        self.hi: list[int] = []
-        self.follow: list[set] = []
-        self._utf8: dict[tuple, list] = {}
-
-    def _pos(self, lo: int, hi: int) -> int:
-        self.lo.append(lo)
-        self.hi.append(hi)
-        self.follow.append(set())
-        return len(self.lo) - 1
-
-    def _link(self, last, first) -> None:
-        if first:
-            f = self.follow
-            for p in last:
-                f[p] |= first
-
-    def _seq(self, a, b):
-        fa, la, na = a
-        fb, lb, nb = b
-        self._link(la, fb)
-        return (fa | fb if na else fa), (lb | la if nb else lb), na and nb
-
-    def _chain(self, ranges) -> tuple[int, int]:
-        prev = first = None
-        for blo, bhi in ranges:
-            p = self._pos(blo, bhi)
-            if prev is None:
-                first = p
+    def _count(self, root: Node) -> None:
+        refs = self.refs
+        stack = [root]
+        seen = {id(root)}
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (Seq, Alt)):
+                kids = n.items
+            elif isinstance(n, Rep):
+                # copies of a bounded repetition are instances of one automaton
+                kids = (n.item, n.item) if n.hi is not None and n.hi > 1 else (n.item,)
             else:
-                self.follow[prev].add(p)
-            prev = p
-        return first, prev
+                continue
+            for k in kids:
+                refs[id(k)] = refs.get(id(k), 0) + 1
+                if id(k) not in seen:
+                    seen.add(id(k))
+                    stack.append(k)
 
-    def build(self, node: Node):
-        """(first, last, nullable) of ``node``, allocating fresh positions."""
+    def _big(self, node: Node) -> bool:
+        """Worth an automaton of its own (else inlined at each use)."""
+        k = id(node)
+        b = self.big.get(k)
+        if b is None:
+            b = self.big[k] = _weight(node, 24) >= 24
+        return b
+
+    def dfa(self, node: Node) -> ByteDFA:
+        hit = self.memo.get(id(node))
+        if hit is not None:
+            return hit
         if isinstance(node, Lit):
-            f, l = self._chain((b, b) for b in node.text.encode("utf-8", "surrogatepass"))
-            return frozenset((f,)), frozenset((l,)), False
-        if isinstance(node, Cls):
-            seqs = self._utf8.get(node.ranges)
-            if seqs is None:
-                seqs = [s for a, b in node.ranges for s in utf8_sequences(a, b)]
-                self._utf8[node.ranges] = seqs
-            first, last = [], []
-            for s in seqs:
-                f, l = self._chain(s)
-                first.append(f)
-                last.append(l)
-            return frozenset(first), frozenset(last), False
+            d = _lit_dfa(node.text)
+        elif isinstance(node, Cls):
+            d = _cls_dfa(node.ranges)
+        else:
+            atoms: list[ByteDFA] = []
+            follow: list[set] = []
+            first, last, nul = self._glue(node, atoms, follow, root=True)
+            atoms, follow, first, last = _merge_instances(atoms, follow, first, last)
+            d = _determinize(atoms, follow, first, last, nul, self.max_states)
+        self.memo[id(node)] = d
+        self.keep.append(node)
+        return d
+
+    def _atom(self, d: ByteDFA, atoms, follow):
+        if d.is_empty:
+            return set(), set(), False
+        i = len(atoms)
+        atoms.append(d)
+        follow.append(set())
+        return {i}, {i}, bool(d.accepting[0])
+
+    def _glue(self, node: Node, atoms, follow, root: bool = False):
+        if isinstance(node, (Lit, Cls)) or (not root and self.refs.get(id(node), 0) > 1 and self._big(node)):
+            return self._atom(self.dfa(node), atoms, follow)
         if isinstance(node, Seq):
-            acc = (_NONE, _NONE, True)
+            acc = (set(), set(), True)
             for x in node.items:
-                acc = self._seq(acc, self.build(x))
+                acc = _seq(acc, self._glue(x, atoms, follow), follow)
             return acc
         if isinstance(node, Alt):
-            first, last = set(), set()
-            nul = False
+            first, last, nul = set(), set(), False
             for x in node.items:
-                f, l, n = self.build(x)
+                f, l, n = self._glue(x, atoms, follow)
                 first |= f
                 last |= l
                 nul = nul or n
-            return frozenset(first), frozenset(last), nul
+            return first, last, nul
         if isinstance(node, Rep):
-            acc = (_NONE, _NONE, True)
+            acc = (set(), set(), True)
             for _ in range(node.lo):
-                acc = self._seq(acc, self.build(node.item))
+                acc = _seq(acc, self._glue(node.item, atoms, follow), follow)
             if node.hi is None:
-                f, l, n = self.build(node.item)
-                self._link(l, f)
-                return self._seq(acc, (f, l, True))
-            # x{0,m} as (x(x(x)?)?)?: build the copies first, then nest from the inside.
-            copies = [self.build(node.item) for _ in range(node.hi - node.lo)]
-            tail = (_NONE, _NONE, True)
+                f, l, n = self._glue(node.item, atoms, follow)
+                for i in l:
+                    follow[i] |= f
+                return _seq(acc, (f, l, True), follow)
+            tail = (set(), set(), True)
+            copies = [self._glue(node.item, atoms, follow) for _ in range(node.hi - node.lo)]
             for c in reversed(copies):
-                f, l, n = self._seq(c, tail)
+                f, l, n = _seq(c, tail, follow)
                 tail = (f, l, True)
-            return self._seq(acc, tail)
+            return _seq(acc, tail, follow)
         if node is EMPTY:
-            return _NONE, _NONE, False
+            return set(), set(), False
         raise TypeError(node)
 
 
-def ast_to_dfa(node: Node, max_states: int = 200_000) -> ByteDFA:
-    """The minimal byte DFA of the strings of ``node`` (see ``minimize`` for large ones)."""
-    trans, acc = ast_to_raw_dfa(node, max_states)
-    return minimize(trans, acc)
+def _weight(node: Node, limit: int) -> int:
+    """Leaf count of the expanded node, counting stops past ``limit``."""
+    if isinstance(node, Lit):
+        return len(node.text)
+    if isinstance(node, Cls):
+        return 1 + len(node.ranges)
+    if isinstance(node, (Seq, Alt)):
+        total = 0
+        for x in node.items:
+            total += _weight(x, limit)
+            if total >= limit:
+                return total
+        return total
+    if isinstance(node, Rep):
+        return _weight(node.item, limit) * max(1, node.hi if node.hi is not None else node.lo + 1)
+    return 0
 
 
-def ast_to_raw_dfa(node: Node, max_states: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
-    """Subset construction over Glushkov positions: (transitions, accepting), not minimized."""
-    g = _Glushkov()
-    first, last, nul = g.build(node)
-    lo, hi = g.lo, g.hi
-    follow = [frozenset(f) for f in g.follow]
-    initial = frozenset((-1,))
-    ids: dict[frozenset, int] = {initial: 0}
-    order = [initial]
-    rows: list[list[tuple[int, int, int]]] = []
-    acc: list[bool] = []
-    row_cache: dict[frozenset, list] = {}
+def _merge_instances(atoms, follow, first, last):
+    """Merge instances of the same sub-DFA with the same future (a bisimulation of the glue)."""
+    n = len(atoms)
+    if n < 2:
+        return atoms, follow, first, last
+    keys: dict = {}
+    cls = [keys.setdefault((id(atoms[i]), i in last), len(keys)) for i in range(n)]
+    count = len(keys)
+    while True:
+        keys = {}
+        new = [keys.setdefault((cls[i], frozenset(cls[j] for j in follow[i])), len(keys)) for i in range(n)]
+        if len(keys) == count:
+            break
+        cls, count = new, len(keys)
+    if count == n:
+        return atoms, follow, first, last
+    rep: dict[int, int] = {}
+    for i in range(n):
+        rep.setdefault(cls[i], len(rep))
+    index = [rep[c] for c in cls]
+    new_atoms = [None] * len(rep)
+    new_follow = [set() for _ in range(len(rep))]
+    for i in range(n):
+        k = index[i]
+        new_atoms[k] = atoms[i]
+        new_follow[k] |= {index[j] for j in follow[i]}
+    return new_atoms, new_follow, {index[i] for i in first}, {index[i] for i in last}
+
+
+def _seq(a, b, follow):
+    fa, la, na = a
+    fb, lb, nb = b
+    if fb:
+        for i in la:
+            follow[i] |= fb
+    return (fa | fb if na else fa), (lb | la if nb else lb), na and nb
+
+
+_leaf_cache: dict = {}
+
+
+def _lit_dfa(text: str) -> ByteDFA:
+    key = ("L", text)
+    d = _leaf_cache.get(key)
+    if d is None:
+        data = text.encode("utf-8", "surrogatepass")
+        trans = np.full((len(data) + 1, 256), -1, np.int32)
+        for i, b in enumerate(data):
+            trans[i, b] = i + 1
+        acc = np.zeros(len(data) + 1, bool)
+        acc[-1] = True
+        d = _leaf_cache[key] = ByteDFA(trans, acc)
+    return d
+
+
+def _cls_dfa(ranges: tuple) -> ByteDFA:
+    key = ("C", ranges)
+    d = _leaf_cache.get(key)
+    if d is None:
+        # a trie of the UTF-8 byte-range sequences, then minimized
+        seqs = [s for a, b in ranges for s in utf8_sequences(a, b)]
+        nodes: list[dict] = [{}]
+        ends = set()
+        for s in seqs:
+            cur = 0
+            for k, r in enumerate(s):
+                nxt = nodes[cur].get(r)
+                if nxt is None:
+                    nxt = nodes[cur][r] = len(nodes)
+                    nodes.append({})
+                cur = nxt
+            ends.add(cur)
+        trans = np.full((len(nodes), 256), -1, np.int32)
+        for i, kids in enumerate(nodes):
+            for (lo, hi), t in kids.items():
+                trans[i, lo:hi + 1] = t
+        acc = np.zeros(len(nodes), bool)
+        acc[list(ends)] = True
+        d = _leaf_cache[key] = minimize(trans, acc)
+        if len(_leaf_cache) > 4096:
+            _leaf_cache.clear()
+    return d
+
+
+def _determinize(atoms: list, follow: list, first: set, last: set, nul: bool, max_states: int) -> ByteDFA:
+    """Subset construction over instances of minimal sub-DFAs (see ``_Builder``).
+
+    An element of a subset is a global state number (instance offset + sub-DFA state),
+    or, for an instance that has just finished (its dead-end final state), the negative
+    number of its exit (the instances that follow, and whether the whole may end):
+    finishing two different literals into the same continuation is then one state.
+    """
+    offs = [0]
+    for d in atoms:
+        offs.append(offs[-1] + d.n_states)
+    inst_of = np.repeat(np.arange(len(atoms)), [d.n_states for d in atoms]).tolist()
+    exits: dict = {}
+    exit_of = []
+    exit_info = []  # per exit: (follow atoms, accepting)
+    for a in range(len(atoms)):
+        k = (tuple(sorted(follow[a])), a in last)
+        e = exits.get(k)
+        if e is None:
+            e = exits[k] = -1 - len(exit_info)
+            exit_info.append(k)
+        exit_of.append(e)
+    row_cache: dict[int, tuple] = {}
+    groups_of = [_groups(d) for d in atoms]
+    final_of = [_final(d) for d in atoms]
+
+    def row(a: int, q: int):
+        """(offset, dfa, state, values, inverse): the state's targets, globally numbered."""
+        g = offs[a] + q
+        r = row_cache.get(g)
+        if r is None:
+            d = atoms[a]
+            off = offs[a]
+            vals, inv = groups_of[a][q]
+            fin = final_of[a]
+            gv = [(exit_of[a] if v == fin else v + off) for v in vals]
+            r = row_cache[g] = (off, d, q, gv, inv, exit_of[a], a)
+        return r
+
+    merge_cache: dict = {}
+    start_key = ("start",)
+    ids: dict = {start_key: 0}
+    order = [start_key]
+    rows_out: list[np.ndarray] = []
+    acc_out: list[bool] = []
     i = 0
     while i < len(order):
-        s = order[i]
+        key = order[i]
         i += 1
-        if s is initial:
-            reach = first
-            acc.append(nul)
+        rows = []
+        acc = False
+        if key is start_key:
+            acc = nul
+            rows = [row(f, 0) for f in sorted(first)]
         else:
-            if len(s) == 1:
-                (p,) = s
-                reach = follow[p]
-            else:
-                reach = frozenset().union(*[follow[p] for p in s])
-            acc.append(not last.isdisjoint(s))
-        row = row_cache.get(reach)
-        if row is None:
-            row = _split(reach, lo, hi)
-            row_cache[reach] = row
-        out = []
-        for a, b, target in row:
-            t = ids.get(target)
-            if t is None:
-                t = ids[target] = len(order)
-                order.append(target)
-                if len(order) > max_states:
-                    raise TooLargeError(f"more than {max_states} automaton states")
-            out.append((a, b, t))
-        rows.append(out)
-    trans = np.full((len(order), 256), -1, np.int32)
-    for k, row in enumerate(rows):
-        for a, b, t in row:
-            trans[k, a:b + 1] = t
-    return trans, np.array(acc, dtype=bool)
+            for g in key:
+                if g < 0:
+                    fol, fin = exit_info[-1 - g]
+                    acc = acc or fin
+                    rows += [row(f, 0) for f in fol]
+                    continue
+                a = inst_of[g]
+                q = g - offs[a]
+                rows.append(row(a, q))
+                if atoms[a].accepting[q]:
+                    if a in last:
+                        acc = True
+                    for f in follow[a]:
+                        rows.append(row(f, 0))
+        if len(rows) > 1:
+            finals = [final_of[r[6]] for r in rows]
+            exit_of_row = [r[5] for r in rows]
+        if len(rows) == 1:
+            off, d, q, gv, inv = rows[0][:5]
+            tids = []
+            for v in gv:
+                k = (v,)
+                t = ids.get(k)
+                if t is None:
+                    t = ids[k] = len(order)
+                    order.append(k)
+                tids.append(t)
+            tids.append(-1)
+            out = np.array(tids, np.int32)[inv]
+        elif rows:
+            lk = tuple((id(r[1]), r[2]) for r in rows)
+            merged = merge_cache.get(lk)
+            if merged is None:
+                merged = merge_cache[lk] = _merge_rows(rows)
+            inv, classes = merged
+            tids = []
+            for members in classes:
+                gl = set()
+                for j, v in members:
+                    off = rows[j][0]
+                    gl.add(exit_of_row[j] if v == finals[j] else v + off)
+                k = tuple(sorted(gl))
+                t = ids.get(k)
+                if t is None:
+                    t = ids[k] = len(order)
+                    order.append(k)
+                tids.append(t)
+            tids.append(-1)
+            out = np.array(tids, np.int32)[inv]
+        else:
+            out = np.full(256, -1, np.int32)
+        if len(order) > max_states:
+            raise TooLargeError(f"more than {max_states} automaton states")
+        rows_out.append(out)
+        acc_out.append(acc)
+    return minimize(np.stack(rows_out), np.array(acc_out, bool))
 
 
-def _split(reach, lo: list[int], hi: list[int]) -> list[tuple[int, int, frozenset]]:
-    """The byte intervals of the positions in ``reach``, each with the set it leads to."""
-    if not reach:
-        return []
-    if len(reach) == 1:
-        (p,) = reach
-        return [(lo[p], hi[p], reach)]
-    cuts = sorted({lo[p] for p in reach} | {hi[p] + 1 for p in reach})
-    out = []
-    ps = list(reach)
-    for a, b in zip(cuts, cuts[1:]):
-        m = frozenset(p for p in ps if lo[p] <= a and b - 1 <= hi[p])
-        if m:
-            if out and out[-1][2] == m and out[-1][1] == a - 1:
-                out[-1] = (out[-1][0], b - 1, m)
-            else:
-                out.append((a, b - 1, m))
-    return out
+_NO = -(1 << 40)  # no transition (exits are small negative numbers)
+
+
+_group_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _merge_rows(rows) -> tuple:
+    """For rows (sub-DFA states): inverse [256] into byte classes, and per class the
+    (row index, local target) pairs; the last class index means no transition."""
+    cols = list(zip(*[r[1].transitions[r[2]].tolist() for r in rows]))
+    index: dict = {}
+    inv = []
+    for col in cols:
+        c = index.get(col)
+        if c is None:
+            c = index[col] = len(index)
+        inv.append(c)
+    classes = []
+    remap = []
+    for col in index:
+        members = [(j, v) for j, v in enumerate(col) if v >= 0]
+        if members:
+            remap.append(len(classes))
+            classes.append(members)
+        else:
+            remap.append(-1)
+    none = len(classes)
+    remap = np.array([none if r < 0 else r for r in remap], np.int64)
+    return remap[np.array(inv)], classes
+
+
+def _groups(d: ByteDFA) -> list:
+    """Per state: (distinct targets, inverse [256] into them, -1 targets at index len)."""
+    g = _group_cache.get(d)
+    if g is None:
+        t = d.transitions
+        n = len(t)
+        order = np.argsort(t, axis=1, kind="stable")
+        srt = np.take_along_axis(t, order, axis=1)
+        new = np.ones_like(srt, dtype=bool)
+        new[:, 1:] = srt[:, 1:] != srt[:, :-1]
+        gid = np.cumsum(new, axis=1) - 1
+        inv = np.empty_like(gid)
+        np.put_along_axis(inv, order, gid, axis=1)
+        g = []
+        for q in range(n):
+            vals = srt[q][new[q]].tolist()
+            iv = inv[q]
+            if vals and vals[0] == -1:  # -1 sorts first: move it to the end
+                vals = vals[1:]
+                iv = np.where(iv == 0, len(vals), iv - 1)
+            g.append((vals, iv))
+        _group_cache[d] = g
+    return g
+
+
+def _final(d: ByteDFA) -> int:
+    """The dead-end accepting state of a minimal DFA (no way out), or -2 if none."""
+    f = _final_cache.get(d)
+    if f is None:
+        dead = np.flatnonzero(d.accepting & (d.transitions < 0).all(axis=1))
+        f = _final_cache[d] = int(dead[0]) if len(dead) else -2
+    return f
+
+
+_final_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def ast_to_dfa(node: Node, max_states: int = 400_000) -> ByteDFA:
+    """The minimal byte DFA of the strings of ``node``."""
+    return _Builder(node, max_states).dfa(node)
+
+
+MAX_MOORE = 4000  # beyond, the (near-minimal) result of the acyclic merge is kept
+MAX_MINIMIZE = 60000
 
 
 def minimize(trans: np.ndarray, accepting: np.ndarray, moore_rounds: int = 64) -> ByteDFA:
@@ -200,8 +440,10 @@ def minimize(trans: np.ndarray, accepting: np.ndarray, moore_rounds: int = 64) -
     trans, acc = _trim(trans, np.asarray(accepting, bool))
     if len(acc) == 0:
         return ByteDFA(np.full((1, 256), -1, np.int32), np.zeros(1, bool))
+    if len(acc) > MAX_MINIMIZE:
+        return ByteDFA(np.ascontiguousarray(trans, dtype=np.int32), acc)
     trans, acc = _merge_acyclic(trans, acc)
-    if len(acc) > 2:
+    if 2 < len(acc) <= MAX_MOORE:
         moore = _moore(trans, acc, moore_rounds)
         if moore is not None:
             trans, acc = moore
@@ -311,25 +553,17 @@ def _merge_acyclic(trans: np.ndarray, acc: np.ndarray):
 
 
 def _quotient(trans: np.ndarray, acc: np.ndarray, block: np.ndarray):
-    """The DFA of the blocks (state 0's block first, breadth-first), dead transitions kept."""
+    """The DFA of the blocks (state 0's block first), dead transitions kept. All states are reachable."""
     n = len(acc)
     count = int(block.max()) + 1
-    rep = np.full(count, -1, np.int64)
-    rep[block[::-1]] = np.arange(n - 1, -1, -1)
-    ext = np.append(block, -1)
-    index = {int(block[0]): 0}
-    order = [int(block[0])]
-    i = 0
-    while i < len(order):
-        for t in set(ext[trans[rep[order[i]]]].tolist()):
-            if t >= 0 and t not in index:
-                index[t] = len(order)
-                order.append(t)
-        i += 1
-    remap = np.full(count + 1, -1, np.int64)
-    for b, j in index.items():
-        remap[b] = j
-    reps = rep[np.array(order)]
+    rep = np.full(count, n, np.int64)
+    np.minimum.at(rep, block, np.arange(n))
+    order = np.argsort(rep, kind="stable")
+    remap = np.empty(count + 1, np.int64)
+    remap[order] = np.arange(count)
+    remap[count] = -1
+    ext = np.append(block, count)  # -1 (dead) maps to the extra slot
+    reps = rep[order]
     out = remap[ext[trans[reps]]].astype(np.int32)
     return out, acc[reps].copy()
 

@@ -217,21 +217,29 @@ def _with_fraction(int_part: Node, frac) -> Node:
     return seq(int_part, Lit("."), node)
 
 
-def _mag_range(lo: Fraction, lo_x: bool, hi: Fraction | None, hi_x: bool, fr: _Frac) -> Node:
-    """Non-negative decimals ``I(.F)?`` (no exponent) with lo <(=) value <(=) hi."""
+def _mag_range(lo: Fraction, lo_x: bool, hi: Fraction | None, hi_x: bool, fr: _Frac,
+               nonint: bool = False) -> Node:
+    """Non-negative decimals ``I(.F)?`` (no exponent) with lo <(=) value <(=) hi.
+
+    With ``nonint``, only values with a non-zero fraction.
+    """
     if hi is not None and (hi < lo or (hi == lo and (lo_x or hi_x))):
         return EMPTY
     li = floor(lo)
     dl = _digits(lo - li)
+    if nonint:
+        lo_x = lo_x or not dl  # the integer li itself is excluded
     if hi is not None and floor(hi) == li:
         dh = _digits(hi - li)
         return _with_fraction(Lit(str(li)), fr.between(dl, lo_x, dh, hi_x, 0))
     parts = [_with_fraction(Lit(str(li)), fr.ge(dl, 0, lo_x))]
     hi_i = None if hi is None else floor(hi)
     mid = uint_range(li + 1, None if hi_i is None else hi_i - 1)
-    parts.append(_with_fraction(mid, fr.rest_any(0)))
+    parts.append(_with_fraction(mid, fr.rest_nonzero(0) if nonint else fr.rest_any(0)))
     if hi is not None:
-        parts.append(_with_fraction(Lit(str(hi_i)), fr.le(_digits(hi - hi_i), 0, hi_x)))
+        dh = _digits(hi - hi_i)
+        frac = fr.between([], True, dh, hi_x, 0) if nonint else fr.le(dh, 0, hi_x)
+        parts.append(_with_fraction(Lit(str(hi_i)), frac))
     return alt(*parts)
 
 
@@ -296,14 +304,18 @@ def _split_signs(lo, lo_x, hi, hi_x, build) -> Node:
 
 # -- public entry points ---------------------------------------------------------------------
 
-def number_node(lo=None, lo_x=False, hi=None, hi_x=False, *, integer=False, multiple_of=None) -> tuple[Node, str | None]:
+def number_node(lo=None, lo_x=False, hi=None, hi_x=False, *, integer=False, multiple_of=None,
+                nonint=False) -> tuple[Node, str | None]:
     """(node, note): the spellings of the numbers in the given range.
 
     ``lo``/``hi`` are Fractions or None, ``*_x`` mark exclusive bounds, ``integer``
-    asks for integer values, ``multiple_of`` is a Fraction or None. ``note`` is None
+    asks for integer values, ``nonint`` for non-integer values only, ``multiple_of`` is
+    a Fraction or None. ``note`` is None
     when the result is exact, else a short reason why it is a strict subset.
     """
     m = multiple_of
+    if nonint:
+        return _nonint_node(lo, lo_x, hi, hi_x, m)
     if m is not None:
         if m <= 0:
             raise NumberLimit("multipleOf must be positive")
@@ -345,6 +357,28 @@ def number_node(lo=None, lo_x=False, hi=None, hi_x=False, *, integer=False, mult
     if 10 ** k // c > 2000:
         return _enumerate(lo, lo_x, hi, hi_x, m)
     fracs = [str(v).zfill(k) for v in range(0, 10 ** k, c)]
+    return _split_signs(lo, lo_x, hi, hi_x,
+                        lambda a, ax, b, bx: _mag_range_finite(a, ax, b, bx, k, fracs)), None
+
+
+def _nonint_node(lo, lo_x, hi, hi_x, m) -> tuple[Node, str | None]:
+    """Numbers with a non-zero fraction (no exponent) in range, multiples of m if given."""
+    if m is None:
+        fr = _Frac(None)
+        return _split_signs(lo, lo_x, hi, hi_x,
+                            lambda a, ax, b, bx: _mag_range(a, ax, b, bx, fr, nonint=True)), None
+    if m.denominator == 1:
+        return EMPTY, None  # multiples of an integer are integers
+    k, c = _decimal_parts(m)
+    if k is None or (10 ** k) % c != 0:
+        return _enumerate(lo, lo_x, hi, hi_x, m, nonint=True)
+    if c == 1:
+        fr = _Frac(k)
+        return _split_signs(lo, lo_x, hi, hi_x,
+                            lambda a, ax, b, bx: _mag_range(a, ax, b, bx, fr, nonint=True)), None
+    if 10 ** k // c > 2000:
+        return _enumerate(lo, lo_x, hi, hi_x, m, nonint=True)
+    fracs = [str(v).zfill(k) for v in range(c, 10 ** k, c)]
     return _split_signs(lo, lo_x, hi, hi_x,
                         lambda a, ax, b, bx: _mag_range_finite(a, ax, b, bx, k, fracs)), None
 
@@ -437,7 +471,7 @@ def _uint_multiples(lo: int, hi: int | None, c: int, t: int) -> Node:
 MAX_ENUMERATED = 1000
 
 
-def _enumerate(lo, lo_x, hi, hi_x, m: Fraction, integer: bool = False) -> tuple[Node, str | None]:
+def _enumerate(lo, lo_x, hi, hi_x, m: Fraction, integer: bool = False, nonint: bool = False) -> tuple[Node, str | None]:
     """The multiples of m in range, listed; at most MAX_ENUMERATED of them (then approximated)."""
     jlo = None if lo is None else (lo / m)
     jhi = None if hi is None else (hi / m)
@@ -461,6 +495,8 @@ def _enumerate(lo, lo_x, hi, hi_x, m: Fraction, integer: bool = False) -> tuple[
             a = a if a > 0 else max(a, -(MAX_ENUMERATED // 2))
             b = a + MAX_ENUMERATED - 1
     values = [m * j for j in range(a, b + 1)]
+    if nonint:
+        values = [v for v in values if v.denominator != 1]
     return alt(*[number_literal(v) for v in values]), note
 
 

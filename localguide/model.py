@@ -61,14 +61,21 @@ class Model:
         self._stop = set(self.vocabulary.stop_ids.tolist())
 
     # -- constraints -------------------------------------------------------------------
-    def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None):
+    def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                json_schema=None, **schema_options):
         """The compiled constraint over this model's vocabulary (None: unconstrained).
 
-        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name.
+        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name;
+        ``json_schema`` a dict, JSON text or Pydantic model class (``schema_options``: ``strict``,
+        ``whitespace``, ... as ``compile_json_schema``).
         """
-        given = [x is not None for x in (regex, choice, grammar)]
+        given = [x is not None for x in (regex, choice, grammar, json_schema)]
         if sum(given) > 1:
-            raise ValueError("give at most one of regex=, choice= and grammar=")
+            raise ValueError("give at most one of regex=, choice=, grammar= and json_schema=")
+        if json_schema is not None:
+            from .json_schema import compile_json_schema
+
+            return compile_json_schema(json_schema, self.vocabulary, **schema_options)
         if regex is not None:
             return compile_regex(regex, self.vocabulary)
         if choice is not None:
@@ -79,20 +86,24 @@ class Model:
 
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                 json_schema=None, strict: bool = False, whitespace: str = "compact",
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it."""
-        return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, max_tokens=max_tokens,
+        return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
+                                   strict=strict, whitespace=whitespace, max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
+               json_schema=None, strict: bool = False, whitespace: str = "compact",
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character."""
-        index = self.compile(regex=regex, choice=choice, grammar=grammar)
+        options = {"strict": strict, "whitespace": whitespace} if json_schema is not None else {}
+        index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
         guide = index.guide(max_tokens=max_tokens) if index is not None else None
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -105,6 +116,24 @@ class Model:
         tail = decoder.decode(b"", final=True)
         if tail:
             yield tail
+
+    def generate_json(self, prompt: str, *, json_schema=True, **kwargs):
+        """Generate a JSON document valid for ``json_schema`` and return it parsed.
+
+        With a Pydantic model class, an instance of it; ``json_schema=True`` (the default)
+        accepts any JSON value. Other arguments as ``generate``.
+        """
+        import json as _json
+
+        text = self.generate(prompt, json_schema=json_schema, **kwargs)
+        try:
+            value = _json.loads(text)
+        except _json.JSONDecodeError:
+            raise LocalguideError(f"the output was cut at max_tokens before the document was complete: "
+                                  f"{text[:80]!r}...") from None
+        if isinstance(json_schema, type) and hasattr(json_schema, "model_validate"):
+            return json_schema.model_validate(value)
+        return value
 
     def tokenize_prompt(self, prompt: str, chat: bool = False) -> list[int]:
         if chat:

@@ -66,7 +66,7 @@ class _Scanner:
         end = len(self.p)
         if self.startswith("^"):
             self.i += 1
-        if self.p.endswith("$") and not self.p.endswith("\\$") and end > self.i:
+        if self.p.endswith("$") and end > self.i and not _escaped(self.p, len(self.p) - 1):
             end -= 1
         self.end = end
         self.disjunction(top=True)
@@ -161,7 +161,7 @@ class _Scanner:
         pos = self.i
         self.i += 1
         c = self.peek()
-        if not c or self.i >= self.end and not (self.p.endswith("\\$") and self.i == self.end):
+        if not c:
             raise self.error("pattern ends with a lone backslash", pos)
         if c in "bB":
             raise self.unsupported(f"word boundary '\\{c}' is not supported", pos)
@@ -327,6 +327,14 @@ class _Scanner:
             raise self.error("nothing to repeat: a quantifier follows a quantifier")
 
 
+def _escaped(p: str, i: int) -> bool:
+    """Whether the character at ``i`` is escaped (an odd number of backslashes before it)."""
+    n = 0
+    while i - n - 1 >= 0 and p[i - n - 1] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
 def _unemit(text: str) -> str:
     """The character an emitted single-character escape stands for."""
     if text.startswith("\\x"):
@@ -388,7 +396,7 @@ def regex_to_dfa(pattern: str) -> ByteDFA:
     normalized = normalize(pattern)
     try:
         parsed = interegular.parse_pattern(normalized)
-        fsm = parsed.to_fsm()
+        fsm = parsed.to_fsm().reduce()  # minimal first: byte expansion multiplies states
     except interegular.Unsupported as e:
         raise UnsupportedPatternError(f"unsupported construct ({e})", pattern) from None
     except (interegular.InvalidSyntax, ValueError, KeyError) as e:

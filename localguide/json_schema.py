@@ -1,0 +1,274 @@
+"""JSON Schema → regular expression → Index.
+
+    from localguide.json_schema import compile_json_schema
+    index = compile_json_schema({"type": "object", "properties": {...}}, model.vocabulary)
+
+``schema`` may be a dict (or bool), a JSON string, or a Pydantic model class. The
+schema is compiled to an ECMA-262 pattern (``schema_to_regex``) whose automaton is
+then built directly from the compiler's own AST (same language as
+``localguide.regex.regex_to_dfa(pattern)``, much faster on large patterns) and
+indexed over the vocabulary, through the disk cache keyed by the pattern.
+
+Everything accepted is valid for the schema. Where the schema's language is not
+regular (deep nesting, recursion) or a keyword is only partly expressible, a subset
+is accepted and ``inspect_schema`` reports the keyword as ``approximated``. A
+keyword that cannot be honoured raises ``UnsupportedSchemaError`` listing each one
+with its JSON pointer; nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .errors import LocalguideError
+from .jsonschema_ast import EMPTY, Node, to_regex
+from .jsonschema_compile import Compiler
+from .jsonschema_flat import ANNOTATIONS, VALIDATION, Flattener, Problems
+from .jsonschema_resolve import DEFAULT_BASE, SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, Registry, escape
+
+__all__ = ["SchemaError", "UnsupportedSchemaError", "CompiledSchema", "compile_json_schema", "schema_to_regex",
+           "schema_to_ast", "schema_dfa", "build_dfa", "inspect_schema", "format_inspection"]
+
+
+class SchemaError(LocalguideError, ValueError):
+    """A schema that cannot be compiled: invalid, unsupported, or matching no document."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """Keywords that cannot be enforced. ``problems`` lists (JSON pointer, keyword, reason)."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]):
+        self.problems = list(problems)
+        lines = [f"  {_where(p, k)}: {r}" for p, k, r in self.problems]
+        super().__init__(f"the schema uses {len(self.problems)} unsupported construct(s):\n" + "\n".join(lines))
+
+
+def _where(ptr: str, kw: str) -> str:
+    p = f"{ptr}/{escape(kw)}" if kw else ptr
+    return "#" + p if not p.startswith("http") else p
+
+
+@dataclass
+class CompiledSchema:
+    """The compiled form: the AST, its pattern, and what was approximated."""
+
+    node: Node
+    approximated: list = field(default_factory=list)  # (pointer, keyword, reason)
+    status: dict = field(default_factory=dict)
+    _regex: str | None = None
+
+    @property
+    def regex(self) -> str:
+        if self._regex is None:
+            self._regex = to_regex(self.node)
+        return self._regex
+
+
+def _load(schema):
+    if isinstance(schema, (bytes, bytearray)):
+        schema = schema.decode("utf-8")
+    if isinstance(schema, str):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"the schema is not valid JSON: {e}") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    if hasattr(schema, "json_schema") and callable(schema.json_schema):  # pydantic TypeAdapter
+        return schema.json_schema()
+    if isinstance(schema, (dict, bool)):
+        return schema
+    raise SchemaError(f"a schema must be a dict, a JSON string or a Pydantic model class, not {type(schema).__name__}")
+
+
+DEFAULT_MAX_STATES = 30_000
+# Successive approximations when the automaton would exceed the state budget.
+_LEVELS = (
+    {},
+    {"any_depth": 2, "extra_depth": 1, "max_length": 64, "max_items": 16, "max_recursion": 2},
+    {"any_depth": 1, "extra_depth": 0, "max_length": 32, "max_items": 8, "max_recursion": 1},
+)
+
+
+def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int = 3,
+                  any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
+                  resources: dict | None = None, _problems: Problems | None = None) -> CompiledSchema:
+    """Compile ``schema`` to the regex AST (options as ``compile_json_schema``)."""
+    doc = _load(schema)
+    problems = _problems or Problems()
+    registry = Registry()
+    for uri, res in (resources or {}).items():
+        registry.add_document(res, uri, uri + "#", 2020)
+    root = registry.add_document(doc, DEFAULT_BASE, "", 2020)
+    flattener = Flattener(registry, problems, max_recursion=max_recursion)
+    compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
+                        extra_depth=extra_depth, max_length=max_length, max_items=max_items)
+    try:
+        node = compiler.value([root], 0)
+    except RecursionError:
+        raise SchemaError("the schema nests too deeply to compile") from None
+    if problems.unsupported and _problems is None:
+        raise UnsupportedSchemaError(problems.unsupported)
+    if node is EMPTY and _problems is None:
+        raise SchemaError("no JSON document satisfies this schema" + (
+            " within the nesting limits" if problems.approximated else ""))
+    return CompiledSchema(node, list(problems.approximated), dict(problems.status))
+
+
+def schema_to_regex(schema, **options) -> str:
+    """The ECMA-262 pattern of the JSON documents that ``schema`` accepts (options as ``compile_json_schema``)."""
+    compiled = schema_to_ast(schema, **options)
+    size = pattern_length(compiled.node)
+    if size > MAX_PATTERN:
+        raise SchemaError(f"the pattern would be {size} characters long (more than {MAX_PATTERN})")
+    return compiled.regex
+
+
+def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
+    """(ByteDFA, CompiledSchema) for ``schema``; when the automaton would exceed ``max_states``,
+    the bounds of ``_LEVELS`` are tightened (noted as approximations) before giving up."""
+    from .jsonschema_dfa import TooLargeError, ast_to_dfa
+
+    doc = _load(schema)
+    last = None
+    for level in _LEVELS:
+        opts = dict(options)
+        for k, v in level.items():
+            opts[k] = min(v, opts.get(k, v)) if opts.get(k) is not None else v
+        compiled = schema_to_ast(doc, **opts)
+        try:
+            dfa = ast_to_dfa(compiled.node, max_states=max_states)
+        except TooLargeError as e:
+            last = e
+            continue
+        if level:
+            compiled.approximated.append(("", "", "the automaton was too large: nesting, lengths and counts "
+                                                  f"bounded by {level}"))
+        return dfa, compiled
+    raise SchemaError(f"the schema's automaton is too large ({last}); a grammar-based engine is needed")
+
+
+def schema_dfa(schema, **options):
+    """The byte DFA of ``schema`` (built from the AST, without pattern text)."""
+    return build_dfa(schema, **options)[0]
+
+
+def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace: str = "compact",
+                        max_recursion: int = 3, any_depth: int = 3, max_length: int = 128, max_items: int = 32,
+                        resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES):
+    """The Index of the JSON documents valid for ``schema``, over ``vocabulary`` (cached on disk).
+
+    ``strict``: objects that list properties allow no others unless the schema says so
+    (``additionalProperties`` defaults to false). ``whitespace``: ``"compact"`` (one
+    optional space after ``,`` and ``:``) or ``"pretty"`` (``json.dumps(x, indent=2)``).
+    ``max_recursion``: how deep a recursive ``$ref`` is expanded; ``any_depth``: how deep
+    a value left free by the schema may nest; ``max_length``/``max_items``: the largest
+    ``maxLength``/``maxItems`` tracked exactly (larger bounds are lowered to these).
+    ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:
+    the automaton budget; past it the bounds are tightened, then SchemaError.
+
+    Raises ``UnsupportedSchemaError`` (listing every keyword that cannot be honoured,
+    with its JSON pointer) or ``SchemaError``.
+    """
+    from .index import Index
+
+    doc = _load(schema)
+    options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
+                   max_length=max_length, max_items=max_items, resources=resources)
+    # Check the schema (and raise its errors) before touching the cache.
+    schema_to_ast(doc, **options)
+    key = json.dumps({"schema": doc, "options": {k: v for k, v in options.items()}, "max_states": max_states},
+                     sort_keys=True, ensure_ascii=False)
+    return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
+                        vocabulary, "JSON schema")
+
+
+MAX_PATTERN = 50_000_000
+
+
+def pattern_length(node) -> int:
+    """The length of ``to_regex(node)`` (about), computed without writing it."""
+    from .jsonschema_ast import Alt, Cls, Lit, Rep, Seq
+
+    memo: dict[int, int] = {}
+
+    def go(n) -> int:
+        k = id(n)
+        if k in memo:
+            return memo[k]
+        if isinstance(n, Lit):
+            r = 2 * len(n.text)
+        elif isinstance(n, Cls):
+            r = 8 * len(n.ranges) + 2
+        elif isinstance(n, (Seq, Alt)):
+            r = sum(go(x) for x in n.items) + 4 + len(n.items)
+        elif isinstance(n, Rep):
+            r = go(n.item) + 10
+        else:
+            r = 10
+        memo[k] = r
+        return r
+
+    return go(node)
+
+
+# -- inspection ---------------------------------------------------------------------------------
+
+def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
+    """(JSON pointer, keyword, status) for every keyword of the schema, in document order.
+
+    Status: ``enforced``, ``approximated`` (a subset of the valid documents is accepted),
+    ``unsupported`` (compiling raises), or ``annotation`` (no effect on validity).
+    """
+    doc = _load(schema)
+    problems = Problems()
+    try:
+        schema_to_ast(doc, _problems=problems, **options)
+    except RecursionError:
+        problems.error("", "", "the schema nests too deeply")
+    out = []
+    seen = set()
+    for ptr, kw in _keywords(doc, ""):
+        status = problems.status.get((ptr, kw))
+        if status is None:
+            status = _static_status(kw)
+        out.append((_where(ptr, kw), kw, status))
+        seen.add((ptr, kw))
+    for (ptr, kw), status in problems.status.items():
+        if (ptr, kw) not in seen and kw:
+            out.append((_where(ptr, kw), kw, status))
+    return out
+
+
+def _static_status(kw: str) -> str:
+    if kw in ANNOTATIONS or kw not in VALIDATION:
+        return "annotation"
+    if kw in ("$dynamicRef", "$recursiveRef"):
+        return "unsupported"
+    return "enforced"  # a keyword the compiler never reached (e.g. in an unused $defs entry)
+
+
+def _keywords(s, ptr: str):
+    if not isinstance(s, dict):
+        return
+    for k, v in s.items():
+        yield ptr, k
+        if k in SCHEMA_MAP_KEYWORDS and isinstance(v, dict):
+            for name, sub in v.items():
+                yield from _keywords(sub, f"{ptr}/{escape(k)}/{escape(name)}")
+        elif k in SCHEMA_LIST_KEYWORDS and isinstance(v, list):
+            for i, sub in enumerate(v):
+                yield from _keywords(sub, f"{ptr}/{escape(k)}/{i}")
+        elif k in SCHEMA_KEYWORDS and isinstance(v, dict):
+            yield from _keywords(v, f"{ptr}/{escape(k)}")
+
+
+def format_inspection(rows) -> str:
+    """``inspect_schema`` rows as an aligned text table (for the CLI)."""
+    rows = list(rows)
+    if not rows:
+        return "(no keywords)"
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    return "\n".join(f"{p:<{w1}}  {k:<{w2}}  {s}" for p, k, s in rows)

@@ -1,0 +1,73 @@
+"""The command line, run for real on the default model (Typer's CliRunner, same process)."""
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from localguide.cli import app
+
+runner = CliRunner()
+
+
+def run(*args, input=None):
+    return runner.invoke(app, list(args), input=input)
+
+
+def test_regex_output_matches(smollm2):
+    r = run("run", "--regex", r"(19|20)\d{2}", "--seed", "1", "Alan Turing was born in")
+    assert r.exit_code == 0, r.output
+    assert re.fullmatch(r"(19|20)\d{2}", r.stdout.strip())
+
+
+def test_model_path_first_then_prompt(smollm2):
+    r = run("run", str(smollm2.path), "Is the sky blue?", "--choice", "yes", "--choice", "no")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() in ("yes", "no")
+
+
+def test_interactive_session_reads_until_end_of_input(smollm2):
+    r = run("run", "--regex", r"\d{2}", "--seed", "3", input="First:\nSecond:\n")
+    assert r.exit_code == 0, r.output
+    answers = [line for line in r.stdout.splitlines() if re.fullmatch(r"\d{2}", line)]
+    assert len(answers) == 2
+
+
+def test_json_schema_file(smollm2, tmp_path):
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}},
+              "required": ["n"], "additionalProperties": False}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    r = run("run", "--json-schema", str(path), "--seed", "0", "A number:")
+    assert r.exit_code == 0, r.output
+    assert 1 <= json.loads(r.stdout)["n"] <= 9
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "missing.gguf", "hi"], "model file not found"),
+    (["run", "--regex", "a(?=b)", "hi"], "lookahead is not supported at position 1"),
+    (["run", "--grammar", "no-such-grammar", "hi"], "no-such-grammar"),
+])
+def test_errors_are_one_line_without_traceback(args, message):
+    r = run(*args)
+    assert r.exit_code == 1
+    assert message in r.stderr
+    assert "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_grammars_lists_the_shipped_ones():
+    r = run("grammars")
+    assert r.exit_code == 0
+    for name in ("json", "arithmetic", "sql", "c", "csv", "yaml"):
+        assert re.search(rf"^\s*{name}\s", r.stdout, re.M)
+
+
+def test_inspect_reports_each_keyword(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "object", "properties": {"s": {"type": "string", "maxLength": 30},
+                                                                 "e": {"type": "string", "format": "email"}}}))
+    r = run("inspect", "--json-schema", str(path))
+    assert r.exit_code == 0, r.output
+    assert re.search(r"#/properties/s/maxLength\s+maxLength\s+enforced", r.stdout)
+    assert re.search(r"#/properties/e/format\s+format\s+(enforced|approximated)", r.stdout)
