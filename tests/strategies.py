@@ -1,0 +1,172 @@
+"""Hypothesis strategies: random regular expressions in localguide's ECMA-262 subset.
+
+Every pattern generated here means the same thing to localguide (ECMA-262) and to
+Python's ``re`` with ``re.ASCII`` under ``re.fullmatch``, so ``re`` is the oracle:
+no ``{,n}``, no inline flags, no ``\\b``, classes whose punctuation is escaped (no
+FutureWarning about set operations), and no negated class that could be empty.
+
+``regex_pairs()`` yields ``(pattern, sampling_pattern)``: the second is the same
+language written without ``\\d \\w \\s`` (and their negations), for
+``hypothesis.strategies.from_regex``, which only produces ASCII characters for a
+class when the pattern is compiled with ``re.ASCII``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import hypothesis.strategies as st
+
+# Literal characters: ASCII letters and digits, punctuation (escaped when needed),
+# whitespace, and non-ASCII characters of 2, 3 and 4 UTF-8 bytes.
+LITERALS = "abcxyzAZ019 _,:;!@#%&=~'\"<>" + ".*+?()[]{}|^$\\/-" + "\t\n" + "éßñ€日本😀🙏"
+SYNTAX = set("^$\\.*+?()[]{}|/")
+CLASS_SPECIAL = set("\\]^-[&~|")
+
+# Ranges for character classes, as (lo, hi) characters; include multi-byte ones.
+RANGES = [("a", "f"), ("0", "5"), ("A", "Z"), ("x", "z"), ("à", "ÿ"), ("α", "ω"),
+          ("😀", "🙏"), ("一", "丁"), (" ", "/")]
+
+# ECMA-262 class escapes and their explicit (ASCII) members.
+CLASS_MEMBERS = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\f\\v"}
+
+
+def class_escape_pair(letter: str) -> tuple[str, str]:
+    """``\\d`` and friends, and an equivalent pattern without them."""
+    members = CLASS_MEMBERS[letter.lower()]
+    return "\\" + letter, ("[" + members + "]" if letter.islower() else "[^" + members + "]")
+
+
+def _literal(c: str) -> str:
+    if c == "\t":
+        return "\\t"
+    if c == "\n":
+        return "\\n"
+    if c in SYNTAX:
+        return "\\" + c
+    return c
+
+
+def _class_char(c: str) -> str:
+    if c == "\t":
+        return "\\t"
+    if c == "\n":
+        return "\\n"
+    if c in CLASS_SPECIAL or (c.isascii() and not c.isalnum() and c != " "):
+        return "\\" + c
+    return c
+
+
+def _same(s: str) -> tuple[str, str]:
+    return s, s
+
+
+@st.composite
+def literal(draw) -> tuple[str, str]:
+    kind = draw(st.integers(0, 9))
+    if kind == 0:  # a \xHH escape
+        return _same("\\x%02x" % draw(st.sampled_from([0x41, 0x61, 0x2D, 0x20, 0x7E])))
+    if kind == 1:  # a \uHHHH escape
+        return _same("\\u%04x" % draw(st.sampled_from([0xE9, 0x65E5, 0x3B1])))
+    return _same(_literal(draw(st.sampled_from(LITERALS))))
+
+
+@st.composite
+def char_class(draw) -> tuple[str, str]:
+    negated = draw(st.booleans()) and draw(st.booleans())
+    items: list[str] = []  # ECMA class members
+    plain: list[str] = []  # the same members, without class escapes
+    extra: list[str] = []  # negated escapes, as separate alternatives (positive classes only)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.integers(0, 3))
+        if kind == 0:
+            lo, hi = draw(st.sampled_from(RANGES))
+            items.append(_class_char(lo) + "-" + _class_char(hi))
+            plain.append(items[-1])
+        elif kind == 1:
+            # A negated class holding \D, \W or \S could match nothing: keep those positive.
+            letter = draw(st.sampled_from("dws" if negated else "dwsDWS"))
+            items.append("\\" + letter)
+            if letter.islower():
+                plain.append(CLASS_MEMBERS[letter])
+            else:
+                extra.append(class_escape_pair(letter)[1])
+        else:
+            items.append(_class_char(draw(st.sampled_from(LITERALS))))
+            plain.append(items[-1])
+    hat = "^" if negated else ""
+    ecma = "[" + hat + "".join(items) + "]"
+    alts = (["[" + hat + "".join(plain) + "]"] if plain else []) + extra
+    return ecma, alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+ATOMS = st.one_of(
+    literal(),
+    literal(),
+    literal(),
+    char_class(),
+    st.sampled_from("dwsdwsDWS").map(class_escape_pair),
+    st.just(_same(".")),
+)
+
+QUANTIFIERS = st.sampled_from(["", "", "", "", "?", "*", "+", "{2}", "{0,2}", "{1,3}", "{2,}", "??", "+?"])
+
+
+def _join(sep: str):
+    def join(pairs):
+        return sep.join(a for a, _ in pairs), sep.join(b for _, b in pairs)
+    return join
+
+
+def _quantified(atoms):
+    return st.tuples(atoms, QUANTIFIERS).map(lambda t: (t[0][0] + t[1], t[0][1] + t[1]))
+
+
+def _sequence(items):
+    return st.lists(items, min_size=1, max_size=3).map(_join(""))
+
+
+def _alternation(items):
+    return st.lists(_sequence(items), min_size=1, max_size=2).map(_join("|"))
+
+
+GROUP_QUANTIFIERS = st.sampled_from(["", "", "?", "*", "+", "{2}", "{0,2}"])
+
+
+def _group(inner):
+    """A group, with its own quantifier (milder than an atom's: nested counted
+    repetition makes automata, and the time to build them, blow up)."""
+    return st.tuples(st.sampled_from(["(", "(?:"]), inner, GROUP_QUANTIFIERS).map(
+        lambda t: (t[0] + t[1][0] + ")" + t[2], t[0] + t[1][1] + ")" + t[2]))
+
+
+@st.composite
+def regex_pairs(draw, max_depth: int = 1) -> tuple[str, str]:
+    """``(pattern, sampling_pattern)``: a random pattern of the supported subset, nesting
+    up to ``max_depth`` groups, and the same language without class escapes."""
+    items = _quantified(ATOMS)
+    for _ in range(max_depth):
+        items = st.one_of(_quantified(ATOMS), _quantified(ATOMS), _quantified(ATOMS),
+                          _group(_alternation(items)))
+    ecma, plain = draw(_alternation(items))
+    # Anchors at the very ends are allowed and mean nothing under whole-string matching.
+    if draw(st.integers(0, 9)) == 0:
+        ecma = "^(?:" + ecma + ")$"
+        plain = "(?:" + plain + ")"
+    return ecma, plain
+
+
+def regexes(max_depth: int = 1) -> st.SearchStrategy[str]:
+    """A random pattern of the supported ECMA-262 subset."""
+    return regex_pairs(max_depth).map(lambda pair: pair[0])
+
+
+def matches(pattern: str, text: str) -> bool:
+    """The oracle: ECMA-262 whole-string match, through Python's ``re`` in ASCII mode."""
+    return re.fullmatch(pattern, text, re.ASCII) is not None
+
+
+def language_samples(pair: tuple[str, str]) -> st.SearchStrategy[str]:
+    """Strings fully matching ``pair[0]`` (drawn through the escape-free ``pair[1]``)."""
+    pattern, plain = pair
+    return st.from_regex(re.compile(plain), fullmatch=True).filter(lambda s: matches(pattern, s))

@@ -1,0 +1,182 @@
+"""The disk cache: a second compile loads instead of building, corrupt files are rebuilt
+(one RuntimeWarning per process), and LOCALGUIDE_CACHE_DIR is honoured."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import localguide
+import localguide.index
+from localguide import Vocabulary, cache, compile_regex
+from localguide.index import Index
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty cache directory for this test, and the warning budget reset."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(d))
+    monkeypatch.setattr(cache, "_warned", False)
+    return d
+
+
+@pytest.fixture
+def small_vocab() -> Vocabulary:
+    return Vocabulary.from_tokens([b"", b"1", b"9", b"19", b"20", b"0", b"2", b"x"], [0])
+
+
+def assert_same_index(a: Index, b: Index) -> None:
+    for name, arr in a.to_arrays().items():
+        np.testing.assert_array_equal(arr, b.to_arrays()[name], err_msg=name)
+    assert a.vocab_size == b.vocab_size and a.fingerprint == b.fingerprint
+
+
+def index_files(d):
+    return sorted(p for p in d.iterdir() if p.name.startswith("regex-"))
+
+
+def forbid_build(monkeypatch):
+    def build(*args, **kwargs):
+        raise AssertionError("the index was built again instead of loaded from the cache")
+    monkeypatch.setattr(localguide.index, "build_arrays", build)
+
+
+def test_second_compile_loads_from_disk(fresh_cache, small_vocab, monkeypatch):
+    first = compile_regex(r"(19|20)\d{2}", small_vocab)
+    files = index_files(fresh_cache)
+    assert len(files) == 1 and files[0].suffix == ".npz"
+    forbid_build(monkeypatch)
+    second = compile_regex(r"(19|20)\d{2}", small_vocab)
+    assert_same_index(first, second)
+    # A different pattern is not served from that file.
+    with pytest.raises(AssertionError, match="built again"):
+        compile_regex(r"(19|20)\d{3}", small_vocab)
+
+
+def test_second_compile_loads_on_real_vocabulary(fresh_cache, vocab, monkeypatch):
+    first = compile_regex(r"[a-z]+@[a-z]+\.com", vocab)
+    assert len(index_files(fresh_cache)) == 1
+    forbid_build(monkeypatch)
+    assert_same_index(first, compile_regex(r"[a-z]+@[a-z]+\.com", vocab))
+
+
+def test_cache_key_depends_on_vocabulary(fresh_cache, small_vocab, monkeypatch):
+    compile_regex(r"\d+", small_vocab)
+    other = Vocabulary.from_tokens([b"", b"1", b"9", b"19", b"20", b"0", b"2", b"y"], [0])
+    built = []
+    real = localguide.index.build_arrays
+
+    def spy(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(localguide.index, "build_arrays", spy)
+    compile_regex(r"\d+", other)
+    assert built == [1]
+    assert len(index_files(fresh_cache)) == 2
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not a zip file at all", b"PK\x03\x04" + b"\x00" * 40])
+def test_corrupt_file_is_rebuilt_with_one_warning(fresh_cache, small_vocab, monkeypatch, garbage):
+    original = compile_regex(r"(19|20)\d{2}", small_vocab)
+    (path,) = index_files(fresh_cache)
+    path.write_bytes(garbage)
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        rebuilt = compile_regex(r"(19|20)\d{2}", small_vocab)
+    assert_same_index(original, rebuilt)
+    # The file was rewritten and now loads without building.
+    forbid_build(monkeypatch)
+    assert_same_index(original, compile_regex(r"(19|20)\d{2}", small_vocab))
+
+
+def test_only_one_warning_per_process(fresh_cache, small_vocab):
+    compile_regex("19", small_vocab)
+    compile_regex("20", small_vocab)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for p in index_files(fresh_cache):
+            p.write_bytes(b"garbage")
+        a = compile_regex("19", small_vocab)
+        b = compile_regex("20", small_vocab)
+    runtime = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(runtime) == 1
+    assert a.guide().allowed_token_ids().tolist() == [1, 3]
+    assert b.guide().allowed_token_ids().tolist() == [4, 6]
+
+
+def test_wrong_content_is_rebuilt(fresh_cache, small_vocab):
+    """A readable npz with the wrong arrays (or ids beyond the vocabulary) is not trusted."""
+    original = compile_regex(r"\d\d", small_vocab)
+    (path,) = index_files(fresh_cache)
+    arrays = {k: np.asarray(v) for k, v in original.to_arrays().items()}
+    arrays["mask_tokens"] = arrays["mask_tokens"] + 1000
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    with pytest.warns(RuntimeWarning):
+        rebuilt = compile_regex(r"\d\d", small_vocab)
+    assert_same_index(original, rebuilt)
+    with open(path, "wb") as f:
+        np.savez(f, unrelated=np.zeros(3))
+    rebuilt = compile_regex(r"\d\d", small_vocab)
+    assert_same_index(original, rebuilt)
+
+
+def test_cache_dir_is_honoured(tmp_path, monkeypatch, small_vocab):
+    a, b = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(a))
+    assert cache.cache_dir() == a
+    compile_regex("x+", small_vocab)
+    assert len(index_files(a)) == 1 and not b.exists()
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(b))
+    compile_regex("x+", small_vocab)
+    assert len(index_files(b)) == 1
+    assert cache.key_path("regex", "k").parent == b
+
+
+def test_session_cache_dir_is_used(cache_dir, smollm2_vocab):
+    """The session fixture's directory receives the real vocabularies' caches."""
+    compile_regex(r"\d{3}", smollm2_vocab)
+    names = [p.name for p in cache_dir.iterdir()]
+    assert any(n.startswith("vocab-") for n in names)
+    assert any(n.startswith("regex-") for n in names)
+
+
+def test_no_temporary_files_left(fresh_cache, small_vocab):
+    for p in ["1", "2", "19|20", r"\d*"]:
+        compile_regex(p, small_vocab)
+    assert all(p.suffix == ".npz" for p in fresh_cache.iterdir())
+
+
+def test_unwritable_cache_dir_still_compiles(tmp_path, monkeypatch, small_vocab):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(cache, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="could not write"):
+        index = compile_regex("19", small_vocab)
+    assert index.guide().allowed_token_ids().tolist() == [1, 3]
+
+
+def test_invalid_pattern_leaves_no_file(fresh_cache, small_vocab):
+    with pytest.raises(localguide.PatternError):
+        compile_regex("(19", small_vocab)
+    with pytest.raises(localguide.EmptyLanguageError):
+        compile_regex("[]", small_vocab)
+    with pytest.raises(localguide.EmptyLanguageError):
+        compile_regex("z", small_vocab)  # no token spells it
+    assert not fresh_cache.exists() or index_files(fresh_cache) == []
+
+
+def test_corrupt_vocabulary_cache_is_rebuilt(tmp_path, monkeypatch, smollm2_path, smollm2_vocab):
+    d = tmp_path / "vcache"
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(d))
+    monkeypatch.setattr(cache, "_warned", False)
+    Vocabulary.from_gguf(smollm2_path)
+    (vfile,) = [p for p in d.iterdir() if p.name.startswith("vocab-")]
+    vfile.write_bytes(b"\x00" * 100)
+    with pytest.warns(RuntimeWarning):
+        again = Vocabulary.from_gguf(smollm2_path)
+    assert again.fingerprint == smollm2_vocab.fingerprint
