@@ -37,7 +37,10 @@ def build_trie(flat, offsets, order):
     parent = np.zeros(cap, np.int32)
     tok_start = np.zeros(cap, np.int32)
     tok_count = np.zeros(cap, np.int32)
-    path = np.zeros(512, np.int32)  # path[d] = node at depth d on the current branch
+    longest = 0
+    for k in range(len(order)):
+        longest = max(longest, offsets[order[k] + 1] - offsets[order[k]])
+    path = np.zeros(longest + 1, np.int32)  # path[d] = node at depth d on the current branch
     n_nodes = 1
     prev = -1
     for k in range(len(order)):
@@ -422,11 +425,9 @@ def exclude_candidates(data, forbidden):
     """Set the logit of every ``forbidden`` id to -inf; return the (unchanged) size."""
     size = data.shape[0]
     logits = data[:, 1:2].view(np.float32)
-    in_order = size == 0 or (data[0, 0] == 0 and data[size - 1, 0] == size - 1)
-    if in_order:
+    if _at_own_index(data, forbidden):
         for t in forbidden:
-            if t < size:
-                logits[t, 0] = -np.inf
+            logits[t, 0] = -np.inf
         return size
     for i in range(size):
         pos = np.searchsorted(forbidden, data[i, 0])
@@ -446,17 +447,25 @@ def py_exclude_candidates(data, forbidden):
 
 
 @njit(cache=True)
+def _at_own_index(data, ids):
+    """True when every id in ``ids`` sits at row ``id`` (llama.cpp's fresh id-ordered array)."""
+    size = data.shape[0]
+    for t in ids:
+        if t < 0 or t >= size or data[t, 0] != t:
+            return False
+    return True
+
+
+@njit(cache=True)
 def keep_candidates(data, allowed):
     """Compact an ``int32[size, 3]`` view of (id, logit bits, p bits) records to the ``allowed`` ids.
 
-    ``allowed`` is sorted. When the array is still in id order (our sampler runs
-    first) this costs O(len(allowed)); otherwise O(size log len(allowed)).
-    Returns the new size.
+    ``allowed`` is sorted and ids are unique. When every allowed id sits at its own
+    row (our sampler runs first, on llama.cpp's id-ordered array) this costs
+    O(len(allowed)); otherwise O(size log len(allowed)). Returns the new size.
     """
-    size = data.shape[0]
     k = len(allowed)
-    in_order = size > 0 and data[0, 0] == 0 and data[size - 1, 0] == size - 1
-    if in_order:
+    if _at_own_index(data, allowed):
         for j in range(k):
             t = allowed[j]
             if t != j:
@@ -465,7 +474,7 @@ def keep_candidates(data, allowed):
                 data[j, 2] = data[t, 2]
         return k
     j = 0
-    for i in range(size):
+    for i in range(data.shape[0]):
         pos = np.searchsorted(allowed, data[i, 0])
         if pos < k and allowed[pos] == data[i, 0]:
             data[j, 0] = data[i, 0]
@@ -593,202 +602,345 @@ def native_callbacks():
 
 # --- grammar engine: DOMINO's vocabulary-aligned subterminal trees ---------------------
 #
-# ``subterminal_walk`` walks the vocabulary trie from one scanner state and records,
-# for every token, every way its bytes can be read: the terminals it completes on
-# the way (a node of the *sequence tree*) and the scanner state it ends in. Ignored
-# terminals end a lexeme without entering the sequence (they do not move the
-# parser). Nothing here depends on the parser.
+# ``grammar_trees`` walks the vocabulary trie once per *origin*: one reading
+# ``(terminal, DFA state)`` of the lexeme in progress, as a one-reading scanner state.
+# For every token it records every way its bytes can be read from there: the
+# terminals completed on the way (a node of the origin's *sequence tree*) and the
+# scanner state it ends in. The lexeme in progress is never ended before the
+# token's first byte (the caller handles that case with the parser at hand). After
+# terminal ``T`` ends, the next lexeme starts in ``seed_tab[ctx, T]``, where ``ctx``
+# is 1 + the terminal completed before ``T`` (0: unknown), so terminal trigrams the
+# grammar cannot produce are never explored. The ignored run (``ign``) ends a
+# lexeme without entering the sequence. Nothing here depends on the parser.
+
 
 @njit(cache=True)
-def subterminal_walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order,
-                     ctrans, acc_offsets, acc_terms, after, is_ignore, live_tab, n_terms, start_c, max_cfg):
-    """Returns (out_tok, out_seq, out_state, n_out, seq_parent, seq_term, n_seq, n_overflow).
+def _grow_i32(a, n):
+    b = np.empty(max(2 * len(a), 16), np.int32)
+    b[:n] = a[:n]
+    return b
 
-    Sequence node 0 is the empty sequence; node ``s`` extends ``seq_parent[s]`` by
-    terminal ``seq_term[s]``. A reading (s2, c2) with s2 = s1 + [T] is not emitted
-    when the token also has a reading (s1, c1) in which T is still live: whenever the
-    parser takes T after s1, that reading is viable too (it dominates). Where a trie
-    node has more than ``max_cfg`` readings, the tokens below it are emitted with
-    sequence -1 (unresolved: the caller checks them one by one); ``n_overflow`` counts them.
+
+@njit(cache=True)
+def _counting_order(keys, n_keys, perm):
+    """Stable reordering of ``perm`` by ``keys[perm]`` (values in ``[0, n_keys)``)."""
+    count = np.zeros(n_keys + 1, np.int64)
+    for i in range(len(perm)):
+        count[keys[perm[i]] + 1] += 1
+    for k in range(n_keys):
+        count[k + 1] += count[k]
+    out = np.empty(len(perm), np.int64)
+    for i in range(len(perm)):
+        k = keys[perm[i]]
+        out[count[k]] = perm[i]
+        count[k] += 1
+    return out
+
+
+@njit(cache=True)
+def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, order,
+                  ctrans, acc_offsets, acc_terms, seed_tab, ign, live_tab, rdist, origins, track,
+                  vocab_size, max_cfg):
+    """The subterminal trees of all ``origins`` (scanner states), in flat arrays.
+
+    Returns (seq_parent, seq_term, tree_seq, grp_seq, grp_state, grp_lead, grp_off,
+    grp_tok, unres_off, unres_tok). Tree ``i`` owns sequence nodes
+    ``tree_seq[i]:tree_seq[i+1]``; its first node is the empty sequence (parent -1),
+    node ``s`` extends ``seq_parent[s]`` by terminal ``seq_term[s]``. Group ``g``
+    holds the sorted tokens ``grp_tok[grp_off[g]:grp_off[g+1]]`` that read as
+    sequence ``grp_seq[g]`` ending in scanner state ``grp_state[g]``; groups are
+    sorted by sequence node.
+
+    Where ``track[i]`` (an origin inside the ignored run, whose length so far the
+    caller knows and this walk does not), ``grp_lead[g]`` is how many bytes of the
+    token that run takes: up to where it ends, or, when it does not end in the
+    token, the token's length plus the fewest bytes that end it (``rdist`` of the
+    end state). The caller keeps a group when the run stays within its limit.
+
+    A reading (s1 + [T], c2) is not emitted when the token also reads as (s1, c1)
+    with T live in c1 and a lead no longer (whenever the parser takes T after s1,
+    that reading is viable too). Where a trie node has more than ``max_cfg``
+    readings, the tokens below are listed in ``unres_tok[unres_off[i]:unres_off[i+1]]``
+    for the caller to check one by one.
     """
     n_nodes = len(node_byte)
+    n_terms = live_tab.shape[1]
+    n_states = ctrans.shape[0]
     maxd = 1
     for i in range(n_nodes):
         if node_depth[i] + 1 > maxd:
             maxd = node_depth[i] + 1
+    max_lead = maxd
+    for c in range(n_states):
+        if rdist[c] + maxd > max_lead:
+            max_lead = rdist[c] + maxd
     clo_s = np.empty((maxd, max_cfg), np.int32)
     clo_c = np.empty((maxd, max_cfg), np.int32)
+    clo_l = np.empty((maxd, max_cfg), np.int32)
     clo_n = np.zeros(maxd, np.int32)
     cur_s = np.empty(max_cfg, np.int32)
     cur_c = np.empty(max_cfg, np.int32)
-    cap = 256
+    cur_l = np.empty(max_cfg, np.int32)
+    eff = np.empty(max_cfg, np.int32)
+    cap = 64
     child = np.full((cap, n_terms), -1, np.int32)
-    seq_parent = np.full(cap, -1, np.int32)
-    seq_term = np.full(cap, -1, np.int32)
-    n_seq = 1
-    out_cap = 1 << 16
-    out_tok = np.empty(out_cap, np.int32)
-    out_s = np.empty(out_cap, np.int32)
-    out_c = np.empty(out_cap, np.int32)
-    n_out = 0
-    n_overflow = 0
-    # Depth 0: the start state and the lexemes that can end right away.
-    cur_s[0] = 0
-    cur_c[0] = start_c
-    m = 1
-    d = 0
-    n = 0
-    while True:
-        if n > 0:
+    l_parent = np.full(cap, -1, np.int32)
+    l_term = np.full(cap, -1, np.int32)
+    e_tok = np.empty(1 << 12, np.int32)
+    e_s = np.empty(1 << 12, np.int32)
+    e_c = np.empty(1 << 12, np.int32)
+    e_l = np.empty(1 << 12, np.int32)
+    u_tok = np.empty(16, np.int32)
+    n_orig = len(origins)
+    # global outputs
+    seq_parent = np.empty(1 << 10, np.int32)
+    seq_term = np.empty(1 << 10, np.int32)
+    n_gseq = 0
+    tree_seq = np.zeros(n_orig + 1, np.int64)
+    grp_seq = np.empty(1 << 10, np.int32)
+    grp_state = np.empty(1 << 10, np.int32)
+    grp_lead = np.empty(1 << 10, np.int32)
+    grp_off = np.zeros(1 << 10, np.int64)
+    n_grp = 0
+    grp_tok = np.empty(1 << 16, np.int32)
+    n_gtok = 0
+    unres_off = np.zeros(n_orig + 1, np.int64)
+    unres_tok = np.empty(16, np.int32)
+    n_unres = 0
+    for oi in range(n_orig):
+        start_c = origins[oi]
+        n_seq = 1
+        for j in range(n_terms):
+            child[0, j] = -1
+        l_parent[0] = -1
+        l_term[0] = -1
+        n_out = 0
+        n_u = 0
+        cur_s[0] = 0
+        cur_c[0] = start_c
+        cur_l[0] = -1 if track[oi] else 0
+        m = 1
+        n = 0
+        while True:
             d = node_depth[n]
-            b = node_byte[n]
-            m = 0
-            for i in range(clo_n[d - 1]):
-                c2 = ctrans[clo_c[d - 1, i], b]
-                if c2 < 0:
-                    continue
-                s = clo_s[d - 1, i]
-                dup = False
-                for j in range(m):
-                    if cur_s[j] == s and cur_c[j] == c2:
-                        dup = True
-                        break
-                if not dup:
-                    cur_s[m] = s
-                    cur_c[m] = c2
-                    m += 1
-            if m == 0:
-                n = subtree_end[n]
-                if n >= n_nodes:
-                    break
-                continue
-            for k in range(tok_start[n], tok_start[n] + tok_count[n]):
-                for j in range(m):
-                    s2 = cur_s[j]
-                    if s2 != 0:
-                        s1 = seq_parent[s2]
-                        t1 = seq_term[s2]
-                        dominated = False
-                        for i in range(m):
-                            if cur_s[i] == s1 and live_tab[cur_c[i], t1]:
-                                dominated = True
-                                break
-                        if dominated:
-                            continue
-                    if n_out == out_cap:
-                        out_cap *= 2
-                        g1 = np.empty(out_cap, np.int32)
-                        g1[:n_out] = out_tok
-                        out_tok = g1
-                        g2 = np.empty(out_cap, np.int32)
-                        g2[:n_out] = out_s
-                        out_s = g2
-                        g3 = np.empty(out_cap, np.int32)
-                        g3[:n_out] = out_c
-                        out_c = g3
-                    out_tok[n_out] = order[k]
-                    out_s[n_out] = cur_s[j]
-                    out_c[n_out] = cur_c[j]
-                    n_out += 1
-        if subtree_end[n] > n + 1:
-            # Closure: keep every reading, and also end the lexeme wherever one accepts.
-            cl = 0
-            overflow = False
-            for j in range(m):
-                clo_s[d, cl] = cur_s[j]
-                clo_c[d, cl] = cur_c[j]
-                cl += 1
-            for j in range(m):
-                if overflow:
-                    break
-                c = cur_c[j]
-                for a in range(acc_offsets[c], acc_offsets[c + 1]):
-                    t = acc_terms[a]
-                    if is_ignore[t]:
-                        s2 = cur_s[j]
-                    else:
-                        s2 = child[cur_s[j], t]
-                        if s2 < 0:
-                            if n_seq == cap:
-                                cap *= 2
-                                gc = np.full((cap, n_terms), -1, np.int32)
-                                gc[:n_seq] = child
-                                child = gc
-                                gp = np.full(cap, -1, np.int32)
-                                gp[:n_seq] = seq_parent
-                                seq_parent = gp
-                                gt = np.full(cap, -1, np.int32)
-                                gt[:n_seq] = seq_term
-                                seq_term = gt
-                            s2 = n_seq
-                            n_seq += 1
-                            child[cur_s[j], t] = s2
-                            seq_parent[s2] = cur_s[j]
-                            seq_term[s2] = t
-                    c2 = after[t]
+            if n > 0:
+                b = node_byte[n]
+                m = 0
+                for i in range(clo_n[d - 1]):
+                    c2 = ctrans[clo_c[d - 1, i], b]
+                    if c2 < 0:
+                        continue
+                    s = clo_s[d - 1, i]
+                    ld = clo_l[d - 1, i]
                     dup = False
-                    for i in range(cl):
-                        if clo_s[d, i] == s2 and clo_c[d, i] == c2:
+                    for j in range(m):
+                        if cur_s[j] == s and cur_c[j] == c2 and cur_l[j] == ld:
                             dup = True
                             break
                     if not dup:
-                        if cl == max_cfg:
-                            overflow = True
-                            break
-                        clo_s[d, cl] = s2
-                        clo_c[d, cl] = c2
-                        cl += 1
-            clo_n[d] = cl
-            if overflow:
-                # Too many readings: the tokens below are left to the caller.
-                end = subtree_end[n]
-                for q in range(n + 1, end):
-                    for k in range(tok_start[q], tok_start[q] + tok_count[q]):
-                        if n_out == out_cap:
-                            out_cap *= 2
-                            g1 = np.empty(out_cap, np.int32)
-                            g1[:n_out] = out_tok
-                            out_tok = g1
-                            g2 = np.empty(out_cap, np.int32)
-                            g2[:n_out] = out_s
-                            out_s = g2
-                            g3 = np.empty(out_cap, np.int32)
-                            g3[:n_out] = out_c
-                            out_c = g3
-                        out_tok[n_out] = order[k]
-                        out_s[n_out] = -1
-                        out_c[n_out] = -1
+                        cur_s[m] = s
+                        cur_c[m] = c2
+                        cur_l[m] = ld
+                        m += 1
+                if m == 0:
+                    n = subtree_end[n]
+                    if n >= n_nodes:
+                        break
+                    continue
+                if tok_count[n] > 0:
+                    for j in range(m):
+                        eff[j] = cur_l[j] if cur_l[j] >= 0 else d + rdist[cur_c[j]]
+                for k in range(tok_start[n], tok_start[n] + tok_count[n]):
+                    for j in range(m):
+                        s2 = cur_s[j]
+                        if s2 != 0:
+                            s1 = l_parent[s2]
+                            t1 = l_term[s2]
+                            dominated = False
+                            for i in range(m):
+                                if cur_s[i] == s1 and live_tab[cur_c[i], t1] and eff[i] <= eff[j]:
+                                    dominated = True
+                                    break
+                            if dominated:
+                                continue
+                        if n_out == len(e_tok):
+                            e_tok = _grow_i32(e_tok, n_out)
+                            e_s = _grow_i32(e_s, n_out)
+                            e_c = _grow_i32(e_c, n_out)
+                            e_l = _grow_i32(e_l, n_out)
+                        e_tok[n_out] = order[k]
+                        e_s[n_out] = cur_s[j]
+                        e_c[n_out] = cur_c[j]
+                        e_l[n_out] = eff[j]
                         n_out += 1
-                        n_overflow += 1
-                n = end
-                if n >= n_nodes:
-                    break
-                continue
-        n += 1
-        if n >= n_nodes:
-            break
-    return (out_tok[:n_out].copy(), out_s[:n_out].copy(), out_c[:n_out].copy(), n_out,
-            seq_parent[:n_seq].copy(), seq_term[:n_seq].copy(), n_seq, n_overflow)
+            if subtree_end[n] > n + 1:
+                # Keep every reading, and (below the root) also end the lexeme wherever one accepts.
+                cl = 0
+                for j in range(m):
+                    clo_s[d, cl] = cur_s[j]
+                    clo_c[d, cl] = cur_c[j]
+                    clo_l[d, cl] = cur_l[j]
+                    cl += 1
+                overflow = False
+                if n > 0:
+                    for j in range(m):
+                        if overflow:
+                            break
+                        c = cur_c[j]
+                        s = cur_s[j]
+                        ld = cur_l[j] if cur_l[j] >= 0 else d
+                        ctx = l_term[s] + 1 if s > 0 else 0
+                        for a in range(acc_offsets[c], acc_offsets[c + 1]):
+                            t = acc_terms[a]
+                            c2 = seed_tab[ctx, t]
+                            if c2 < 0:
+                                continue
+                            if t == ign:
+                                s2 = s
+                            else:
+                                s2 = child[s, t]
+                                if s2 < 0:
+                                    if n_seq == cap:
+                                        cap *= 2
+                                        gc = np.full((cap, n_terms), -1, np.int32)
+                                        gc[:n_seq] = child[:n_seq]
+                                        child = gc
+                                        l_parent = _grow_i32(l_parent, n_seq)
+                                        l_term = _grow_i32(l_term, n_seq)
+                                    s2 = n_seq
+                                    n_seq += 1
+                                    for q in range(n_terms):
+                                        child[s2, q] = -1
+                                    child[s, t] = s2
+                                    l_parent[s2] = s
+                                    l_term[s2] = t
+                            dup = False
+                            for i in range(cl):
+                                if clo_s[d, i] == s2 and clo_c[d, i] == c2 and clo_l[d, i] == ld:
+                                    dup = True
+                                    break
+                            if not dup:
+                                if cl == max_cfg:
+                                    overflow = True
+                                    break
+                                clo_s[d, cl] = s2
+                                clo_c[d, cl] = c2
+                                clo_l[d, cl] = ld
+                                cl += 1
+                clo_n[d] = cl
+                if overflow:
+                    # Too many readings: the tokens below are left to the caller.
+                    end = subtree_end[n]
+                    for q in range(n + 1, end):
+                        for k in range(tok_start[q], tok_start[q] + tok_count[q]):
+                            if n_u == len(u_tok):
+                                u_tok = _grow_i32(u_tok, n_u)
+                            u_tok[n_u] = order[k]
+                            n_u += 1
+                    n = end
+                    if n >= n_nodes:
+                        break
+                    continue
+            n += 1
+            if n >= n_nodes:
+                break
+        # -- this tree's sequence nodes
+        base = n_gseq
+        while n_gseq + n_seq > len(seq_parent):
+            seq_parent = _grow_i32(seq_parent, n_gseq)
+            seq_term = _grow_i32(seq_term, n_gseq)
+        for s in range(n_seq):
+            seq_parent[base + s] = l_parent[s] + base if s > 0 else -1
+            seq_term[base + s] = l_term[s]
+        n_gseq += n_seq
+        tree_seq[oi + 1] = n_gseq
+        # -- its groups: emissions sorted by (sequence, state, lead, token)
+        if n_out > 0:
+            perm = np.arange(n_out)
+            if n_out * 16 < vocab_size:
+                key = np.empty(n_out, np.int64)
+                for i in range(n_out):
+                    key[i] = (((np.int64(e_s[i]) * n_states + e_c[i]) * (max_lead + 1) + e_l[i]) * vocab_size
+                              + e_tok[i])
+                perm = np.argsort(key, kind="mergesort")
+            else:
+                perm = _counting_order(e_tok[:n_out], vocab_size, perm)
+                if track[oi]:
+                    perm = _counting_order(e_l[:n_out], max_lead + 1, perm)
+                perm = _counting_order(e_c[:n_out], n_states, perm)
+                perm = _counting_order(e_s[:n_out], n_seq, perm)
+            while n_gtok + n_out > len(grp_tok):
+                grp_tok = _grow_i32(grp_tok, n_gtok)
+            prev_s = -1
+            prev_c = -1
+            prev_l = -1
+            prev_t = -1
+            for i in range(n_out):
+                e = perm[i]
+                if e_s[e] != prev_s or e_c[e] != prev_c or e_l[e] != prev_l:
+                    if n_grp + 2 > len(grp_seq):
+                        grp_seq = _grow_i32(grp_seq, n_grp)
+                        grp_state = _grow_i32(grp_state, n_grp)
+                        grp_lead = _grow_i32(grp_lead, n_grp)
+                        g2 = np.zeros(2 * len(grp_off), np.int64)
+                        g2[:n_grp + 1] = grp_off[:n_grp + 1]
+                        grp_off = g2
+                    grp_seq[n_grp] = e_s[e] + base
+                    grp_state[n_grp] = e_c[e]
+                    grp_lead[n_grp] = e_l[e]
+                    grp_off[n_grp] = n_gtok
+                    n_grp += 1
+                    prev_s = e_s[e]
+                    prev_c = e_c[e]
+                    prev_l = e_l[e]
+                    prev_t = -1
+                if e_tok[e] != prev_t:  # a token may read the same way twice
+                    grp_tok[n_gtok] = e_tok[e]
+                    n_gtok += 1
+                    prev_t = e_tok[e]
+            grp_off[n_grp] = n_gtok
+        # -- its unresolved tokens
+        if n_u > 0:
+            us = np.unique(u_tok[:n_u])
+            while n_unres + len(us) > len(unres_tok):
+                unres_tok = _grow_i32(unres_tok, n_unres)
+            unres_tok[n_unres:n_unres + len(us)] = us
+            n_unres += len(us)
+        unres_off[oi + 1] = n_unres
+    grp_off[n_grp] = n_gtok
+    return (seq_parent[:n_gseq].copy(), seq_term[:n_gseq].copy(), tree_seq, grp_seq[:n_grp].copy(),
+            grp_state[:n_grp].copy(), grp_lead[:n_grp].copy(), grp_off[:n_grp + 1].copy(),
+            grp_tok[:n_gtok].copy(), unres_off, unres_tok[:n_unres].copy())
 
 
-def py_subterminal_walk(tokens, ctrans, accept_lists, after, is_ignore, live_tab, start_c):
-    """Twin of ``subterminal_walk``, token by token: the set of (token, terminal sequence, state).
+def py_grammar_trees(tokens, ctrans, accept_lists, seed_tab, ign, live_tab, rdist, origins, track):
+    """Twin of ``grammar_trees``, token by token: per origin, the set of (token, sequence, state, lead).
 
     ``tokens`` maps token id → bytes (empty tokens are skipped, as the trie holds none).
     """
-    out = set()
-    for tok, data in tokens.items():
-        if not data:
-            continue
-        configs = {((), start_c)}
-        for b in data:
-            closed = set(configs)
-            for seq, c in configs:
-                for t in accept_lists[c]:
-                    closed.add((seq if is_ignore[t] else seq + (t,), int(after[t])))
-            configs = {(seq, int(ctrans[c, b])) for seq, c in closed if ctrans[c, b] >= 0}
-        for seq, c in configs:
-            if seq and any(s1 == seq[:-1] and live_tab[c1, seq[-1]] for s1, c1 in configs):
-                continue  # dominated by the reading that keeps the last terminal going
-            out.add((tok, seq, c))
+    out = []
+    for start_c, tr in zip(origins, track):
+        found = set()
+        for tok, data in tokens.items():
+            if not data:
+                continue
+            configs = {((), int(start_c), -1 if tr else 0)}
+            for i, b in enumerate(data):
+                closed = set(configs)
+                if i > 0:
+                    for seq, c, ld in configs:
+                        ctx = seq[-1] + 1 if seq else 0
+                        for t in accept_lists[c]:
+                            c2 = int(seed_tab[ctx, t])
+                            if c2 >= 0:
+                                closed.add((seq if t == ign else seq + (t,), c2, ld if ld >= 0 else i))
+                configs = {(seq, int(ctrans[c, b]), ld) for seq, c, ld in closed if ctrans[c, b] >= 0}
+            eff = {(seq, c, ld): (ld if ld >= 0 else len(data) + int(rdist[c])) for seq, c, ld in configs}
+            for seq, c, ld in configs:
+                e = eff[(seq, c, ld)]
+                if seq and any(s1 == seq[:-1] and live_tab[c1, seq[-1]] and eff[(s1, c1, l1)] <= e
+                               for s1, c1, l1 in configs):
+                    continue  # dominated by the reading that keeps the last terminal going
+                found.add((tok, seq, c, e))
+        out.append(found)
     return out

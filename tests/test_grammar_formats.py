@@ -143,7 +143,7 @@ KW: "select"i
 
 
 SAMPLES = {
-    "json": (['{"a": [1, 2.5e3, -0], "b": {"c": null}}', "[]", '"x\\u00e9"', " true ", '{"k":"v"}'],
+    "json": (['{"a": [1, 2.5e3, -0], "b": {"c": null}}', "[]", '"x\\u00e9"', " true", '{"k":"v"}'],
              ['{"a": 01}', "{'a': 1}", '{"a" 1}', "[1,]", '"\x01"', "nul"]),
     "arithmetic": (["1 + 2 * (3 - 4) / 5", "-1", "((2))", "1.5*2"], ["1 +", "(1", "1 2", "*1", ""]),
     "sql": (["SELECT a, b FROM t WHERE a > 1 ORDER BY b DESC LIMIT 5;",
@@ -151,7 +151,7 @@ SAMPLES = {
              "SELECT DISTINCT x FROM (SELECT x FROM y) AS z UNION SELECT 1 FROM w"],
             ["SELECT FROM t", "SELECT a", "DELETE FROM t", "SELECT a FROM t WHERE a =", "SELECT a FROM t LIMIT x"]),
     "c": (["int main() { int x = 1; return x; }",
-           "float f(float a, int b) {\n  while (a < b) { a = a + 1; }\n  if (a == b) { g(a); } else { return -a; }\n}\n",
+           "float f(float a, int b) {\n  while (a < b) { a = a + 1; }\n  if (a == b) { g(a); } else { return -a; }\n}",
            "void h() { // note\n for (int i = 0; i < 10; i = i + 1) { k(i, 2); } /* done */ }"],
           ["int main() { return; }", "main() {}", "int f( { }", "int f() { x = ; }"]),
     "csv": (['a,b,c\n1,2,3\n', 'name,"quoted, with comma"\n,\n', 'x\n'], ['a,b', '"unclosed\n', 'a"b\n']),
@@ -181,6 +181,27 @@ def test_every_shipped_grammar_has_samples_and_compiles():
             assert idx.matches(s), (name, s)
         for s in bad:
             assert not idx.matches(s), (name, s)
+
+
+def test_ignored_text_is_limited_and_never_trails():
+    """The deliberate restriction: runs of ignored text of at most max_ignored_run bytes, none at the end."""
+    js = compiled("json")
+    assert js.matches(" true") and not js.matches(" true ") and not js.matches("{}\n") and not js.is_prefix("1 ")
+    assert js.matches("[" + " " * 32 + "1]") and not js.matches("[" + " " * 33 + "1]")
+    assert js.is_prefix("[\n" + " " * 31) and not js.is_prefix("[\n" + " " * 32)
+    assert js.matches('{"a":\t\n 1}') and js.matches('[1,\n  2]')
+    c = compiled("c")
+    # whitespace between declarations is fine, at the end it is not
+    assert c.matches("int f() {}\n\nint g() {}") and c.is_prefix("int f() {}\n") and not c.matches("int f() {}\n")
+    loose = compile_grammar("json", BYTES, max_ignored_run=None)
+    assert loose.matches("[" + " " * 100 + "1]") and not loose.matches("1 ")
+    # several ignored terminals: one run, limited as a whole
+    g = 'start: A+\nA: "a"\n%ignore " "\n%ignore /#[^\\n]*\\n/\n'
+    idx = compile_grammar(g, BYTES, max_ignored_run=8)
+    assert idx.matches("a #x\n a") and idx.matches("a#12345\na") and not idx.matches("a #123456\na")
+    assert not idx.matches("a #x\n") and not idx.matches("a ")
+    with pytest.raises(ValueError):
+        compile_grammar("json", BYTES, max_ignored_run=0)
 
 
 def test_shipped_lark_grammars_agree_with_lark():

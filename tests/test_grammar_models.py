@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import tempfile
 
 import numpy as np
@@ -82,6 +83,37 @@ def test_random_walks_parse_with_lark(model):
         parser.parse(model.vocabulary.decode(out).decode("utf-8", "replace"))
 
 
+@pytest.mark.parametrize("name", ["json", "arithmetic"])
+def test_random_walks_end_complete_within_budget(model, name):
+    """max_tokens=k is a guarantee: any walk through the masks is a sentence after at most k tokens."""
+    idx = compile_grammar(name, model.vocabulary)
+    stops = set(model.vocabulary.stop_ids.tolist())
+    rng = random.Random(4)
+    for k in (1, 2, 3, 4, 6, 9, 14, 25):
+        for _ in range(6):
+            g = idx.guide(max_tokens=k)
+            out = []
+            while len(out) < k:
+                t = rng.choice(g.allowed_token_ids().tolist())
+                g.advance(t)
+                if t in stops:
+                    break
+                out.append(t)
+            text = model.vocabulary.decode(out)
+            assert g.is_accepting() and idx.matches(text), (k, text)
+
+
+def test_no_endless_whitespace(model):
+    """Greedy JSON used to emit newlines forever once complete; now the text ends without any."""
+    idx = compile_grammar("json", model.vocabulary)
+    guide = idx.guide(max_tokens=60)
+    prompt = model.tokenize_prompt("A JSON object describing a cat:")
+    tokens = list(model.generate_tokens(prompt, guide, 60, Sampling(temperature=0)))
+    text = model.vocabulary.decode(tokens)
+    assert idx.matches(text) and text == text.rstrip(), text
+    assert max((len(m) for m in re.findall(rb"[ \t\r\n]+", text)), default=0) <= 32
+
+
 @pytest.mark.parametrize("name,prompt", [
     ("json", "A JSON object describing a cat:"),
     ("arithmetic", "Write an arithmetic expression equal to 10:"),
@@ -97,12 +129,20 @@ def test_generation(model, name, prompt):
     _lark(name).parse(text)
 
 
-def test_opportunistic_check_agrees_with_mask(model):
-    idx = compile_grammar("sql", model.vocabulary)
+C_SAMPLE = "int f(int a) {\n    // twice\n    return a * 2;\n}\n\nvoid g() {\n    f(1);\n}"
+
+
+@pytest.mark.parametrize("name", ["sql", "json", "c"])
+def test_opportunistic_check_agrees_with_mask(model, name):
+    """The precomputed masks agree with the byte-level simulation (``accepts``), whitespace tokens included."""
+    voc = model.vocabulary
+    idx = compile_grammar(name, voc)
     g = idx.guide()
     rng = random.Random(3)
-    for t in model.llama.tokenize(SAMPLES["sql"][0].encode(), add_bos=False, special=False):
+    spaces = [t for t in range(voc.size) if voc[t][:1] in (b" ", b"\n", b"\t")]
+    text = C_SAMPLE if name == "c" else SAMPLES[name][0]
+    for t in model.llama.tokenize(text.encode(), add_bos=False, special=False):
         allowed = set(g.allowed_token_ids().tolist())
-        for cand in rng.sample(range(model.vocabulary.size), 50) + [t]:
-            assert g.copy().accepts(cand) == (cand in allowed)
+        for cand in rng.sample(range(voc.size), 40) + rng.sample(spaces, 15) + [t]:
+            assert g.copy().accepts(cand) == (cand in allowed), (name, voc[cand])
         g.advance(t)

@@ -5,9 +5,11 @@
     guide.allowed_token_ids(); guide.advance(token)
 
 Pipeline: grammar text → ``CFG`` (``lark_frontend``/``gbnf``) → normalized
-(``cfg``) → Earley tables (``earley``) + combined scanner DFA (``lexer``) →
-subterminal trees per scanner state (``kernels``) → masks (``masks``) → guide
-states (``compiled``) → ``GrammarGuide`` (``guide``).
+(``cfg``: one limited ignored-run terminal) → Earley recognizer over a lazy LR(0)
+ε-DFA (``earley``) + combined scanner DFA with trigram seeds (``lexer``) →
+subterminal trees per reading, all at compile time (``kernels.grammar_trees``) →
+masks (``masks``) → guide states (``compiled``, disk-cached as arrays by
+``sources``) → ``GrammarGuide`` (``guide``), with budget plans (``budget``).
 """
 
 from .compiled import GrammarIndex

@@ -8,6 +8,12 @@ set of ignored terminals (Lark's ``%ignore``: allowed between any two terminals)
 empty string are split (``T`` becomes ``ε | T'``), terminals with equal languages
 are merged, unproductive and unreachable symbols are removed, and the start rule
 is augmented (``__start__ -> start``).
+
+Ignored text (a deliberate restriction of the language): all ignored terminals
+become one terminal, the *ignored run* ``(I1|I2|...)+`` limited to
+``max_ignored_run`` bytes, which never follows itself. So a run of consecutive
+ignored bytes is at most ``max_ignored_run`` long. That the text may not end with
+ignored text is enforced by the parser side (``GrammarIndex``), not here.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ class CFG:
     start: str
     ignore: frozenset = field(default_factory=frozenset)
     source: str = "grammar"
+    # the ignored run's limit, and for each state of its DFA the state of the unlimited run
+    max_ignored_run: int | None = None
+    ignore_labels: np.ndarray | None = None
 
     def nonterminals(self) -> list[str]:
         seen = {}
@@ -69,12 +78,91 @@ def without_empty(dfa: ByteDFA) -> ByteDFA:
     return minimize(trans, acc)
 
 
+def ignored_run_dfa(dfas, max_run: int | None) -> tuple[ByteDFA, np.ndarray]:
+    """``(D1|D2|...)+``, limited to ``max_run`` bytes when given (the ignored run).
+
+    Returns the DFA and, for each of its states, the state of the unlimited run DFA
+    it counts bytes in (the limited DFA is that DFA times a byte counter, trimmed, not
+    minimized: state ``(q, k)`` is reached by exactly ``k`` bytes).
+    """
+    nfa = ByteNFA()
+    start = nfa.add_state()
+    final = nfa.add_state()
+    nfa.add_epsilon(final, start)
+    for dfa in dfas:
+        base = len(nfa.edges)
+        for _ in range(dfa.n_states):
+            nfa.add_state()
+        nfa.add_epsilon(start, base)
+        trans = dfa.transitions
+        for q in range(dfa.n_states):
+            row = trans[q]
+            b = 0
+            while b < 256:
+                t = int(row[b])
+                e = b
+                while e + 1 < 256 and row[e + 1] == t:
+                    e += 1
+                if t >= 0:
+                    nfa.add_range(base + q, b, e, base + t)
+                b = e + 1
+            if dfa.accepting[q]:
+                nfa.add_epsilon(base + q, final)
+    nfa.accepting = {final}
+    run = nfa.to_dfa(start)
+    if max_run is None:
+        return run, np.arange(run.n_states, dtype=np.int32)
+    dist = dfa_distances(run)
+    # Breadth-first over (q, k), keeping the states that can still accept within max_run bytes.
+    index = {(0, 0): 0}
+    order = [(0, 0)]
+    rows = []
+    i = 0
+    while i < len(order):
+        q, k = order[i]
+        i += 1
+        row = np.full(256, -1, np.int32)
+        if k < max_run:
+            for b in range(256):
+                q2 = int(run.transitions[q, b])
+                if q2 >= 0 and k + 1 + dist[q2] <= max_run:
+                    key = (q2, k + 1)
+                    if key not in index:
+                        index[key] = len(order)
+                        order.append(key)
+                    row[b] = index[key]
+        rows.append(row)
+    acc = np.array([bool(run.accepting[q]) for q, _ in order])
+    labels = np.array([q for q, _ in order], np.int32)
+    return ByteDFA(np.stack(rows), acc), labels
+
+
+def dfa_distances(dfa: ByteDFA) -> np.ndarray:
+    """For each state, the fewest bytes to an accepting state (a large number if none)."""
+    n = dfa.n_states
+    big = np.int64(1) << 40
+    dist = np.where(dfa.accepting, 0, big).astype(np.int64)
+    trans = dfa.transitions
+    ext = np.append(dist, big)
+    while True:
+        ext[:n] = dist
+        new = np.minimum(dist, ext[trans].min(axis=1) + 1)  # trans == -1 reads ext[-1] = big
+        if np.array_equal(new, dist):
+            return dist
+        dist = new
+
+
 def _dfa_key(dfa: ByteDFA) -> bytes:
     return dfa.transitions.tobytes() + b"|" + dfa.accepting.tobytes()
 
 
-def normalize(cfg: CFG) -> CFG:
-    """The equivalent grammar without empty terminals, duplicates or useless symbols."""
+def normalize(cfg: CFG, max_ignored_run: int | None = None) -> CFG:
+    """The equivalent grammar without empty terminals, duplicates or useless symbols.
+
+    Ignored terminals become one ignored-run terminal (the last one), see the module doc.
+    """
+    if max_ignored_run is not None and max_ignored_run < 1:
+        raise ValueError("max_ignored_run must be at least 1 (or None for no limit)")
     terminals = list(cfg.terminals)
     rules = [(lhs, tuple(rhs)) for lhs, rhs in cfg.rules]
     ignore = set(cfg.ignore)
@@ -141,30 +229,32 @@ def normalize(cfg: CFG) -> CFG:
         by_lhs.setdefault(lhs, []).append(rhs)
     reach = {cfg.start}
     stack = [cfg.start]
-    used_terms = set(ignore)
     while stack:
         for rhs in by_lhs.get(stack.pop(), ()):
             for s in rhs:
-                if isinstance(s, int):
-                    used_terms.add(s)
-                elif s not in reach:
+                if isinstance(s, str) and s not in reach:
                     reach.add(s)
                     stack.append(s)
     rules = [(lhs, rhs) for lhs, rhs in rules if lhs in reach]
-    # Renumber terminals, merging equal languages.
+    # Renumber the terminals the rules use, merging equal languages; the ignored run comes last.
     renum: dict[int, int] = {}
     by_key: dict[bytes, int] = {}
     out_terms: list[Terminal] = []
-    for i in sorted(used_terms):
+    in_rules = {s for _, rhs in rules for s in rhs if isinstance(s, int)}
+    for i in sorted(in_rules):
         k = _dfa_key(terminals[i].dfa)
-        if i not in ignore and k in by_key:
+        if k in by_key:
             renum[i] = by_key[k]
             continue
-        renum[i] = len(out_terms)
-        if i not in ignore:
-            by_key[k] = renum[i]
+        renum[i] = by_key[k] = len(out_terms)
         out_terms.append(terminals[i])
     rules = [(lhs, tuple(renum[s] if isinstance(s, int) else s for s in rhs)) for lhs, rhs in rules]
     rules = list(dict.fromkeys(rules))  # drop duplicate productions
     rules.insert(0, (START, (cfg.start,)))
-    return CFG(out_terms, rules, START, frozenset(renum[i] for i in ignore), cfg.source)
+    if not ignore:
+        return CFG(out_terms, rules, START, frozenset(), cfg.source)
+    names = "|".join(terminals[i].name for i in sorted(ignore))
+    run, labels = ignored_run_dfa([terminals[i].dfa for i in sorted(ignore)], max_ignored_run)
+    out_ignore = frozenset([len(out_terms)])
+    out_terms.append(Terminal(f"({names})+", run))
+    return CFG(out_terms, rules, START, out_ignore, cfg.source, max_ignored_run, labels)

@@ -4,22 +4,38 @@
 the mask engine. Guide states (``GState``) are interned sets of configurations
 ``(parser state, scanner state)``, one per way of reading the text so far; each
 caches its mask, whether it is complete, and its successors by token.
+
+The language is the grammar's with two deliberate restrictions on ignored text
+(see ``cfg.normalize``): a run of ignored bytes is at most ``max_ignored_run`` long,
+and a sentence does not end with ignored text. So once the text is complete,
+ignored text is allowed only where real content can still follow it.
+
+Everything the index needs is in ``arrays()`` (numpy arrays, no pickles), which
+``sources.compile_grammar`` keeps in the disk cache; ``GrammarIndex.from_arrays``
+rebuilds the index from them without parsing the grammar or walking the vocabulary.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .cfg import CFG, normalize
+from ..automaton import ByteDFA
+from .cfg import CFG, Terminal
 from .earley import Grammar
+from .errors import GrammarError
 from .lexer import Scanner
-from .masks import MaskEngine, union
+from .masks import TREE_KEYS, MaskEngine, build_trees
 
 MAX_CONFIGS = 4096
+FORMAT = 2  # of the cached arrays
+ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
+              "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
+              "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start") + TREE_KEYS
 
 
 class GState:
-    __slots__ = ("configs", "key", "initial", "_mask", "_accepting", "_only_stop", "next")
+    __slots__ = ("configs", "key", "initial", "_mask", "_accepting", "_only_stop", "next", "budget", "plan",
+                 "bound")
 
     def __init__(self, configs, key, initial=False):
         self.configs = configs
@@ -28,32 +44,65 @@ class GState:
         self._mask = None
         self._accepting = None
         self._only_stop = None
+        self.budget = None
+        self.plan = None
+        self.bound = None
         self.next: dict[int, GState | None] = {}
 
 
 class GrammarIndex:
     """A compiled grammar. ``guide()`` makes a cursor; shareable between guides (not threads)."""
 
-    def __init__(self, cfg: CFG, vocabulary, description: str = "grammar"):
-        self.cfg = normalize(cfg)
-        self.grammar = Grammar(self.cfg)
-        self.scanner = Scanner(self.grammar)
+    def __init__(self, cfg: CFG, vocabulary, description: str = "grammar", arrays: dict | None = None):
+        """From a *normalized* ``cfg`` (``cfg.normalize``); ``arrays`` from ``arrays()`` skip the work."""
+        self.cfg = cfg
+        self.grammar = Grammar(cfg)
+        self.scanner = Scanner(self.grammar, arrays=arrays)
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
-        self.fingerprint = vocabulary.fingerprint
         self.stop_ids = vocabulary.stop_ids
         self.description = description
-        self.engine = MaskEngine(self.scanner, vocabulary, self._viable)
+        trees = {k: arrays[k] for k in TREE_KEYS} if arrays is not None else build_trees(self.scanner, vocabulary)
+        self._tree_arrays = trees
+        self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable)
         sc = self.scanner
         self._trans = sc.trans.tolist()
         self._live = sc.live
         self._acc = sc.accept_lists
         self._after = sc.after.tolist()
-        self._ign = sc.ignore_mask
+        self._ign = sc.ign
+        self._ign_bit = self.grammar.ignore_mask
         self._states: dict = {}
         g0 = self.grammar.initial
         self.initial = GState(((g0, sc.start),), ((g0.uid, sc.start),), initial=True)
         self._budget = None
+
+    @property
+    def fingerprint(self) -> str:
+        return self.vocabulary.fingerprint
+
+    # -- persistence ---------------------------------------------------------------------
+    def arrays(self) -> dict:
+        """Everything needed to rebuild this index (``from_arrays``), as numpy arrays."""
+        out = {"format": np.array([FORMAT])}
+        out.update(cfg_arrays(self.cfg))
+        out.update(self.scanner.arrays())
+        out.update(self._tree_arrays)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, vocabulary, description: str = "grammar") -> "GrammarIndex":
+        if not cls.arrays_ok(arrays, vocabulary):
+            raise ValueError("not the arrays of a compiled grammar for this vocabulary")
+        return cls(cfg_from_arrays(arrays), vocabulary, description, arrays)
+
+    @staticmethod
+    def arrays_ok(arrays: dict, vocabulary) -> bool:
+        """A cheap sanity check of cached arrays (format, completeness, token range)."""
+        if int(arrays["format"][0]) != FORMAT or not all(k in arrays for k in ARRAY_KEYS):
+            return False
+        tok = arrays["tr_grp_tok"]
+        return len(tok) == 0 or (int(tok.max()) < vocabulary.size and int(tok.min()) >= 0)
 
     # -- guide states ---------------------------------------------------------------
     def _intern(self, configs: dict) -> GState:
@@ -74,7 +123,7 @@ class GrammarIndex:
         return self._intern({(p.uid, c): (p, c) for p, c in configs})
 
     def _run(self, configs, data: bytes):
-        trans, live, acc, after, ign = self._trans, self._live, self._acc, self._after, self._ign
+        trans, live, acc, after, ign_bit = self._trans, self._live, self._acc, self._after, self._ign_bit
         for b in data:
             nxt: dict = {}
             for p, c in configs:
@@ -85,13 +134,13 @@ class GrammarIndex:
                         cands.append((p2, after[t]))
                 for p2, c2 in cands:
                     c3 = trans[c2][b]
-                    if c3 >= 0 and live[c3] & (p2.allowed | ign):
+                    # viable: a reading of a terminal the parser allows, or of the ignored
+                    # run when some terminal can follow it (text never ends with ignored text)
+                    if c3 >= 0 and p2.allowed and live[c3] & (p2.allowed | ign_bit):
                         nxt[(p2.uid, c3)] = (p2, c3)
             if not nxt:
                 return None
             if len(nxt) > MAX_CONFIGS:
-                from .errors import GrammarError
-
                 raise GrammarError(f"the text has more than {MAX_CONFIGS} live readings; the grammar is "
                                    f"too ambiguous to follow")
             configs = list(nxt.values())
@@ -111,11 +160,14 @@ class GrammarIndex:
         a = st._accepting
         if a is None:
             a = False
+            ign = self._ign
             for p, c in st.configs:
                 if st.initial and p.accepting:
                     a = True
                     break
                 for t in self._acc[c]:
+                    if t == ign:
+                        continue
                     p2 = p.feed(t)
                     if p2 is not None and p2.accepting:
                         a = True
@@ -129,9 +181,10 @@ class GrammarIndex:
         """Allowed text tokens (stop ids excluded)."""
         m = st._mask
         if m is None:
-            parts = [self.engine.mask(p, c) for p, c in st.configs]
-            m = parts[0] if len(parts) == 1 else union([x for x in parts if len(x)], self.vocab_size)
-            st._mask = m
+            eng = self.engine
+            keys = [eng.mask_key(p, c) for p, c in st.configs]
+            key = keys[0] if len(keys) == 1 else tuple(sorted(set().union(*keys)))
+            m = st._mask = eng.union_of(key)
         return m
 
     def allowed(self, st: GState) -> np.ndarray:
@@ -139,11 +192,59 @@ class GrammarIndex:
             key = ("stop", st.key)
             m = self._states.get(key)
             if m is None:
-                m = np.union1d(self.token_mask(st), self.stop_ids).astype(np.int32)
+                tm = self.token_mask(st)  # never holds a stop id (their text is empty)
+                m = np.insert(tm, np.searchsorted(tm, self.stop_ids), self.stop_ids).astype(np.int32, copy=False)
                 m.flags.writeable = False
                 self._states[key] = m
             return m
         return self.token_mask(st)
+
+    def budget_bound(self, st: GState) -> int:
+        """A cheap upper bound on every group bound of ``budget_info(st)`` (cached on ``st``)."""
+        b = st.bound
+        if b is None:
+            comp = self.completer
+            eng = self.engine
+            b = 0
+            for p, c in st.configs:
+                al = p.allowed | self._ign_bit
+                for r in eng.state_readings(c):
+                    if (al >> eng.r_term[r]) & 1:
+                        for s, node in eng.kept_visits(p, r):
+                            b = max(b, comp.visit_bound(s, node))
+            st.bound = b
+        return b
+
+    def budget_info(self, st: GState) -> tuple:
+        """(largest bound, [(bound, group)] sorted, cache) for the kept groups of ``st``.
+
+        A group's bound is the token count of a completion of where its tokens end
+        (``budget``); a token is safe with ``r`` tokens left when one of its groups has
+        a bound of at most ``r - 1``. Unresolved tokens appear as ``-1 - token``.
+        """
+        info = st.budget
+        if info is None:
+            comp = self.completer
+            eng = self.engine
+            best: dict = {}
+            big = 1 << 30
+            for p, c in st.configs:
+                al = p.allowed | self._ign_bit
+                for r in eng.state_readings(c):
+                    if not (al >> eng.r_term[r]) & 1:
+                        continue
+                    gids, nodes = eng.kept_nodes(p, r)
+                    for g, node in zip(gids, nodes):
+                        if g < 0:
+                            nxt = self.step_bytes(st, self.vocabulary[-1 - g])
+                            b = comp.cost(comp.state_completion(nxt)) if nxt is not None else big
+                        else:
+                            b = comp.node_cost(node, eng.grp_state_l[g])
+                        if g not in best or b < best[g]:
+                            best[g] = b
+            pairs = sorted((b, g) for g, b in best.items())
+            info = st.budget = (pairs[-1][0] if pairs else 0, pairs, {})
+        return info
 
     @property
     def completer(self):
@@ -173,3 +274,50 @@ class GrammarIndex:
     def __repr__(self) -> str:
         return (f"GrammarIndex({self.description}: {len(self.cfg.terminals)} terminals, "
                 f"{len(self.cfg.rules)} productions, {self.scanner.n_states} scanner states)")
+
+
+# -- the grammar as arrays ------------------------------------------------------------------
+
+def cfg_arrays(cfg: CFG) -> dict:
+    nts = cfg.nonterminals()
+    nt_id = {n: i for i, n in enumerate(nts)}
+    rhs = [s if isinstance(s, int) else -1 - nt_id[s] for _, r in cfg.rules for s in r]
+    sizes = [t.dfa.n_states for t in cfg.terminals]
+    return {
+        "cfg_term_names": np.array([t.name for t in cfg.terminals] or [""], dtype=str),
+        "cfg_term_sizes": np.array(sizes, np.int64),
+        "cfg_term_trans": np.concatenate([t.dfa.transitions for t in cfg.terminals]).astype(np.int32),
+        "cfg_term_acc": np.concatenate([t.dfa.accepting for t in cfg.terminals]).astype(bool),
+        "cfg_nts": np.array(nts, dtype=str),
+        "cfg_lhs": np.array([nt_id[lhs] for lhs, _ in cfg.rules], np.int64),
+        "cfg_rhs_len": np.array([len(r) for _, r in cfg.rules], np.int64),
+        "cfg_rhs": np.array(rhs, np.int64),
+        "cfg_start": np.array([nt_id[cfg.start]], np.int64),
+        "cfg_ignore": np.array(sorted(cfg.ignore), np.int64),
+        "cfg_source": np.array([cfg.source], dtype=str),
+        "cfg_max_run": np.array([-1 if cfg.max_ignored_run is None else cfg.max_ignored_run], np.int64),
+        "cfg_ign_labels": (np.zeros(0, np.int32) if cfg.ignore_labels is None
+                           else np.asarray(cfg.ignore_labels, np.int32)),
+    }
+
+
+def cfg_from_arrays(a: dict) -> CFG:
+    names = a["cfg_term_names"].tolist()
+    sizes = a["cfg_term_sizes"].tolist()
+    trans, acc = a["cfg_term_trans"], a["cfg_term_acc"]
+    terminals = []
+    pos = 0
+    for name, k in zip(names, sizes):
+        terminals.append(Terminal(name, ByteDFA(trans[pos:pos + k], acc[pos:pos + k])))
+        pos += k
+    nts = a["cfg_nts"].tolist()
+    rhs_all = a["cfg_rhs"].tolist()
+    rules = []
+    pos = 0
+    for lhs, k in zip(a["cfg_lhs"].tolist(), a["cfg_rhs_len"].tolist()):
+        rules.append((nts[lhs], tuple(s if s >= 0 else nts[-1 - s] for s in rhs_all[pos:pos + k])))
+        pos += k
+    max_run = int(a["cfg_max_run"][0])
+    labels = a["cfg_ign_labels"]
+    return CFG(terminals, rules, nts[int(a["cfg_start"][0])], frozenset(a["cfg_ignore"].tolist()),
+               str(a["cfg_source"][0]), None if max_run < 0 else max_run, labels if len(labels) else None)

@@ -1,13 +1,18 @@
 """An incremental Earley recognizer over terminals, with shared, canonical states.
 
-Handles any context-free grammar: left recursion, ambiguity, empty rules (the
-Aycock–Horspool fix: predicting a nullable nonterminal also moves past it).
+Handles any context-free grammar: left recursion, ambiguity, empty rules.
+Following Aycock & Horspool ("Practical Earley Parsing", 2002), Earley items are
+grouped by the states of an LR(0) ε-DFA built lazily from the grammar: an entry
+``(d, origin)`` stands for all dotted items of DFA state ``d`` started in
+``origin``. Predictions and moves over nullable nonterminals are precomputed in
+the DFA states (a *kernel* state and its *predicted* companion, whose items start
+in the current set), so a set holds a handful of entries instead of dozens of items.
 
-A ``PState`` is one Earley set together with (by reference) the sets its items
-started in. States are interned by content — the items, each with the *canonical*
-state it started in — so two texts that leave the parser in the same situation
-share one object, and with it the memoized transitions (``feed``) and the mask
-caches hung on it. Terminals are ints ``0..n_terminals-1``; ``allowed`` is the
+A ``PState`` is one Earley set together with (by reference) the sets its entries
+started in. States are interned by content — the entries, each with the
+*canonical* state it started in — so two texts that leave the parser in the same
+situation share one object, and with it the memoized transitions (``feed``) and the
+mask caches hung on it. Terminals are ints ``0..n_terminals-1``; ``allowed`` is the
 bitmask of terminals the parser accepts next.
 """
 
@@ -16,8 +21,23 @@ from __future__ import annotations
 from .cfg import CFG, START
 
 
+class DState:
+    """A state of the LR(0) ε-DFA: a set of dotted items with the same origin."""
+
+    __slots__ = ("items", "shift", "complete", "allowed", "pred", "accept", "is_pred")
+
+    def __init__(self, items, shift, complete, allowed, pred, accept, is_pred):
+        self.items = items  # tuple of dotted items
+        self.shift = shift  # symbol -> DFA state id (lazy: None until needed)
+        self.complete = complete  # nonterminals with a completed item here
+        self.allowed = allowed  # bitmask of terminals with a shift
+        self.pred = pred  # id of the predicted companion (items starting here), -1 if none
+        self.accept = accept  # holds the completed start item
+        self.is_pred = is_pred  # a predicted companion
+
+
 class Grammar:
-    """Rule tables of a normalized ``CFG`` (dotted items are ints)."""
+    """Rule tables of a normalized ``CFG`` (dotted items are ints) and the lazy ε-DFA."""
 
     def __init__(self, cfg: CFG):
         self.cfg = cfg
@@ -55,50 +75,118 @@ class Grammar:
         self.ignore_mask = 0
         for t in cfg.ignore:
             self.ignore_mask |= 1 << t
+        self._dstate_ids: dict = {}
+        self.dstates: list[DState] = []
         self._table: dict = {}
         self._uid = 0
         self.initial = None
-        self.initial = self._make([(self.first_item[start_rule], None)], None)
+        k0 = self._dstate(self._advance_nullable([self.first_item[start_rule]]))
+        self.initial = self._make([(k0, None)])
 
-    def _make(self, kernel, parent_for_accept) -> "PState | None":
-        """Close ``kernel`` (items (dotted item, origin state or None for this set)) and intern it."""
-        next_sym, item_lhs, nt = self.next_sym, self.item_lhs, self.n_terminals
+    # -- the ε-DFA -----------------------------------------------------------------------
+    def _advance_nullable(self, items) -> frozenset:
+        """``items`` plus every item reached from them by moving the dot over nullable symbols."""
+        out = set(items)
+        stack = list(items)
+        ns, nullable = self.next_sym, self.nullable
+        while stack:
+            it = stack.pop()
+            if ns[it] in nullable and it + 1 not in out:
+                out.add(it + 1)
+                stack.append(it + 1)
+        return frozenset(out)
+
+    def _predict(self, items) -> frozenset:
+        """The items predicted by ``items`` (dot at the start, then over nullables), closed."""
+        ns, nt = self.next_sym, self.n_terminals
+        out: set = set()
+        done: set = set()
+        stack = [ns[it] for it in items if ns[it] >= nt]
+        while stack:
+            sym = stack.pop()
+            if sym in done:
+                continue
+            done.add(sym)
+            new = self._advance_nullable(self.by_lhs.get(sym, ()))
+            for it in new:
+                if it not in out:
+                    out.add(it)
+                    if ns[it] >= nt and ns[it] not in done:
+                        stack.append(ns[it])
+        return frozenset(out)
+
+    def _dstate(self, items: frozenset, predicted: bool = False) -> int:
+        key = (items, predicted)
+        d = self._dstate_ids.get(key)
+        if d is not None:
+            return d
+        d = self._dstate_ids[key] = len(self.dstates)
+        ns, nt, lhs = self.next_sym, self.n_terminals, self.item_lhs
+        allowed = 0
+        complete = []
+        for it in items:
+            s = ns[it]
+            if 0 <= s < nt:
+                allowed |= 1 << s
+            elif s < 0:
+                complete.append(lhs[it])
+        st = DState(tuple(sorted(items)), None, tuple(sorted(set(complete))), allowed, -1,
+                    self.accept_item in items, predicted)
+        self.dstates.append(st)
+        if not predicted:
+            pred = self._predict(items)
+            if pred:
+                st.pred = self._dstate(pred, True)
+        return d
+
+    def shifts(self, d: int) -> dict:
+        st = self.dstates[d]
+        if st.shift is None:
+            groups: dict[int, list] = {}
+            ns = self.next_sym
+            for it in st.items:
+                s = ns[it]
+                if s >= 0:
+                    groups.setdefault(s, []).append(it + 1)
+            st.shift = {s: self._dstate(self._advance_nullable(its)) for s, its in groups.items()}
+        return st.shift
+
+    # -- Earley sets ---------------------------------------------------------------------------
+    def _make(self, kernel) -> "PState":
+        """Close ``kernel`` (entries (DFA state, origin state)) and intern the set."""
+        dstates = self.dstates
         seen = set()
-        items = []
+        entries = []
         work = []
-        for it, o in kernel:
-            key = (it, id(o))
+        for d, o in kernel:
+            key = (d, 0 if o is None else id(o))
             if key not in seen:
                 seen.add(key)
-                items.append((it, o))
-                work.append((it, o))
-        predicted = set()
+                entries.append((d, o))
+                work.append((d, o))
+                p = dstates[d].pred
+                if p >= 0 and (p, 0) not in seen:
+                    seen.add((p, 0))
+                    entries.append((p, None))
         while work:
-            it, o = work.pop()
-            sym = next_sym[it]
-            new = []
-            if sym < 0:
-                if o is None:
-                    continue  # an empty derivation: handled when the nonterminal was predicted
-                for it2, o2 in o.waiting(item_lhs[it]):
-                    new.append((it2 + 1, o2))
-            elif sym >= nt:
-                if sym not in predicted:
-                    predicted.add(sym)
-                    for it2 in self.by_lhs.get(sym, ()):
-                        new.append((it2, None))
-                if sym in self.nullable:
-                    new.append((it + 1, o))
-            for item in new:
-                key = (item[0], id(item[1]))
-                if key not in seen:
-                    seen.add(key)
-                    items.append(item)
-                    work.append(item)
-        ckey = frozenset((it, -1 if o is None else o.uid) for it, o in items)
+            d, o = work.pop()
+            if o is None:
+                continue  # started here: only empty derivations, already in the DFA states
+            for a in dstates[d].complete:
+                for d2, o2 in o.waiting(a):
+                    key = (d2, id(o2))
+                    if key not in seen:
+                        seen.add(key)
+                        entries.append((d2, o2))
+                        work.append((d2, o2))
+                        p = dstates[d2].pred
+                        if p >= 0 and (p, 0) not in seen:
+                            seen.add((p, 0))
+                            entries.append((p, None))
+        ckey = tuple(sorted((d << 32) | (0 if o is None else o.uid + 1) for d, o in entries))
         st = self._table.get(ckey)
         if st is None:
-            st = PState(self, items, self._uid)
+            st = PState(self, tuple(entries), self._uid)
             self._uid += 1
             self._table[ckey] = st
         return st
@@ -111,37 +199,48 @@ class Grammar:
 class PState:
     """One canonical Earley set. Use ``feed(t)`` (memoized) and ``allowed``/``accepting``."""
 
-    __slots__ = ("g", "items", "uid", "allowed", "accepting", "_waiting", "_feeds", "masks", "__weakref__")
+    __slots__ = ("g", "entries", "uid", "allowed", "accepting", "_waiting", "_feeds", "_peeks", "_climb", "masks",
+                 "rkept", "budget", "__weakref__")
 
-    def __init__(self, g: Grammar, items, uid: int):
+    def __init__(self, g: Grammar, entries, uid: int):
         self.g = g
-        self.items = items
+        self.entries = entries  # (DFA state, origin PState; None: this set)
         self.uid = uid
-        nt = g.n_terminals
         allowed = 0
         accepting = False
-        for it, o in items:
-            s = g.next_sym[it]
-            if 0 <= s < nt:
-                allowed |= 1 << s
-            elif it == g.accept_item and (o is g.initial or (o is None and g.initial is None)):
+        dstates = g.dstates
+        for d, o in entries:
+            st = dstates[d]
+            allowed |= st.allowed
+            if st.accept and (o is g.initial or (o is None and g.initial is None)):
                 accepting = True
         self.allowed = allowed
         self.accepting = accepting
         self._waiting = None
         self._feeds: dict[int, PState | None] = {}
-        self.masks: dict = {}
+        self._peeks = None
+        self._climb = None
+        self.masks: dict = {}  # scanner state -> token mask (``MaskEngine``)
+        self.rkept: dict = {}  # reading -> kept groups (``MaskEngine``)
+        self.budget = None  # shortest completion (``budget.Completer``)
+
+    @property
+    def items(self):
+        """The dotted items of this set, each with its origin (None: this set)."""
+        dstates = self.g.dstates
+        return [(it, o) for d, o in self.entries for it in dstates[d].items]
 
     def waiting(self, sym: int):
-        """Items of this set with ``sym`` after the dot, origins resolved."""
+        """Entries advanced over nonterminal ``sym``: (DFA state after it, origin resolved)."""
         w = self._waiting
         if w is None:
-            w = {}
-            ns = self.g.next_sym
-            for it, o in self.items:
-                w.setdefault(ns[it], []).append((it, self if o is None else o))
-            self._waiting = w
-        return w.get(sym, ())
+            w = self._waiting = {}
+        got = w.get(sym)
+        if got is None:
+            shifts = self.g.shifts
+            got = w[sym] = [(sh[sym], self if o is None else o)
+                            for d, o in self.entries for sh in (shifts(d),) if sym in sh]
+        return got
 
     def feed(self, t: int) -> "PState | None":
         """The state after terminal ``t``; None if the parser rejects it (ignored terminals: self)."""
@@ -150,7 +249,9 @@ class PState:
         except KeyError:
             pass
         if (self.allowed >> t) & 1:
-            res = self.g._make([(it + 1, o) for it, o in self.waiting(t)], self)
+            shifts = self.g.shifts
+            kernel = [(sh[t], self if o is None else o) for d, o in self.entries for sh in (shifts(d),) if t in sh]
+            res = self.g._make(kernel)
         elif (self.g.ignore_mask >> t) & 1:
             res = self
         else:
@@ -158,5 +259,60 @@ class PState:
         self._feeds[t] = res
         return res
 
+    def peek(self, t: int) -> int:
+        """``self.feed(t).allowed`` for a terminal the parser allows, without building that state."""
+        f = self._feeds.get(t)
+        if f is not None:
+            return f.allowed
+        pk = self._peeks
+        if pk is None:
+            pk = self._peeks = {}
+        a = pk.get(t)
+        if a is None:
+            g = self.g
+            shifts = g.shifts
+            a = 0
+            for d, o in self.entries:
+                sh = shifts(d)
+                if t in sh:
+                    a |= _reach(g, sh[t], self if o is None else o)
+            pk[t] = a
+        return a
+
+    def climb(self, sym: int, active: set | None = None) -> int:
+        """Terminals allowed right after nonterminal ``sym``, completed from this set, ends here."""
+        c = self._climb
+        if c is None:
+            c = self._climb = {}
+        a = c.get(sym)
+        if a is not None:
+            return a
+        key = (self.uid, sym)
+        top = active is None
+        if top:
+            active = set()
+        elif key in active:
+            return 0  # a cycle of unit rules: its terminals come in through the other path
+        active.add(key)
+        a = 0
+        g = self.g
+        for d2, o2 in self.waiting(sym):
+            a |= _reach(g, d2, o2, active)
+        active.discard(key)
+        if top:
+            c[sym] = a
+        return a
+
     def __repr__(self) -> str:
-        return f"PState({self.uid}, {len(self.items)} items, accepting={self.accepting})"
+        return f"PState({self.uid}, {len(self.entries)} entries, accepting={self.accepting})"
+
+
+def _reach(g: Grammar, d: int, o: PState, active: set | None = None) -> int:
+    """Terminals allowed after entry (DFA state ``d``, origin ``o``) is added to a new set."""
+    st = g.dstates[d]
+    a = st.allowed
+    if st.pred >= 0:
+        a |= g.dstates[st.pred].allowed
+    for b in st.complete:
+        a |= o.climb(b, active)
+    return a

@@ -2,10 +2,15 @@
 
 A token is allowed exactly when the text so far plus the token's bytes is a
 prefix of some sentence of the grammar; stop ids are allowed exactly when the
-text is a sentence. With ``max_tokens``, the guide leaves room to finish: once
-the remaining budget comes within ``BUDGET_SLACK`` tokens of the shortest
-completion, it only allows the tokens of that completion (and stopping, when the
-text is complete).
+text is a sentence.
+
+With ``max_tokens`` the guide guarantees the text ends complete within that many
+tokens (``budget``): it carries a *plan* (tokens spelling a completion, at most
+the remaining budget long) and, with ``r`` tokens left, allows a token only if
+the state it leads to has a plan of at most ``r - 1`` tokens (the plan's own next
+token always qualifies). While every allowed token qualifies, the mask is the
+plain one. If no completion of the grammar can be spelled with the vocabulary's
+tokens, there is no plan and no guarantee (masks are the plain ones).
 
 ``opportunistic=True`` (DOMINO §3.5): ``accepts(token)`` checks one proposed token
 without computing the mask; the sampler may try the model's choice first and only
@@ -17,8 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
-
-BUDGET_SLACK = 8
+from .masks import union
 
 
 class GrammarGuide:
@@ -34,49 +38,76 @@ class GrammarGuide:
         if max_tokens is not None and _state is None:
             if max_tokens < 0:
                 raise ValueError("max_tokens must be >= 0")
-            plan = index.completer.plan(self.state)
+            plan = self._current_plan()
             if plan is not None and len(plan) > max_tokens:
                 raise BudgetError(f"{index.description} needs at least {len(plan)} tokens "
                                   f"(by its shortest completion), but max_tokens is {max_tokens}")
 
     # -- budget -------------------------------------------------------------------------
-    def _forced(self):
-        """The shortest-completion plan when the budget is tight, else None."""
+    def _current_plan(self):
+        """The carried plan (None: no completion can be spelled, so no budget guarantee)."""
+        if self._plan is None:
+            plan = self.index.completer.plan(self.state)
+            self._plan = False if plan is None else plan
+        return None if self._plan is False else self._plan
+
+    def _budget_mask(self):
+        """The allowed token ids when the budget may bind, else None (the plain mask applies)."""
         r = self.remaining
         if r is None:
             return None
-        if self._plan is None:
-            self._plan = self.index.completer.plan(self.state)
-            if self._plan is None:
-                self._plan = []
-        if len(self._plan) + BUDGET_SLACK >= r:
-            return self._plan
-        return None
+        plan = self._current_plan()
+        if plan is None:
+            return None
+        index = self.index
+        st = self.state
+        if index.budget_bound(st) <= r - 1:
+            return None
+        top, pairs, cache = index.budget_info(st)
+        if top <= r - 1:
+            return None
+        k = 0
+        while k < len(pairs) and pairs[k][0] <= r - 1:
+            k += 1
+        first = plan[0] if plan else -1
+        key = (k, first)
+        m = cache.get(key)
+        if m is None:
+            gids = tuple(sorted(g for _, g in pairs[:k] if g >= 0))
+            base = index.engine.union_of(gids)
+            extra = [-1 - g for _, g in pairs[:k] if g < 0]
+            if first >= 0:
+                extra.append(first)
+            if index.accepting(st):
+                extra += index.stop_ids.tolist()
+            if extra:
+                base = union([base, np.unique(np.array(extra, np.int32))], index.vocab_size)
+            m = cache[key] = base
+        return m
 
     # -- protocol -----------------------------------------------------------------------
     def allowed_token_ids(self) -> np.ndarray:
         if self.finished:
             return np.zeros(0, np.int32)
-        index = self.index
-        plan = self._forced()
-        if plan is not None:
-            ids = [plan[0]] if plan else []
-            if index.accepting(self.state):
-                ids += index.stop_ids.tolist()
-            return np.array(sorted(set(ids)), np.int32)
-        return index.allowed(self.state)
+        if self.remaining is not None:
+            m = self._budget_mask()
+            if m is not None:
+                return m
+        return self.index.allowed(self.state)
 
     def accepts(self, token_id: int) -> bool:
-        """Whether ``token_id`` is allowed now, without computing the whole mask."""
+        """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""
         if self.finished:
             return False
         token_id = int(token_id)
         index = self.index
-        plan = self._forced()
         if token_id in set(index.stop_ids.tolist()):
             return index.accepting(self.state)
-        if plan is not None:
-            return bool(plan) and token_id == plan[0]
+        if self.remaining is not None:
+            m = self._budget_mask()
+            if m is not None:
+                i = np.searchsorted(m, token_id)
+                return bool(i < len(m) and m[i] == token_id)
         return index.step(self.state, token_id) is not None
 
     def advance(self, token_id: int) -> None:
@@ -90,10 +121,14 @@ class GrammarGuide:
                                            f"complete sentence of {index.description}")
             self.finished = True
             return
-        plan = self._forced()
-        if plan is not None and (not plan or token_id != plan[0]):
-            raise TokenNotAllowedError(f"token {token_id} is allowed by {index.description} but cannot "
-                                       f"finish within the remaining {self.remaining} token(s)")
+        if self.remaining is not None:
+            m = self._budget_mask()
+            if m is not None:
+                i = np.searchsorted(m, token_id)
+                if not (i < len(m) and m[i] == token_id) and index.step(self.state, token_id) is not None:
+                    raise TokenNotAllowedError(
+                        f"token {token_id} is allowed by {index.description} but cannot finish within the "
+                        f"remaining {self.remaining} token(s)")
         nxt = index.step(self.state, token_id)
         if nxt is None:
             raise TokenNotAllowedError(
@@ -102,10 +137,8 @@ class GrammarGuide:
         self.state = nxt
         if self.remaining is not None:
             self.remaining -= 1
-            if plan is not None:
-                self._plan = plan[1:]
-            else:
-                self._plan = None
+            plan = self._plan
+            self._plan = plan[1:] if plan and plan[0] == token_id else None
 
     def is_accepting(self) -> bool:
         return self.finished or self.index.accepting(self.state)
@@ -118,8 +151,14 @@ class GrammarGuide:
             st._only_stop = len(self.index.token_mask(st)) == 0
         if st._only_stop:
             return True
-        plan = self._forced()
-        return plan is not None and not plan
+        if self.remaining is not None:
+            if self.remaining <= 0:
+                return True
+            m = self._budget_mask()
+            if m is not None:
+                stops = self.index.stop_ids
+                return len(m) == len(np.intersect1d(m, stops))
+        return False
 
     def copy(self) -> "GrammarGuide":
         g = GrammarGuide.__new__(GrammarGuide)

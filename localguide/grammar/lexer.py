@@ -1,40 +1,61 @@
 """The scanner: every terminal DFA run side by side, keeping every viable reading.
 
-A scanner state is a set of readings ``(terminal, DFA state)`` of the current
-partial lexeme, determinized into one combined DFA over bytes (``trans``). Nothing
-is ever committed: a lexeme may end wherever one of its readings accepts, and may
-also go on. After a lexeme of terminal ``T`` ends, the next one starts in the
-*seed* state ``after[T]``: all terminals that can follow ``T`` in the grammar (its
-FOLLOW set, plus the ignored ones); after an ignored terminal, all terminals. The
-seeds over-approximate; the parser filters readings by the terminals it allows.
+A *reading* is a pair ``(terminal, DFA state)``; readings are numbered globally
+(``r_term``, ``r_q``) and step independently (``r_next``). A scanner state is a set
+of readings of the current partial lexeme, determinized into one combined DFA over
+bytes (``trans``). Nothing is ever committed: a lexeme may end wherever one of its
+readings accepts, and may also go on. After a lexeme of terminal ``T`` ends, the
+next one starts in the *seed* state ``after[T]``: the terminals that can follow
+``T`` in the grammar (its FOLLOW set) plus the ignored run; after the ignored run,
+every other terminal (the ignored run never follows itself). Seeds
+over-approximate; the parser filters readings by the terminals it allows.
+
+For the subterminal trees the scanner also has sharper seeds: ``seed_tab[ctx, T]``
+holds, for ``T`` completed right after terminal ``ctx - 1`` (``ctx = 0``: unknown),
+the terminals of the grammar's trigrams ``(ctx - 1, T, ·)``, and one-reading
+states (``single[r]``), the origins of the trees. Readings of the limited ignored
+run that differ only in how many bytes the run has taken share one tree
+(``tree_of``, the canonical reading with the fewest), which the mask engine
+filters by the bytes left (``tree_lim``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .cfg import dfa_distances
 from .earley import Grammar
+from .errors import GrammarError
 
 
-def follow_sets(g: Grammar) -> list[int]:
-    """For each terminal, the bitmask of terminals that can come right after it."""
+# -- terminal adjacency --------------------------------------------------------------
+
+def symbol_sets(g: Grammar):
+    """FIRST, LAST, FOLLOW and PRECEDE bitmasks of terminals, for every symbol id."""
     nt = g.n_terminals
-    first: dict[int, int] = {t: 1 << t for t in range(nt)}
-    for n in g.nt_id.values():
-        first[n] = 0
+    syms = list(range(nt)) + list(g.nt_id.values())
+    first = {s: (1 << s if s < nt else 0) for s in syms}
+    last = dict(first)
     changed = True
     while changed:
         changed = False
         for lhs, rhs in g.rules:
-            acc = 0
+            f = 0
             for s in rhs:
-                acc |= first[s]
+                f |= first[s]
                 if s not in g.nullable:
                     break
-            if acc | first[lhs] != first[lhs]:
-                first[lhs] |= acc
+            la = 0
+            for s in reversed(rhs):
+                la |= last[s]
+                if s not in g.nullable:
+                    break
+            if f | first[lhs] != first[lhs] or la | last[lhs] != last[lhs]:
+                first[lhs] |= f
+                last[lhs] |= la
                 changed = True
-    follow: dict[int, int] = {s: 0 for s in first}
+    follow = {s: 0 for s in syms}
+    precede = {s: 0 for s in syms}
     changed = True
     while changed:
         changed = False
@@ -45,83 +66,311 @@ def follow_sets(g: Grammar) -> list[int]:
                     follow[s] |= trailer
                     changed = True
                 trailer = (trailer | first[s]) if s in g.nullable else first[s]
-    return [follow[t] for t in range(nt)]
+            leader = precede[lhs]
+            for s in rhs:
+                if leader | precede[s] != precede[s]:
+                    precede[s] |= leader
+                    changed = True
+                leader = (leader | last[s]) if s in g.nullable else last[s]
+    return first, last, follow, precede
 
+
+def follow_sets(g: Grammar) -> list[int]:
+    """For each terminal, the bitmask of terminals that can come right after it."""
+    _, _, follow, _ = symbol_sets(g)
+    return [follow[t] for t in range(g.n_terminals)]
+
+
+def _pairs_add(d: dict, left: int, right: int) -> bool:
+    """Add left × right (bitmasks) to the pair set ``d`` (left terminal → right bitmask)."""
+    changed = False
+    while left:
+        low = left & -left
+        a = low.bit_length() - 1
+        left ^= low
+        old = d.get(a, 0)
+        if old | right != old:
+            d[a] = old | right
+            changed = True
+    return changed
+
+
+def trigrams(g: Grammar) -> dict:
+    """``(a, b) → bitmask of c`` for every trigram ``a b c`` of terminals in some sentence.
+
+    Each ``b`` is an occurrence in a rule ``B → α b β``: ``a`` ends a non-empty string
+    of α, or comes before ``B`` when α is nullable; ``c`` likewise on the right. When
+    both α and β vanish, ``a`` and ``c`` must surround the same occurrence of ``B``:
+    the context pairs ``CTX(B)``, computed by the same case analysis one level up.
+    """
+    first, last, follow, precede = symbol_sets(g)
+    nullable = g.nullable
+
+    def seq_last(seq):
+        acc = 0
+        for s in reversed(seq):
+            acc |= last[s]
+            if s not in nullable:
+                break
+        return acc
+
+    def seq_first(seq):
+        acc = 0
+        for s in seq:
+            acc |= first[s]
+            if s not in nullable:
+                break
+        return acc
+
+    def seq_nullable(seq):
+        return all(s in nullable for s in seq)
+
+    # The four cases for every symbol occurrence, once.
+    occ = []  # (symbol, lhs, L(α), α nullable, F(β), β nullable)
+    for lhs, rhs in g.rules:
+        for i, s in enumerate(rhs):
+            a, b = rhs[:i], rhs[i + 1:]
+            occ.append((s, lhs, seq_last(a), seq_nullable(a), seq_first(b), seq_nullable(b)))
+    ctx: dict[int, dict] = {n: {} for n in g.nt_id.values()}
+    changed = True
+    while changed:
+        changed = False
+        for s, lhs, la, an, fb, bn in occ:
+            if s < g.n_terminals:
+                continue
+            d = ctx[s]
+            changed |= _pairs_add(d, la, fb)
+            if an:
+                changed |= _pairs_add(d, precede[lhs], fb)
+            if bn:
+                changed |= _pairs_add(d, la, follow[lhs])
+            if an and bn:
+                for a, cm in list(ctx[lhs].items()):
+                    changed |= _pairs_add(d, 1 << a, cm)
+    out: dict[tuple, int] = {}
+    for s, lhs, la, an, fb, bn in occ:
+        if s >= g.n_terminals:
+            continue
+        d: dict = {}
+        _pairs_add(d, la, fb)
+        if an:
+            _pairs_add(d, precede[lhs], fb)
+        if bn:
+            _pairs_add(d, la, follow[lhs])
+        if an and bn:
+            for a, cm in ctx[lhs].items():
+                _pairs_add(d, 1 << a, cm)
+        for a, cm in d.items():
+            out[(a, s)] = out.get((a, s), 0) | cm
+    return out
+
+
+# -- the combined DFA -------------------------------------------------------------------
 
 class Scanner:
     """The combined DFA of all terminals, built from the seed states outward."""
 
-    def __init__(self, g: Grammar, max_states: int = 20000):
+    def __init__(self, g: Grammar, max_states: int = 50000, arrays: dict | None = None):
         cfg = g.cfg
         self.n_terminals = nt = g.n_terminals
         self.ignore_mask = g.ignore_mask
+        self.ign = next(iter(cfg.ignore)) if cfg.ignore else -1
         self.term_trans = [t.dfa.transitions for t in cfg.terminals]
         self.term_acc = [t.dfa.accepting for t in cfg.terminals]
-        follow = follow_sets(g)
-        every = (1 << nt) - 1
-        self._ids: dict[frozenset, int] = {}
-        self.readings: list[frozenset] = []
-        rows: list[np.ndarray] = []
-        seeds = {}
+        sizes = [len(a) for a in self.term_acc]
+        self.r_base = np.zeros(nt + 1, np.int64)
+        np.cumsum(sizes, out=self.r_base[1:])
+        n_r = int(self.r_base[-1])
+        self.r_term = np.repeat(np.arange(nt, dtype=np.int32), sizes)
+        self.r_q = np.concatenate([np.arange(k, dtype=np.int32) for k in sizes])
+        self.r_acc = np.concatenate(self.term_acc).astype(bool)
+        self._run_readings(g.cfg)
+        if arrays is not None:
+            self._load(arrays)
+        else:
+            self._build(g, n_r, max_states)
+        self._derive()
+
+    # -- construction ---------------------------------------------------------------------
+    def _run_readings(self, cfg) -> None:
+        """Which tree each reading uses, and the bytes the ignored run has left there."""
+        n_r = len(self.r_term)
+        big = 1 << 30
+        self.r_dist = np.zeros(n_r, np.int64)  # fewest bytes to end the ignored run (0 elsewhere)
+        self.tree_lim = np.full(n_r, big, np.int64)
+        canon = np.arange(n_r)
+        ign = self.ign
+        if ign >= 0:
+            dfa = cfg.terminals[ign].dfa
+            base = int(self.r_base[ign])
+            self.r_dist[base:base + dfa.n_states] = dfa_distances(dfa)
+            if cfg.max_ignored_run is not None:
+                labels = cfg.ignore_labels
+                depth = np.full(dfa.n_states, -1, np.int64)  # = bytes taken: every path to (q, k) has k
+                depth[0] = 0
+                frontier = [0]
+                while frontier:
+                    nxt = []
+                    for x in frontier:
+                        for y in set(dfa.transitions[x].tolist()):
+                            if y >= 0 and depth[y] < 0:
+                                depth[y] = depth[x] + 1
+                                nxt.append(y)
+                    frontier = nxt
+                first: dict = {}
+                for x in np.argsort(depth, kind="stable").tolist():
+                    first.setdefault(int(labels[x]), x)
+                for x in range(dfa.n_states):
+                    canon[base + x] = base + first[int(labels[x])]
+                    self.tree_lim[base + x] = cfg.max_ignored_run - depth[x]
+        uniq, self.tree_of = np.unique(canon, return_inverse=True)
+        self.tree_of = self.tree_of.astype(np.int32)
+        self.tree_reading = uniq.astype(np.int32)  # the canonical reading of each tree
+        self.tree_track = np.zeros(len(uniq), np.bool_)
+        if ign >= 0 and cfg.max_ignored_run is not None:
+            self.tree_track[self.r_term[uniq] == ign] = True
+
+    def _build(self, g: Grammar, n_r: int, max_states: int) -> None:
+        nt, ign = self.n_terminals, self.ign
+        r_next = np.full((n_r + 1, 256), n_r, np.int64)  # row n_r / value n_r: dead
+        for t in range(nt):
+            tr = self.term_trans[t]
+            b = self.r_base[t]
+            r_next[b:b + len(tr)] = np.where(tr >= 0, tr + b, n_r)
+        rng = np.random.default_rng(0x10CA1)
+        h1 = rng.integers(1, 2 ** 63, n_r + 1, dtype=np.int64).astype(np.uint64)
+        h2 = rng.integers(1, 2 ** 63, n_r + 1, dtype=np.int64).astype(np.uint64)
+        h1[n_r] = h2[n_r] = 0
+        ids: dict = {}
+        states: list[np.ndarray] = []
+
+        def intern(rs: np.ndarray) -> int:
+            if len(rs) == 0:
+                return -1
+            key = (int(h1[rs].sum()), int(h2[rs].sum()))
+            c = ids.get(key)
+            if c is None:
+                c = ids[key] = len(states)
+                states.append(rs.astype(np.int32))
+                if len(states) > max_states:
+                    raise GrammarError(f"the terminals overlap too much: the scanner needs more than "
+                                       f"{max_states} states", source=g.cfg.source)
+            return c
 
         def seed(mask: int) -> int:
-            if mask not in seeds:
-                seeds[mask] = self._intern(frozenset((t, 0) for t in range(nt) if (mask >> t) & 1))
-            return seeds[mask]
+            return intern(self.r_base[[t for t in range(nt) if (mask >> t) & 1]])
 
+        every = (1 << nt) - 1
+        ign_bit = g.ignore_mask
+        real = every & ~ign_bit
+        follow = follow_sets(g)
         self.start = seed(every)
-        self.after = np.zeros(nt, np.int32)
+        self.after = np.full(nt, -1, np.int32)
         for t in range(nt):
-            self.after[t] = seed(every if (g.ignore_mask >> t) & 1 else follow[t] | g.ignore_mask)
+            self.after[t] = seed(real) if t == ign else seed((follow[t] & real) | ign_bit)
+        tri = trigrams(g)
+        seed_tab = np.full((nt + 1, nt), -1, np.int32)
+        seed_tab[0] = self.after
+        for a in range(nt):
+            if a == ign:
+                continue
+            if ign >= 0:
+                seed_tab[a + 1, ign] = seed(follow[a] & real)
+            f = follow[a] & real
+            while f:
+                low = f & -f
+                t = low.bit_length() - 1
+                f ^= low
+                seed_tab[a + 1, t] = seed((tri.get((a, t), 0) & real) | ign_bit)
+        self.seed_tab = seed_tab
+        self.single = np.array([intern(np.array([r])) for r in range(n_r)], np.int32)
+        rows = []
         i = 0
-        while i < len(self.readings):
-            rows.append(self._row(self.readings[i]))
+        while i < len(states):
+            rs = states[i]
+            m = r_next[rs]  # (k, 256)
+            k1 = h1[m].sum(axis=0)
+            k2 = h2[m].sum(axis=0)
+            uniq, first, inv = np.unique(k1 ^ (k2 * np.uint64(0x9E3779B97F4A7C15)), return_index=True,
+                                         return_inverse=True)
+            targets = np.empty(len(uniq), np.int32)
+            for j, col in enumerate(first.tolist()):
+                if k1[col] == 0 and k2[col] == 0:
+                    targets[j] = -1
+                    continue
+                key = (int(k1[col]), int(k2[col]))
+                c = ids.get(key)
+                if c is None:
+                    nxt = np.unique(m[:, col])
+                    c = intern(nxt[nxt < n_r])
+                targets[j] = c
+            rows.append(targets[inv.reshape(-1)])
             i += 1
-            if len(self.readings) > max_states:
-                from .errors import GrammarError
-
-                raise GrammarError(f"the terminals overlap too much: the scanner needs more than "
-                                   f"{max_states} states", source=cfg.source)
         self.trans = np.stack(rows).astype(np.int32)
-        n = len(self.readings)
-        self.live = [0] * n  # bitmask of terminals with a reading
-        self.accepts = [0] * n  # bitmask of terminals whose reading accepts here
-        acc_lists = []
-        for c, rs in enumerate(self.readings):
-            live = acc = 0
-            for t, q in rs:
-                live |= 1 << t
-                if self.term_acc[t][q]:
-                    acc |= 1 << t
-            self.live[c], self.accepts[c] = live, acc
-            acc_lists.append([t for t in range(nt) if (acc >> t) & 1])
+        self.st_off = np.zeros(len(states) + 1, np.int64)
+        np.cumsum([len(s) for s in states], out=self.st_off[1:])
+        self.st_rd = np.concatenate(states).astype(np.int32)
+
+    def arrays(self) -> dict:
+        """What ``Scanner(g, arrays=...)`` needs to skip the construction."""
+        return {"sc_trans": self.trans, "sc_off": self.st_off, "sc_rd": self.st_rd, "sc_after": self.after,
+                "sc_seed": self.seed_tab, "sc_single": self.single, "sc_start": np.array([self.start])}
+
+    def _load(self, a: dict) -> None:
+        self.trans, self.st_off, self.st_rd = a["sc_trans"], a["sc_off"], a["sc_rd"]
+        self.after, self.seed_tab, self.single = a["sc_after"], a["sc_seed"], a["sc_single"]
+        self.start = int(a["sc_start"][0])
+
+    def _derive(self) -> None:
+        n = len(self.trans)
+        nt = self.n_terminals
+        off = self.st_off
+        rd = self.st_rd
+        st_of = np.repeat(np.arange(n), np.diff(off))
+        terms = self.r_term[rd]
+        self.rdist = np.zeros(n, np.int32)  # fewest bytes to end the ignored run
+        if self.ign >= 0:
+            np.maximum.at(self.rdist, st_of, self.r_dist[rd].astype(np.int32))
+        self.live_tab = np.zeros((n, nt), np.bool_)
+        self.live_tab[st_of, terms] = True
+        acc_tab = np.zeros((n, nt), np.bool_)
+        acc = self.r_acc[rd]
+        acc_tab[st_of[acc], terms[acc]] = True
+        self.acc_tab = acc_tab
+        weights = [1 << t for t in range(nt)]
+        self.live = _bitmasks(self.live_tab, weights)
+        self.accepts = _bitmasks(acc_tab, weights)
+        self.accept_lists = [np.flatnonzero(row).tolist() for row in acc_tab]
         self.acc_offsets = np.zeros(n + 1, np.int64)
-        np.cumsum([len(a) for a in acc_lists], out=self.acc_offsets[1:])
-        self.acc_terms = np.array([t for a in acc_lists for t in a], np.int32)
-        self.is_ignore = np.array([(g.ignore_mask >> t) & 1 for t in range(nt)], np.int8)
-        self.accept_lists = acc_lists
+        np.cumsum(acc_tab.sum(axis=1), out=self.acc_offsets[1:])
+        self.acc_terms = np.nonzero(acc_tab)[1].astype(np.int32)
+        self.is_ignore = np.zeros(nt, np.int8)
+        if self.ign >= 0:
+            self.is_ignore[self.ign] = 1
 
-    def _intern(self, rs: frozenset) -> int:
-        c = self._ids.get(rs)
-        if c is None:
-            c = self._ids[rs] = len(self.readings)
-            self.readings.append(rs)
-        return c
+    # -- queries ----------------------------------------------------------------------------
+    def readings(self, c: int) -> list[tuple[int, int]]:
+        """The readings ``(terminal, DFA state)`` of scanner state ``c``."""
+        rs = self.st_rd[self.st_off[c]:self.st_off[c + 1]]
+        return list(zip(self.r_term[rs].tolist(), self.r_q[rs].tolist()))
 
-    def _row(self, rs: frozenset) -> np.ndarray:
-        row = np.full(256, -1, np.int64)
-        if not rs:
-            return row
-        rl = sorted(rs)
-        mat = np.stack([self.term_trans[t][q] for t, q in rl])  # (k, 256)
-        cols, inverse = np.unique(mat.T, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        targets = []
-        for col in cols:
-            nxt = frozenset((rl[i][0], int(q)) for i, q in enumerate(col) if q >= 0)
-            targets.append(self._intern(nxt) if nxt else -1)
-        return np.array(targets, np.int64)[inverse]
+    def reading_ids(self, c: int) -> list[int]:
+        return self.st_rd[self.st_off[c]:self.st_off[c + 1]].tolist()
 
     @property
     def n_states(self) -> int:
-        return len(self.readings)
+        return len(self.trans)
+
+    @property
+    def n_readings(self) -> int:
+        return len(self.r_term)
+
+
+def _bitmasks(tab: np.ndarray, weights: list[int]) -> list[int]:
+    out = []
+    for row in tab:
+        v = 0
+        for t in np.flatnonzero(row).tolist():
+            v |= weights[t]
+        out.append(v)
+    return out

@@ -1,12 +1,23 @@
 """Token masks: the precomputed subterminal trees, consulted with the parser.
 
-For a scanner state ``c`` the tree (``SubterminalTree``, from the numba walk) groups
-the vocabulary by *how* each token reads from ``c``: the terminals it completes
-(a path of the tree) and the scanner state it ends in. The mask of a parser state
-``P`` is then a walk of that small tree: follow a terminal only where the parser
-takes it (``PState.feed``, memoized), keep a group when one of its final readings
-is a terminal the parser allows there. The union of kept groups is cached twice:
-on the parser state (by ``c``), and in the tree by the set of kept groups.
+There is one tree per *reading* ``r = (terminal T, DFA state q)`` of the lexeme in
+progress (built for all readings at compile time by ``kernels.grammar_trees``, in
+flat arrays that go straight into the disk cache). It groups the vocabulary by
+*how* each token reads from ``r``: the terminals it completes (a path of the tree,
+starting with ``T`` when ``T``'s lexeme ends inside the token) and the scanner state
+it ends in. A scanner state is a set of readings that evolve independently, so the
+mask of (parser state ``P``, scanner state ``c``) is the union over the readings of
+``c`` of what their trees keep for ``P``:
+
+* walk the tree, following a terminal only where the parser takes it
+  (``PState.feed``, memoized), and keep a group when a reading it ends in is viable:
+  a terminal the parser allows there, or the ignored run when the parser allows
+  any terminal (the text may not end with ignored text);
+* when ``q`` accepts, ``T``'s lexeme may also end before the token: feed ``T`` and
+  take the trees of the first readings ``(T', 0)`` of what may follow.
+
+Kept groups are cached on the parser state per reading, masks per scanner state,
+and unions of groups by the set of groups.
 """
 
 from __future__ import annotations
@@ -17,118 +28,294 @@ from .. import kernels
 
 MAX_READINGS = 256
 
+TREE_KEYS = ("tr_seq", "tr_ch_off", "tr_ch_term", "tr_ch_node", "tr_node_grp", "tr_grp_state", "tr_grp_lead",
+             "tr_grp_off", "tr_grp_tok", "tr_unres_off", "tr_unres_tok")
 
-class SubterminalTree:
-    __slots__ = ("groups", "children", "union_cache", "n_tokens", "arrays", "unresolved")
 
-    def __init__(self, out_tok, out_seq, out_state, seq_parent, seq_term, n_seq):
-        self.union_cache: dict = {}
-        groups: list[list] = [[] for _ in range(n_seq)]
-        self.arrays: list[np.ndarray] = []
-        bad = out_seq < 0
-        self.unresolved = np.unique(out_tok[bad]).astype(np.int32)
-        if bad.any():
-            out_tok, out_seq, out_state = out_tok[~bad], out_seq[~bad], out_state[~bad]
-        if len(out_tok):
-            key = out_seq.astype(np.int64) << 32 | out_state.astype(np.int64)
-            perm = np.lexsort((out_tok, key))
-            key, tok = key[perm], out_tok[perm]
-            cuts = np.flatnonzero(np.diff(key)) + 1
-            starts = np.concatenate([[0], cuts])
-            ends = np.concatenate([cuts, [len(key)]])
-            for gid, (a, b) in enumerate(zip(starts, ends)):
-                k = int(key[a])
-                arr = tok[a:b].copy()
-                arr.flags.writeable = False
-                groups[k >> 32].append((gid, k & 0xFFFFFFFF, arr))
-                self.arrays.append(arr)
-        # Keep only sequence nodes with a group somewhere below.
-        useful = [bool(g) for g in groups]
-        for s in range(n_seq - 1, 0, -1):
-            if useful[s]:
-                useful[int(seq_parent[s])] = True
-        children: list[list] = [[] for _ in range(n_seq)]
-        for s in range(1, n_seq):
-            if useful[s]:
-                children[int(seq_parent[s])].append((int(seq_term[s]), s))
-        self.groups = groups
-        self.children = children
-        self.n_tokens = len(out_tok)
+def build_trees(scanner, vocabulary) -> dict:
+    """All trees of ``scanner`` over ``vocabulary``, as the flat arrays ``Trees`` loads."""
+    sc = scanner
+    origins = sc.single[sc.tree_reading]
+    (seq_parent, seq_term, tree_seq, grp_seq, grp_state, grp_lead, grp_off, grp_tok, unres_off,
+     unres_tok) = kernels.grammar_trees(*vocabulary.trie.arrays, sc.trans, sc.acc_offsets, sc.acc_terms,
+                                        sc.seed_tab, sc.ign, sc.live_tab, sc.rdist, origins, sc.tree_track,
+                                        vocabulary.size, MAX_READINGS)
+    n = len(seq_parent)
+    # Keep only sequence nodes with a group at or below them (parents come before children).
+    useful = np.zeros(n, bool)
+    useful[grp_seq] = True
+    roots = tree_seq[:-1]
+    useful[roots] = True
+    has_parent = seq_parent >= 0
+    while True:
+        up = np.zeros(n, bool)
+        sel = useful & has_parent
+        up[seq_parent[sel]] = True
+        if not (up & ~useful).any():
+            break
+        useful |= up
+    edges = np.flatnonzero(useful & has_parent)
+    parents = seq_parent[edges]
+    order = np.argsort(parents, kind="stable")
+    ch_off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(parents, minlength=n), out=ch_off[1:])
+    node_grp = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(grp_seq, minlength=n), out=node_grp[1:])
+    return {"tr_seq": tree_seq, "tr_ch_off": ch_off, "tr_ch_term": seq_term[edges[order]].astype(np.int32),
+            "tr_ch_node": edges[order].astype(np.int32), "tr_node_grp": node_grp,
+            "tr_grp_state": grp_state, "tr_grp_lead": grp_lead, "tr_grp_off": grp_off, "tr_grp_tok": grp_tok,
+            "tr_unres_off": unres_off, "tr_unres_tok": unres_tok}
 
 
 class MaskEngine:
     """Computes and caches ``mask(P, c)`` for one compiled grammar and vocabulary."""
 
-    def __init__(self, scanner, vocabulary, viable=None):
-        self.scanner = scanner
+    def __init__(self, scanner, vocabulary, arrays: dict, viable=None):
+        sc = self.scanner = scanner
         self.viable = viable  # viable(p, c, data) -> bool, for tokens left unresolved
-        n = scanner.n_states
-        self.live_tab = np.zeros((n, scanner.n_terminals), np.bool_)
-        for c, rs in enumerate(scanner.readings):
-            for t, _ in rs:
-                self.live_tab[c, t] = True
         self.vocabulary = vocabulary
-        self.trees: dict[int, SubterminalTree] = {}
         self.vocab_size = vocabulary.size
+        self.ign = sc.ign
+        self.ign_bit = (1 << sc.ign) if sc.ign >= 0 else 0
+        self.tree_root = arrays["tr_seq"][:-1].tolist()
+        self.ch_off = arrays["tr_ch_off"].tolist()
+        self.ch_term = arrays["tr_ch_term"].tolist()
+        self.ch_node = arrays["tr_ch_node"].tolist()
+        self.node_grp = arrays["tr_node_grp"].tolist()
+        self.node_sets: list = [None] * (len(self.node_grp) - 1)
+        live = sc.live
+        self.grp_live = [live[c] for c in arrays["tr_grp_state"].tolist()]
+        self.grp_state = arrays["tr_grp_state"]
+        self.grp_state_l = self.grp_state.tolist()
+        self.grp_lead = arrays["tr_grp_lead"].tolist()
+        self.grp_off = arrays["tr_grp_off"]
+        self.grp_off_l = self.grp_off.tolist()
+        self.grp_tok = arrays["tr_grp_tok"]
+        self.grp_tok.flags.writeable = False
+        uo = arrays["tr_unres_off"]
+        ut = arrays["tr_unres_tok"]
+        self.unresolved = {}  # tree -> tokens to check one by one
+        for i in np.flatnonzero(np.diff(uo)).tolist():
+            self.unresolved[i] = ut[uo[i]:uo[i + 1]].tolist()
+        self.tree_of = sc.tree_of.tolist()
+        self.tree_lim = sc.tree_lim.tolist()
+        self.r_term = sc.r_term.tolist()
+        self.r_acc = sc.r_acc.tolist()
+        self.r_base = sc.r_base.tolist()
+        self.single = sc.single.tolist()
+        self._state_rd: dict = {}
+        self.union_cache: dict = {}
+        self._large: dict = {}
 
-    def tree(self, c: int) -> SubterminalTree:
-        t = self.trees.get(c)
-        if t is None:
-            sc = self.scanner
-            res = kernels.subterminal_walk(*self.vocabulary.trie.arrays, sc.trans, sc.acc_offsets,
-                                           sc.acc_terms, sc.after, sc.is_ignore, self.live_tab,
-                                           sc.n_terminals, c, MAX_READINGS)
-            out_tok, out_s, out_c, _, seq_parent, seq_term, n_seq, overflow = res
-            t = self.trees[c] = SubterminalTree(out_tok, out_s, out_c, seq_parent, seq_term, n_seq)
-        return t
+    def _node_sets(self, s: int) -> list:
+        """The groups of tree node ``s`` by (live terminals, lead): [(live, lead, gids)]."""
+        by: dict = {}
+        for g in range(self.node_grp[s], self.node_grp[s + 1]):
+            by.setdefault((self.grp_live[g], self.grp_lead[g]), []).append(g)
+        sets = self.node_sets[s] = [(live, lead, tuple(gids)) for (live, lead), gids in by.items()]
+        return sets
+
+    def node_groups(self, s: int) -> range:
+        return range(self.node_grp[s], self.node_grp[s + 1])
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.grp_live)
+
+    def group_tokens(self, g: int) -> np.ndarray:
+        return self.grp_tok[self.grp_off_l[g]:self.grp_off_l[g + 1]]
+
+    # -- kept groups -------------------------------------------------------------------------
+    def kept(self, p, r: int) -> tuple:
+        """Groups (and, as ``-1 - token``, unresolved tokens) that reading ``r`` keeps under ``p``."""
+        got = p.rkept.get(r)
+        if got is None:
+            got = self._kept(p, r)
+        return got[0]
+
+    def kept_nodes(self, p, r: int) -> tuple:
+        """(``kept(p, r)``, the parser state after each kept group's terminals).
+
+        A parser state, or (parser state, terminal) for the state after that terminal,
+        which is not built unless needed (``PState.peek``).
+        """
+        got = p.rkept.get(r)
+        if got is None:
+            got = self._kept(p, r)
+        return got[0], got[1]
+
+    def kept_visits(self, p, r: int) -> tuple:
+        """The tree nodes where ``kept(p, r)`` keeps groups: (tree node, parser state there)."""
+        got = p.rkept.get(r)
+        if got is None:
+            got = self._kept(p, r)
+        return got[2]
+
+    def _kept(self, p, r: int) -> tuple:
+        out = []
+        nodes = []
+        visits = []
+        ign_bit = self.ign_bit
+        node_sets = self.node_sets
+        ch_off, ch_term, ch_node = self.ch_off, self.ch_term, self.ch_node
+        tree = self.tree_of[r]
+        lim = self.tree_lim[r]
+        stack = [(self.tree_root[tree], p)]
+        while stack:
+            s, q = stack.pop()
+            al = q.allowed
+            if al:
+                ok = al | ign_bit
+                n0 = len(out)
+                sets = node_sets[s]
+                if sets is None:
+                    sets = self._node_sets(s)
+                for live, lead, gids in sets:
+                    if live & ok and lead <= lim:
+                        out += gids
+                if len(out) > n0:
+                    nodes += [q] * (len(out) - n0)
+                    visits.append((s, q))
+            for k in range(ch_off[s], ch_off[s + 1]):
+                t = ch_term[k]
+                if (al >> t) & 1:
+                    s2 = ch_node[k]
+                    if ch_off[s2] < ch_off[s2 + 1]:
+                        stack.append((s2, q.feed(t)))
+                        continue
+                    # a leaf: only the terminals allowed after t matter
+                    al2 = q.peek(t)
+                    if al2:
+                        ok = al2 | ign_bit
+                        n0 = len(out)
+                        sets = node_sets[s2]
+                        if sets is None:
+                            sets = self._node_sets(s2)
+                        for live, lead, gids in sets:
+                            if live & ok and lead <= lim:
+                                out += gids
+                        if len(out) > n0:
+                            nodes += [(q, t)] * (len(out) - n0)
+                            visits.append((s2, (q, t)))
+        if tree in self.unresolved:
+            vocab = self.vocabulary
+            c = self.single[r]
+            for t in self.unresolved[tree]:
+                if self.viable(p, c, vocab[t]):
+                    out.append(-1 - t)
+                    nodes.append(None)
+                    visits.append((-1 - t, None))
+        if self.r_acc[r]:
+            # The lexeme may end right here, before the token's first byte.
+            t = self.r_term[r]
+            p2 = p if t == self.ign else p.feed(t)
+            if p2 is not None:
+                al = p2.allowed
+                firsts = []
+                if t != self.ign and self.ign >= 0 and al:
+                    firsts.append(self.r_base[self.ign])
+                while al:
+                    low = al & -al
+                    al ^= low
+                    firsts.append(self.r_base[low.bit_length() - 1])
+                for r2 in firsts:
+                    got2 = p2.rkept.get(r2)
+                    if got2 is None:
+                        got2 = self._kept(p2, r2)
+                    out += got2[0]
+                    nodes += got2[1]
+                    visits += got2[2]
+        got = p.rkept[r] = (tuple(out), tuple(nodes), tuple(visits))
+        return got
+
+    def state_readings(self, c: int) -> list[int]:
+        rs = self._state_rd.get(c)
+        if rs is None:
+            rs = self._state_rd[c] = self.scanner.reading_ids(c)
+        return rs
+
+    def mask_key(self, p, c: int) -> tuple:
+        """The groups (and unresolved tokens) that make ``mask(p, c)``: a sorted tuple."""
+        k = p.masks.get(c)
+        if k is not None:
+            return k
+        al = p.allowed | self.ign_bit
+        r_term = self.r_term
+        kept = []
+        for r in self.state_readings(c):
+            if (al >> r_term[r]) & 1:
+                kept += self.kept(p, r)
+        k = p.masks[c] = tuple(sorted(set(kept)))
+        return k
 
     def mask(self, p, c: int) -> np.ndarray:
         """Sorted token ids (no stop ids) that keep (parser state ``p``, scanner state ``c``) viable."""
-        m = p.masks.get(c)
-        if m is not None:
-            return m
-        tree = self.tree(c)
-        live = self.scanner.live
-        ign = self.scanner.ignore_mask
-        kept = []
-        stack = [(0, p)]
-        while stack:
-            s, q = stack.pop()
-            ok = q.allowed | ign
-            for gid, cc, arr in tree.groups[s]:
-                if live[cc] & ok:
-                    kept.append(gid)
-            for t, s2 in tree.children[s]:
-                q2 = q.feed(t)
-                if q2 is not None:
-                    stack.append((s2, q2))
-        key = tuple(sorted(kept))
-        if len(tree.unresolved):
-            vocab = self.vocabulary
-            extra = [int(t) for t in tree.unresolved if self.viable(p, c, vocab[int(t)])]
-            key = key + tuple(-1 - t for t in extra)
-        m = tree.union_cache.get(key)
+        return self.union_of(self.mask_key(p, c))
+
+    def union_of(self, key: tuple) -> np.ndarray:
+        """The tokens of the groups ``key`` (a sorted tuple), cached by ``key``."""
+        m = self.union_cache.get(key)
         if m is None:
-            arrays = [tree.arrays[g] for g in key if g >= 0]
-            extra = [-1 - g for g in key if g < 0]
-            if extra:
-                arrays.append(np.array(sorted(extra), np.int32))
-            m = union(arrays, self.vocab_size)
-            tree.union_cache[key] = m
-        p.masks[c] = m
+            m = self.union_cache[key] = self._union(key)
         return m
+
+    def _union(self, key: tuple) -> np.ndarray:
+        off = self.grp_off_l
+        tok = self.grp_tok
+        groups = [g for g in key if g >= 0]
+        extra = [-1 - g for g in key if g < 0]
+        if not extra and len(groups) == 1:
+            g = groups[0]
+            return tok[off[g]:off[g + 1]]
+        # Large groups (the few that hold most of a mask) are merged once per combination;
+        # the many small ones are then inserted.
+        big_min = max(64, self.vocab_size >> 6)
+        large = tuple(g for g in groups if off[g + 1] - off[g] >= big_min)
+        parts = [tok[off[g]:off[g + 1]] for g in groups if off[g + 1] - off[g] < big_min]
+        if extra:
+            parts.append(np.array(sorted(extra), np.int32))
+        if len(large) == 0:
+            return union(parts, self.vocab_size)
+        base = self._large.get(large)
+        if base is None:
+            base = self._large[large] = union([tok[off[g]:off[g + 1]] for g in large], self.vocab_size)
+        if not parts:
+            return base
+        return insert_sorted(base, union(parts, self.vocab_size))
+
+
+def insert_sorted(base: np.ndarray, small: np.ndarray) -> np.ndarray:
+    """The sorted union of sorted ``base`` and sorted ``small`` (no duplicates in either); read-only."""
+    if len(small):
+        pos = np.searchsorted(base, small)
+        have = base[np.minimum(pos, len(base) - 1)] == small if len(base) else np.zeros(len(small), bool)
+        if not have.all():
+            base = np.insert(base, pos[~have], small[~have])
+    if base.flags.writeable:
+        base.flags.writeable = False
+    return base
 
 
 def union(arrays, size: int) -> np.ndarray:
-    """The sorted union of sorted int32 arrays."""
+    """The sorted union of sorted int32 arrays; read-only.
+
+    One concatenation and numpy's stable sort (a radix sort for int32: linear), then
+    duplicates dropped; cheaper here than marking flags over the whole vocabulary.
+    """
+    arrays = [a for a in arrays if len(a)]
     if not arrays:
         out = np.zeros(0, np.int32)
     elif len(arrays) == 1:
         out = arrays[0]
     else:
-        flags = np.zeros(size, bool)
-        for a in arrays:
-            flags[a] = True
-        out = np.flatnonzero(flags).astype(np.int32)
-    out.flags.writeable = False
+        out = np.concatenate(arrays)
+        out.sort(kind="stable")
+        dup = out[1:] == out[:-1]
+        if dup.any():
+            keep = np.empty(len(out), bool)
+            keep[0] = True
+            np.logical_not(dup, out=keep[1:])
+            out = out[keep]
+    if out.flags.writeable:
+        out.flags.writeable = False
     return out

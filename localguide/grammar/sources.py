@@ -2,8 +2,10 @@
 
 ``compile_grammar(grammar, vocabulary)`` resolves the argument, converts it to the
 internal form and compiles it. Compiled grammars are kept in memory per (grammar
-text, vocabulary), so a second compile returns the same object, masks already
-computed included.
+text, options, vocabulary), so a second compile returns the same object, masks
+already computed included, and on disk (``localguide.cache``, one ``.npz`` per
+grammar text hash, options and vocabulary fingerprint), so a new process loads the
+scanner and the subterminal trees instead of building them.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ import hashlib
 import os
 from pathlib import Path
 
-from .compiled import GrammarIndex
+from .. import cache
+from .compiled import FORMAT, GrammarIndex
 from .errors import GrammarError
+
+DEFAULT_MAX_IGNORED_RUN = 32
 
 _COMPILED: dict = {}
 
@@ -77,16 +82,36 @@ def to_cfg(text: str, kind: str, source: str, start: str | None = None):
     return lark_to_cfg(text, source, start=start)
 
 
-def compile_grammar(grammar, vocabulary, *, start: str | None = None) -> GrammarIndex:
+def compile_grammar(grammar, vocabulary, *, start: str | None = None,
+                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN) -> GrammarIndex:
     """Compile ``grammar`` (Lark text, GBNF text, a ``.lark``/``.gbnf`` path, or a shipped name).
+
+    ``max_ignored_run``: the longest run of ignored text (``%ignore``) allowed, in bytes
+    (None: unbounded). A deliberate restriction of the grammar's language, so that no
+    constraint ever allows endless whitespace; also, a sentence never ends with
+    ignored text. Grammars without ``%ignore`` (GBNF) are not affected.
 
     Raises ``GrammarError`` (with line and column where the grammar text has them).
     """
+    if max_ignored_run is not None and (not isinstance(max_ignored_run, int) or max_ignored_run < 1):
+        raise ValueError("max_ignored_run must be a positive number of bytes, or None")
     text, kind, desc = resolve(grammar)
-    key = (hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), kind, start,
-           vocabulary.fingerprint)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    key = (digest, kind, start, max_ignored_run, vocabulary.fingerprint)
     idx = _COMPILED.get(key)
     if idx is None:
-        idx = GrammarIndex(to_cfg(text, kind, desc, start), vocabulary, desc)
+        path = cache.key_path("grammar", str(FORMAT), digest, kind, str(start), str(max_ignored_run),
+                              vocabulary.fingerprint)
+        built = []
+
+        def build():
+            from .cfg import normalize
+
+            cfg = normalize(to_cfg(text, kind, desc, start), max_ignored_run)
+            built.append(GrammarIndex(cfg, vocabulary, desc))
+            return built[0].arrays()
+
+        arrays = cache.cached(path, build, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
+        idx = built[0] if built else GrammarIndex.from_arrays(arrays, vocabulary, desc)
         _COMPILED[key] = idx
     return idx

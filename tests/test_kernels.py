@@ -1,0 +1,365 @@
+"""Each numba kernel computes what its plain-Python twin ``py_*`` defines, on random inputs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from localguide import Vocabulary, kernels
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# A small byte alphabet (ASCII and UTF-8 pieces) so tokens share prefixes and repeat.
+ALPHABET = [0x61, 0x62, 0x63, 0xC3, 0xA9, 0x00, 0xFF]
+
+
+@st.composite
+def synthetic_vocabularies(draw, min_tokens: int = 1, max_tokens: int = 25) -> Vocabulary:
+    """Random tokens over a tiny alphabet: duplicates, prefixes of one another, empty tokens."""
+    token = st.lists(st.sampled_from(ALPHABET), min_size=0, max_size=5).map(bytes)
+    tokens = draw(st.lists(token, min_size=min_tokens, max_size=max_tokens))
+    if tokens and draw(st.booleans()):  # force a duplicate and a prefix
+        t = draw(st.sampled_from(tokens))
+        tokens += [t, t[:-1]]
+    tokens.append(b"")  # the stop token
+    return Vocabulary.from_tokens(tokens, [len(tokens) - 1])
+
+
+@st.composite
+def random_dfas(draw, max_states: int = 6) -> np.ndarray:
+    """A random transition table over ``ALPHABET`` (-1 elsewhere)."""
+    n = draw(st.integers(1, max_states))
+    trans = np.full((n, 256), -1, np.int32)
+    for s in range(n):
+        for b in ALPHABET:
+            trans[s, b] = draw(st.integers(-1, n - 1))
+    return trans
+
+
+def assert_same_trie(kernel_out, twin_out) -> None:
+    node_byte, node_depth, subtree_end, tok_start, tok_count = kernel_out
+    p_byte, p_depth, p_end, p_start, p_count = twin_out
+    np.testing.assert_array_equal(node_byte, p_byte)
+    np.testing.assert_array_equal(node_depth, p_depth)
+    np.testing.assert_array_equal(subtree_end, p_end)
+    np.testing.assert_array_equal(tok_count, p_count)
+    # tok_start only means something where tokens end.
+    has = tok_count > 0
+    np.testing.assert_array_equal(tok_start[has], p_start[has])
+
+
+# --- build_trie -------------------------------------------------------------------------
+
+@SETTINGS
+@given(synthetic_vocabularies())
+def test_build_trie_equals_twin(vocab):
+    order = vocab.trie.order
+    kernel_out = kernels.build_trie(vocab.flat, vocab.offsets, order)
+    twin_out = kernels.py_build_trie(vocab.flat, vocab.offsets, order)
+    assert_same_trie(kernel_out, twin_out)
+    # And the trie spells exactly the non-empty tokens.
+    node_byte, node_depth, _, tok_start, tok_count = kernel_out
+    spelled = {}
+    path: list[int] = []
+    for n in range(1, len(node_byte)):
+        path = path[: node_depth[n] - 1] + [int(node_byte[n])]
+        for k in range(tok_start[n], tok_start[n] + tok_count[n]):
+            spelled[int(order[k])] = bytes(path)
+    expected = {t: vocab[t] for t in range(vocab.size) if vocab[t]}
+    assert spelled == expected
+
+
+def test_build_trie_long_tokens():
+    """Tokens longer than 511 bytes (a fixed-size path buffer) must not corrupt memory.
+
+    Run in a subprocess: an out-of-bounds write in a numba kernel can abort the interpreter.
+    """
+    code = textwrap.dedent("""
+        import numpy as np
+        from localguide import Vocabulary, kernels
+        from localguide.index import Index
+        from localguide.regex import regex_to_dfa
+        tokens = [b"", b"a" * 600, b"a", b"b" * 520 + b"c", b"b"]
+        v = Vocabulary.from_tokens(tokens, [0])
+        out = kernels.build_trie(v.flat, v.offsets, v.trie.order)
+        twin = kernels.py_build_trie(v.flat, v.offsets, v.trie.order)
+        assert all(np.array_equal(a, b) for a, b in zip(out[:3], twin[:3]))
+        idx = Index.build(regex_to_dfa("a*"), v)
+        assert idx.allowed(0).tolist() == [0, 1, 2], idx.allowed(0)
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])
+
+
+# --- explore ------------------------------------------------------------------------------
+
+@SETTINGS
+@given(synthetic_vocabularies(), random_dfas())
+def test_explore_equals_twin(vocab, trans):
+    arrays = vocab.trie.arrays
+    got = kernels.explore(*arrays, trans)
+    want = kernels.py_explore(*arrays, trans)
+    names = ("states", "offsets", "tokens", "next")
+    for name, a, b in zip(names, got, want):
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@SETTINGS
+@given(synthetic_vocabularies(), random_dfas())
+def test_explore_edges_are_token_transitions(vocab, trans):
+    """Independent of both: each edge is the DFA run over the token's bytes, and nothing is missed."""
+    states, offsets, toks, nexts = kernels.explore(*vocab.trie.arrays, trans)
+
+    def run(s, data):
+        for b in data:
+            s = trans[s, b]
+            if s < 0:
+                return -1
+        return int(s)
+
+    assert states[0] == 0 and len(set(states.tolist())) == len(states)
+    for i, s in enumerate(states):
+        edges = list(zip(toks[offsets[i]:offsets[i + 1]].tolist(), nexts[offsets[i]:offsets[i + 1]].tolist()))
+        want = [(t, run(s, vocab[t])) for t in range(vocab.size) if vocab[t] and run(s, vocab[t]) >= 0]
+        assert edges == want
+        assert all(q in states for _, q in edges)
+
+
+# --- distances --------------------------------------------------------------------------------
+
+@st.composite
+def csr_graphs(draw):
+    n = draw(st.integers(1, 12))
+    edges = [draw(st.lists(st.integers(0, n - 1), max_size=4)) for _ in range(n)]
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum([len(e) for e in edges])
+    nexts = np.array([q for e in edges for q in e], np.int32)
+    accepting = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    return offsets, nexts, accepting
+
+
+@SETTINGS
+@given(csr_graphs())
+def test_distances_equals_twin(graph):
+    offsets, nexts, accepting = graph
+    np.testing.assert_array_equal(kernels.distances(offsets, nexts, accepting),
+                                  kernels.py_distances(offsets, nexts, accepting))
+
+
+@SETTINGS
+@given(synthetic_vocabularies(), random_dfas())
+def test_distances_on_explored_graphs(vocab, trans):
+    states, offsets, toks, nexts = kernels.explore(*vocab.trie.arrays, trans)
+    local = np.full(trans.shape[0], -1, np.int32)
+    local[states] = np.arange(len(states), dtype=np.int32)
+    accepting = np.zeros(len(states), bool)
+    accepting[::2] = True
+    np.testing.assert_array_equal(kernels.distances(offsets, local[nexts], accepting),
+                                  kernels.py_distances(offsets, local[nexts], accepting))
+
+
+# --- within_budget --------------------------------------------------------------------------
+
+@SETTINGS
+@given(st.data())
+def test_within_budget_equals_twin(data):
+    n_states = data.draw(st.integers(1, 10))
+    dist = data.draw(hnp.arrays(np.int32, n_states, elements=st.integers(0, 8)))
+    k = data.draw(st.integers(0, 30))
+    tokens = np.array(sorted(data.draw(st.sets(st.integers(0, 1000), min_size=k, max_size=k))), np.int32)
+    nexts = data.draw(hnp.arrays(np.int32, k, elements=st.integers(-1, n_states - 1)))
+    limit = data.draw(st.integers(-1, 9))
+    out1 = np.full(max(k, 1), -7, np.int32)
+    out2 = np.full(max(k, 1), -7, np.int32)
+    c1 = kernels.within_budget(tokens, nexts, dist, limit, out1)
+    c2 = kernels.py_within_budget(tokens, nexts, dist, limit, out2)
+    assert c1 == c2
+    np.testing.assert_array_equal(out1[:c1], out2[:c2])
+
+
+# --- finalize -----------------------------------------------------------------------------
+
+@SETTINGS
+@given(synthetic_vocabularies(), random_dfas(), st.data())
+def test_finalize_equals_twin(vocab, trans, data):
+    states, offsets, toks, nexts = kernels.explore(*vocab.trie.arrays, trans)
+    local = np.full(trans.shape[0], -1, np.int32)
+    local[states] = np.arange(len(states), dtype=np.int32)
+    nexts = local[nexts]
+    accepting = np.array(data.draw(st.lists(st.booleans(), min_size=len(states), max_size=len(states))), bool)
+    dist = kernels.distances(offsets, nexts, accepting)
+    got = kernels.finalize(offsets, toks, nexts, dist, accepting, vocab.stop_ids)
+    want = kernels.py_finalize(offsets, toks, nexts, dist, accepting, vocab.stop_ids)
+    for name, a, b in zip(("keep", "offsets", "tokens", "nexts", "max_next"), got[:5], want[:5]):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    # Hashes are only compared for what they are used for: equal masks, equal hashes.
+    hashes, py_hashes = got[5].tolist(), want[5]
+    for i in range(len(hashes)):
+        for j in range(i):
+            if py_hashes[i] == py_hashes[j]:
+                assert hashes[i] == hashes[j]
+
+
+# --- keep_candidates / exclude_candidates / mask_candidates_at ----------------------------------
+
+def candidates(ids) -> np.ndarray:
+    """A llama_token_data-like int32[size, 3] array: (id, logit bits, p bits)."""
+    ids = np.asarray(ids, np.int32)
+    logits = (ids.astype(np.float32) * 0.5 - 3.0).view(np.int32)
+    return np.stack([ids, logits, ids * 13 + 2], axis=1).astype(np.int32)
+
+
+@st.composite
+def candidate_arrays(draw, max_id_slack: int = 0):
+    size = draw(st.integers(1, 12))
+    ids = list(range(size))
+    if draw(st.booleans()):
+        ids = draw(st.permutations(ids))  # an earlier sampler may have reordered the array
+    ids = ids[:draw(st.integers(1, size))]  # or dropped some candidates
+    chosen = sorted(draw(st.sets(st.integers(0, size - 1 + max_id_slack), max_size=size)))
+    return candidates(ids), np.array(chosen, np.int32)
+
+
+# A permutation that fixes the first and last ids: not in id order, though it looks so at the ends.
+PERMUTED_ENDS = (candidates([0, 2, 1, 3]), np.array([0, 1, 3], np.int32))
+
+
+@SETTINGS
+@given(candidate_arrays())
+@example(PERMUTED_ENDS)
+def test_keep_candidates_equals_twin(case):
+    data, allowed = case
+    d1, d2 = data.copy(), data.copy()
+    k1 = kernels.keep_candidates(d1, allowed)
+    k2 = kernels.py_keep_candidates(d2, allowed)
+    assert k1 == k2
+    np.testing.assert_array_equal(d1[:k1], d2[:k2])
+    assert set(d1[:k1, 0].tolist()) <= set(allowed.tolist())
+
+
+@SETTINGS
+@given(candidate_arrays())
+@example((candidates([0, 2, 1, 3]), np.array([1], np.int32)))
+def test_exclude_candidates_equals_twin(case):
+    data, forbidden = case
+    d1, d2 = data.copy(), data.copy()
+    assert kernels.exclude_candidates(d1, forbidden) == kernels.py_exclude_candidates(d2, forbidden)
+    np.testing.assert_array_equal(d1, d2)
+    logits = d1[:, 1].view(np.float32)
+    assert set(d1[np.isneginf(logits), 0].tolist()) == set(forbidden.tolist()) & set(data[:, 0].tolist())
+
+
+@SETTINGS
+@given(st.integers(1, 300), st.data())
+def test_keep_and_exclude_in_id_order(size, data):
+    """The case the sampler relies on: a full array in id order (the fast paths)."""
+    chosen = np.array(sorted(data.draw(st.sets(st.integers(0, size - 1)))), np.int32)
+    arr, twin = candidates(np.arange(size)), candidates(np.arange(size))
+    k = kernels.keep_candidates(arr, chosen)
+    assert k == kernels.py_keep_candidates(twin, chosen) == len(chosen)
+    np.testing.assert_array_equal(arr[:k], twin[:k])
+    np.testing.assert_array_equal(arr[:k, 0], chosen)
+    arr, twin = candidates(np.arange(size)), candidates(np.arange(size))
+    assert kernels.exclude_candidates(arr, chosen) == kernels.py_exclude_candidates(twin, chosen) == size
+    np.testing.assert_array_equal(arr, twin)
+
+
+def test_keep_candidates_ignores_ids_beyond_the_array():
+    """Allowed ids that are not in a (shorter) candidate array are skipped, as by the twin.
+
+    In a subprocess: the kernel reads rows by id without bounds checks.
+    """
+    code = textwrap.dedent("""
+        import numpy as np
+        from localguide import kernels
+        ids = np.arange(4, dtype=np.int32)
+        data = np.stack([ids, ids, ids], axis=1).astype(np.int32)
+        twin = data.copy()
+        allowed = np.array([1, 3, 100000, 2000000], np.int32)
+        k = kernels.keep_candidates(data, allowed)
+        k2 = kernels.py_keep_candidates(twin, allowed)
+        print(k, data[:k, 0].tolist(), k2, twin[:k2, 0].tolist())
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["2", "[1,", "3]", "2", "[1,", "3]"], proc.stdout
+
+
+def token_data_array(arr: np.ndarray):
+    """A ``llama_token_data_array`` over the rows of ``arr`` (kept alive by the caller)."""
+    import ctypes
+
+    import llama_cpp
+
+    return llama_cpp.llama_token_data_array(
+        data=ctypes.cast(arr.ctypes.data, ctypes.POINTER(llama_cpp.llama_token_data)),
+        size=len(arr), selected=-1, sorted=False)
+
+
+def test_mask_candidates_at_address():
+    import ctypes
+
+    allowed = np.array([1, 7, 8, 49], np.int32)
+    arr = candidates(np.arange(50))
+    cur = token_data_array(arr)
+    kernels.mask_candidates_at(ctypes.addressof(cur), allowed, False)
+    assert cur.size == 4
+    np.testing.assert_array_equal(arr[:4], candidates(allowed))
+    arr = candidates(np.arange(50))
+    cur = token_data_array(arr)
+    kernels.mask_candidates_at(ctypes.addressof(cur), allowed, True)
+    assert cur.size == 50
+    logits = arr[:, 1].view(np.float32)
+    assert np.flatnonzero(np.isneginf(logits)).tolist() == allowed.tolist()
+
+
+# --- the native sampler's guide block: the same cursor as Guide ------------------------------------
+
+def native_allowed(block, vocab_size: int) -> list[int]:
+    """Run ``block_apply`` on a full candidate array in id order; the ids left possible."""
+    import ctypes
+
+    arr = candidates(np.arange(vocab_size))
+    cur = token_data_array(arr)
+    kernels.block_apply(block, ctypes.addressof(cur))
+    kept = arr[:cur.size]
+    logits = kept[:, 1].view(np.float32)
+    return kept[~np.isneginf(logits), 0].tolist()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([r"(19|20)\d{2}", r"[a-c]*d?", r"\w+@\w+", r"[^x]{0,4}"]),
+       st.one_of(st.none(), st.integers(0, 8)), st.randoms(use_true_random=False))
+def test_native_block_follows_the_guide(pattern, budget, rng):
+    from localguide import compile_regex
+
+    from conftest import random_walk
+
+    tokens = [b""] + [bytes([b]) for b in range(256)] + [b"19", b"20", b"ab", b"@a", b"xy", b"00"] * 2
+    vocab = Vocabulary.from_tokens(tokens, [0])
+    index = compile_regex(pattern, vocab)
+    if budget is not None and budget < index.distance[0]:
+        return
+    guide = index.guide(max_tokens=budget)
+    walk, _ = random_walk(guide.copy(), vocab, rng, max_steps=10)
+    block = guide.native_block()
+    for t in walk:
+        assert native_allowed(block, vocab.size) == guide.allowed_token_ids().tolist()
+        kernels.block_accept(block, t)
+        guide.advance(t)
+        assert int(block[kernels.B_ERROR]) == 0
+        assert int(block[kernels.B_STATE]) == guide.state
+    # A token the guide refuses is flagged in the block, not taken.
+    refused = sorted(set(range(vocab.size)) - set(guide.allowed_token_ids().tolist()))
+    if refused:
+        state = int(block[kernels.B_STATE])
+        kernels.block_accept(block, refused[len(refused) // 2])
+        assert int(block[kernels.B_ERROR]) != 0 and int(block[kernels.B_STATE]) == state
