@@ -129,7 +129,6 @@ def main():
     args = ap.parse_args()
     import llama_cpp
 
-    import localguide
     from localguide import Vocabulary
     from localguide.grammar import compile_grammar
     from localguide.vocabulary import quiet_stderr
