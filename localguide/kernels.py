@@ -517,6 +517,14 @@ def _i64(address):
     return carray(_voidptr(address), (_BIG,), np.int64)
 
 
+@njit(cache=True, inline="always")
+def _state_mask(block, s):
+    """(mask id, allowed token ids) of state ``s`` of the Index behind ``block``."""
+    m = _i32(block[B_STATE_MASK])[s]
+    mo = _i64(block[B_MASK_OFFSETS])
+    return m, _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+
+
 @njit(cache=True)
 def block_apply(block, array_address):
     """The guide's mask applied to the candidate array (see ``mask_candidates_at``)."""
@@ -526,21 +534,13 @@ def block_apply(block, array_address):
         block[B_ERROR] = ERROR_FINISHED
         return
     s = block[B_STATE]
-    m = _i32(block[B_STATE_MASK])[s]
-    mo = _i64(block[B_MASK_OFFSETS])
-    tokens = _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+    m, tokens = _state_mask(block, s)
     r = block[B_REMAINING]
     if r >= 0 and _i32(block[B_MAX_NEXT])[s] > r - 1:
         no = _i64(block[B_NEXT_OFFSETS])
-        nexts = _i32(block[B_NEXT_STATES])[no[s]:no[s + 1]]
-        dist = _i32(block[B_DISTANCE])
         kept = np.empty(len(tokens), np.int32)
-        k = 0
-        for i in range(len(tokens)):
-            q = nexts[i]
-            if q < 0 or dist[q] <= r - 1:
-                kept[k] = tokens[i]
-                k += 1
+        k = within_budget(tokens, _i32(block[B_NEXT_STATES])[no[s]:no[s + 1]], _i32(block[B_DISTANCE]),
+                          r - 1, kept)
         header[1] = keep_candidates(data, kept[:k])
         return
     eo = _i64(block[B_EXCL_OFFSETS])
@@ -558,9 +558,7 @@ def block_accept(block, token):
         block[B_ERROR_TOKEN] = token
         return
     s = block[B_STATE]
-    m = _i32(block[B_STATE_MASK])[s]
-    mo = _i64(block[B_MASK_OFFSETS])
-    tokens = _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+    _, tokens = _state_mask(block, s)
     pos = np.searchsorted(tokens, token)
     if pos >= len(tokens) or tokens[pos] != token:
         block[B_ERROR] = ERROR_NOT_ALLOWED

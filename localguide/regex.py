@@ -20,7 +20,7 @@ from interegular.fsm import anything_else
 
 from .automaton import ByteDFA, ByteNFA
 from .errors import EmptyLanguageError, PatternError, UnsupportedPatternError
-from .utf8 import codepoint_ranges, complement_ranges
+from .utf8 import codepoint_ranges, complement_ranges, merge_ranges
 
 _CLASS_ESCAPES = set("dDwWsS")
 _CONTROL_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
@@ -374,20 +374,10 @@ def _fsm_to_nfa(fsm) -> ByteNFA:
         for key, dst in row.items():
             by_target.setdefault(dst, []).extend(symbol_ranges[key])
         for dst, ranges in by_target.items():
-            nfa.add_codepoints(ids[s], _merge(ranges), ids[dst])
+            nfa.add_codepoints(ids[s], merge_ranges(ranges), ids[dst])
     nfa.accepting = {ids[s] for s in fsm.finals}
     nfa.start = start
     return nfa
-
-
-def _merge(ranges):
-    out = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(hi, out[-1][1]))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 @lru_cache(maxsize=256)

@@ -61,6 +61,17 @@ def codepoint_ranges(codepoints) -> list[tuple[int, int]]:
     return ranges
 
 
+def merge_ranges(ranges) -> list[tuple[int, int]]:
+    """Inclusive ranges, sorted, with overlapping and adjacent ones merged."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def complement_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """All of U+0000..U+10FFFF not covered by sorted disjoint ``ranges``."""
     out, nxt = [], 0

@@ -15,7 +15,7 @@ left recursion included, which llama.cpp itself rejects.
 from __future__ import annotations
 
 from ..automaton import ByteNFA
-from ..utf8 import complement_ranges
+from ..utf8 import complement_ranges, merge_ranges
 from .cfg import CFG, Terminal
 from .errors import GrammarError
 
@@ -272,10 +272,10 @@ class _Converter:
         if kind in ("cls", "any"):
             ranges = complement_ranges([]) if kind == "any" else sorted(node[1])
             if kind == "cls" and node[2]:
-                ranges = complement_ranges(_merge(ranges))
+                ranges = complement_ranges(merge_ranges(ranges))
             dst = nfa.add_state()
             if ranges:
-                nfa.add_codepoints(src, _merge(ranges), dst)
+                nfa.add_codepoints(src, merge_ranges(ranges), dst)
             return dst
         if kind == "ref":
             return self.nfa(self.rules[node[1]], nfa, src)
@@ -363,16 +363,6 @@ class _Converter:
             for seq in body[1]:
                 self.out_rules.append(("g:" + name, self.sequence(seq, name)))
         return CFG(self.terminals, self.out_rules, "g:root", frozenset(), self.source)
-
-
-def _merge(ranges):
-    out: list = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(hi, out[-1][1]))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def parse_gbnf(text: str, source: str = "grammar") -> dict:
