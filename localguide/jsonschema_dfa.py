@@ -314,12 +314,7 @@ def _determinize(atoms: list, follow: list, first: set, last: set, nul: bool, ma
             off, d, q, gv, inv = rows[0][:5]
             tids = []
             for v in gv:
-                k = (v,)
-                t = ids.get(k)
-                if t is None:
-                    t = ids[k] = len(order)
-                    order.append(k)
-                tids.append(t)
+                tids.append(_intern((v,), ids, order))
             tids.append(-1)
             out = np.array(tids, np.int32)[inv]
         elif rows:
@@ -334,12 +329,7 @@ def _determinize(atoms: list, follow: list, first: set, last: set, nul: bool, ma
                 for j, v in members:
                     off = rows[j][0]
                     gl.add(exit_of_row[j] if v == finals[j] else v + off)
-                k = tuple(sorted(gl))
-                t = ids.get(k)
-                if t is None:
-                    t = ids[k] = len(order)
-                    order.append(k)
-                tids.append(t)
+                tids.append(_intern(tuple(sorted(gl)), ids, order))
             tids.append(-1)
             out = np.array(tids, np.int32)[inv]
         else:
@@ -625,3 +615,12 @@ def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:
                 prev[nxt] = ((x, y), int(byte))
                 queue.append(nxt)
     return None
+
+
+def _intern(key: tuple, ids: dict, order: list) -> int:
+    """The number of DFA state ``key`` (a set of NFA positions), numbering it if new."""
+    t = ids.get(key)
+    if t is None:
+        t = ids[key] = len(order)
+        order.append(key)
+    return t

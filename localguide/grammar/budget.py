@@ -294,20 +294,26 @@ class Completer:
             self._sfx_cache[c] = got
         return got
 
-    def node_completion(self, node, c: int) -> bytes | None:
-        """Shortest completion of configuration (parser ``node``, scanner state ``c``).
+    def _allowed_and_after(self, node):
+        """(terminals allowed at ``node``, terminal -> terminals allowed after it).
 
         ``node`` is a parser state, or (parser state, terminal) for the state after it.
         """
         if isinstance(node, tuple):
             parent, via = node
-            allowed = parent.peek(via)
 
             def after(t2, parent=parent, via=via):
                 return self.peek_terminal(parent, via, t2)
-        else:
-            allowed = node.allowed
-            after = self._after_of(node)
+
+            return parent.peek(via), after
+        return node.allowed, self._after_of(node)
+
+    def node_completion(self, node, c: int) -> bytes | None:
+        """Shortest completion of configuration (parser ``node``, scanner state ``c``).
+
+        ``node`` is a parser state, or (parser state, terminal) for the state after it.
+        """
+        allowed, after = self._allowed_and_after(node)
         if not allowed:
             return None
         res = None
@@ -364,15 +370,7 @@ class Completer:
                     sfx = max(sfx, len(w))
             info = self._node_info[s] = (live, sfx)
         live, sfx = info
-        if isinstance(node, tuple):
-            parent, via = node
-            allowed = parent.peek(via)
-
-            def after(t2, parent=parent, via=via):
-                return self.peek_terminal(parent, via, t2)
-        else:
-            allowed = node.allowed
-            after = self._after_of(node)
+        allowed, after = self._allowed_and_after(node)
         worst = 0
         real = live & allowed
         while real:
