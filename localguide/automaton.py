@@ -121,6 +121,40 @@ def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
     return trans, acc
 
 
+_MIX = np.random.default_rng(0x10ca1).integers(1, 1 << 62, size=257, dtype=np.int64) | 1
+
+
+def _refine(acc: np.ndarray, tc: np.ndarray, hashed: bool) -> tuple[np.ndarray, int]:
+    """Moore's refinement: (block of each state, number of blocks).
+
+    A state's signature is its block and its successors' blocks; ``hashed`` compares
+    signatures by a 64-bit mix instead of whole rows (much faster, checked afterwards).
+    """
+    block = acc.astype(np.int64)
+    count = int(block.max()) + 1
+    mix = _MIX[: tc.shape[1] + 1]
+    while True:
+        sig = np.concatenate([block[:, None], block[tc]], axis=1)
+        if hashed:
+            _, new = np.unique(sig @ mix, return_inverse=True)
+        else:
+            _, new = np.unique(sig, axis=0, return_inverse=True)
+        block = new.reshape(-1).astype(np.int64)
+        found = int(block.max()) + 1
+        if found == count:
+            return block, count
+        count = found
+
+
+def _stable(block: np.ndarray, tc: np.ndarray, acc: np.ndarray) -> bool:
+    """Whether states in the same block agree on acceptance and have successors in the same
+    blocks: then merging each block keeps the language, whatever hashing did."""
+    rep = np.zeros(int(block.max()) + 1, np.int64)
+    rep[block] = np.arange(len(block))  # one state of each block
+    same = rep[block]
+    return bool(np.array_equal(acc, acc[same]) and np.array_equal(block[tc], block[tc][same]))
+
+
 def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     """Minimal equivalent DFA, with unreachable and non-coaccessible states removed.
 
@@ -133,21 +167,16 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     t = np.where(transitions < 0, sink, transitions).astype(np.int64)
     t = np.vstack([t, np.full((1, 256), sink, np.int64)])
     _, first_col, byte_class = np.unique(t.T, axis=0, return_index=True, return_inverse=True)
-    byte_class = byte_class.reshape(-1)
-    tc = t[:, first_col]  # [n+1, n_classes]
+    # Classes in the order of their first byte, so that the numbering below is canonical.
+    by_first = np.argsort(first_col)
+    rank = np.empty_like(by_first)
+    rank[by_first] = np.arange(len(by_first))
+    byte_class = rank[byte_class.reshape(-1)]
+    tc = t[:, first_col[by_first]]  # [n+1, n_classes]
     acc = np.append(accepting, False)
-    block = acc.astype(np.int64)
-    count = int(block.max()) + 1
-    while True:
-        sig = np.concatenate([block[:, None], block[tc]], axis=1)
-        ids: dict[bytes, int] = {}
-        new = np.empty(n + 1, np.int64)
-        for s in range(n + 1):
-            new[s] = ids.setdefault(sig[s].tobytes(), len(ids))
-        block = new
-        if len(ids) == count:
-            break
-        count = len(ids)
+    block, count = _refine(acc, tc, hashed=True)
+    if not _stable(block, tc, acc):  # a hash collision merged two states: redo it exactly
+        block, count = _refine(acc, tc, hashed=False)
     dead = block[sink]
     # Renumber blocks in breadth-first order from the start, dropping the dead block.
     rep = {}

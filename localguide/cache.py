@@ -1,7 +1,10 @@
 """Disk cache of compiled arrays: one ``.npz`` file per key, written atomically.
 
 The directory is ``$LOCALGUIDE_CACHE_DIR`` or the user's cache directory. A file
-that cannot be read is rebuilt, with a single warning per process.
+that cannot be read is rebuilt, with a single warning per process. Large files are
+written by a background thread, so a fresh compile returns as soon as it is built;
+until the file is on disk, the same process is served the arrays from memory, and
+the interpreter waits for the writes at exit (``flush()`` waits now).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import hashlib
 import os
 import sys
 import tempfile
+import threading
 import warnings
 import zipfile
 from pathlib import Path
@@ -20,6 +24,9 @@ import numpy as np
 from . import __version__
 
 _warned = False
+_BACKGROUND_BYTES = 1 << 20  # smaller files are written at once: it costs less than a thread
+_pending: dict[Path, tuple[threading.Thread, dict]] = {}
+_lock = threading.Lock()
 
 
 def cache_dir() -> Path:
@@ -79,6 +86,10 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
 def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
            check: Callable[[dict], bool] = lambda arrays: True) -> dict[str, np.ndarray]:
     """Load the arrays at ``path``, or build and store them. ``check`` rejects a stale or broken load."""
+    with _lock:
+        pending = _pending.get(path)
+    if pending is not None:
+        return pending[1]
     arrays = load(path)
     if arrays is not None:
         try:
@@ -88,8 +99,38 @@ def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
             pass
         _warn(f"localguide: cache file {path} is corrupt (unexpected content); rebuilding it")
     arrays = build()
-    save(path, arrays)
+    if sum(a.nbytes for a in arrays.values()) < _BACKGROUND_BYTES:
+        save(path, arrays)
+    else:
+        _save_in_background(path, arrays)
     return arrays
+
+
+def _save_in_background(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    def write():
+        try:
+            save(path, arrays)
+        finally:
+            with _lock:
+                if _pending.get(path, (None,))[0] is thread:
+                    del _pending[path]
+
+    # Not a daemon: the interpreter joins it at exit, so the file is complete or absent.
+    thread = threading.Thread(target=write, name="localguide-cache-write")
+    with _lock:
+        _pending[path] = (thread, arrays)
+    thread.start()
+
+
+def flush() -> None:
+    """Wait until every background cache write has finished."""
+    while True:
+        with _lock:
+            threads = [t for t, _ in _pending.values()]
+        if not threads:
+            return
+        for t in threads:
+            t.join()
 
 
 def _warn(message: str) -> None:

@@ -7,7 +7,7 @@ from bisect import bisect_left
 import numpy as np
 
 from . import kernels
-from .errors import BudgetError, TokenNotAllowedError
+from .errors import BudgetError, LocalguideError, TokenNotAllowedError
 
 _NONE = np.zeros(0, np.int32)
 _NONE.flags.writeable = False
@@ -136,6 +136,9 @@ class Guide:
             block[kernels.B_ERROR] = 0
             if error == kernels.ERROR_FINISHED:
                 raise TokenNotAllowedError("a token was sampled after the guide had finished")
+            if error == kernels.ERROR_ORDER:
+                raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
+                                      "(it got a candidate array that was not in token-id order)")
             if error == kernels.ERROR_OVER_BUDGET:
                 raise TokenNotAllowedError(f"token {token} cannot finish within the remaining budget")
             raise TokenNotAllowedError(self._explain(token))

@@ -134,10 +134,6 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
     """The Index arrays of ``dfa`` over ``vocabulary``."""
     trie = vocabulary.trie
     states, offsets, toks, nexts = kernels.explore(*trie.arrays, dfa.transitions)
-    n = len(states)
-    local = np.full(dfa.n_states, -1, np.int32)
-    local[states] = np.arange(n, dtype=np.int32)
-    nexts = local[nexts]
     accepting = dfa.accepting[states]
     dist = kernels.distances(offsets, nexts, accepting)
     if dist[0] < 0:

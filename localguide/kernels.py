@@ -103,15 +103,14 @@ def py_build_trie(flat, offsets, order):
 # --- index construction --------------------------------------------------------
 
 @njit(cache=True)
-def _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s,
-          out_tok, out_next, count, stack):
-    """Write (token, next state) for every token readable from DFA state ``s`` at ``count``.
-
-    The caller guarantees room for every token; returns the new count.
-    """
+def _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s, slot, bits, stack):
+    """Mark every token readable from DFA state ``s``: its bit in ``bits`` (a zeroed
+    bitset over token ids) and its next state in ``slot[token]``. Returns how many."""
     n_nodes = len(node_byte)
+    one = np.uint64(1)
     stack[0] = s
     n = 1
+    count = 0
     while n < n_nodes:
         d = node_depth[n]
         q = trans[stack[d - 1], node_byte[n]]
@@ -120,41 +119,24 @@ def _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans
             continue
         stack[d] = q
         for k in range(tok_start[n], tok_start[n] + tok_count[n]):
-            out_tok[count] = order[k]
-            out_next[count] = q
-            count += 1
+            t = order[k]
+            slot[t] = q
+            bits[t >> 6] |= one << np.uint64(t & 63)
+        count += tok_count[n]
         n += 1
     return count
 
 
-@njit(cache=True)
-def _sort_edges(out_tok, out_next, start, count, slot):
-    """Order the edges ``start:count`` by token id.
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, np.int32)
+for _i in range(64):
+    _DEBRUIJN_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58] = _i
 
-    Large outputs scatter into ``slot`` (a vocabulary-sized array of -1) and sweep it,
-    which is cheaper than a comparison sort; small ones are sorted directly.
-    """
-    m = count - start
-    if m * 16 < len(slot):
-        perm = np.argsort(out_tok[start:count], kind="mergesort")
-        out_tok[start:count] = out_tok[start:count][perm]
-        out_next[start:count] = out_next[start:count][perm]
-        return
-    lo = len(slot)
-    hi = 0
-    for e in range(start, count):
-        t = out_tok[e]
-        slot[t] = out_next[e]
-        lo = min(lo, t)
-        hi = max(hi, t)
-    e = start
-    for t in range(lo, hi + 1):
-        q = slot[t]
-        if q >= 0:
-            out_tok[e] = t
-            out_next[e] = q
-            slot[t] = -1
-            e += 1
+
+@njit(cache=True)
+def _lowest_bit(w):
+    """Index of the lowest set bit of the uint64 ``w`` (non-zero)."""
+    return _DEBRUIJN_INDEX[((w & (~w + np.uint64(1))) * _DEBRUIJN) >> np.uint64(58)]
 
 
 @njit(cache=True)
@@ -163,43 +145,59 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
 
     Returns (states, edge_offsets, edge_tokens, edge_next): ``states[i]`` is a DFA
     state, its edges are ``edge_offsets[i]:edge_offsets[i+1]``, sorted by token id,
-    and ``edge_next`` holds DFA state numbers.
+    and ``edge_next`` holds local state numbers (positions in ``states``). Each walk
+    scatters into a token-id bitset, and sweeping its set bits yields the edges in id
+    order without a sort.
     """
     n_dfa = trans.shape[0]
     seen = np.full(n_dfa, -1, np.int32)
     states = np.empty(n_dfa, np.int32)
     offsets = np.zeros(n_dfa + 1, np.int64)
-    out_tok = np.empty(1024, np.int32)
-    out_next = np.empty(1024, np.int32)
+    n_ids = np.max(order) + 1 if len(order) else 1
+    # Room for up to 256 states' worth of edges up front: pages never written cost nothing.
+    capacity = min(n_dfa, 256) * len(order) + 1024
+    out_tok = np.empty(capacity, np.int32)
+    out_next = np.empty(capacity, np.int32)
     stack = np.empty(np.max(node_depth) + 1, np.int32)
-    slot = np.full(np.max(order) + 1 if len(order) else 1, -1, np.int32)
+    slot = np.empty(n_ids, np.int32)
+    bits = np.zeros((n_ids + 63) // 64, np.uint64)
+    one = np.uint64(1)
     count = 0
     n_states = 1
     states[0] = 0
     seen[0] = 0
     i = 0
     while i < n_states:
-        start = count
-        if count + len(order) > len(out_tok):
-            size = max(2 * len(out_tok), count + len(order))
+        m = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, states[i],
+                  slot, bits, stack)
+        if count + m > len(out_tok):
+            size = max(2 * len(out_tok), count + m)
             grown = np.empty(size, np.int32)
             grown[:count] = out_tok[:count]
             out_tok = grown
             grown = np.empty(size, np.int32)
             grown[:count] = out_next[:count]
             out_next = grown
-        count = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count,
-                      order, trans, states[i], out_tok, out_next, count, stack)
-        _sort_edges(out_tok, out_next, start, count, slot)
-        for e in range(start, count):
-            q = out_next[e]
-            if seen[q] < 0:
-                seen[q] = n_states
-                states[n_states] = q
-                n_states += 1
+        if m:
+            for w in range(len(bits)):
+                word = bits[w]
+                if word == 0:
+                    continue
+                bits[w] = 0
+                while word:
+                    t = (w << 6) + _lowest_bit(word)
+                    q = slot[t]
+                    if seen[q] < 0:
+                        seen[q] = n_states
+                        states[n_states] = q
+                        n_states += 1
+                    out_tok[count] = t
+                    out_next[count] = seen[q]
+                    count += 1
+                    word &= word - one
         i += 1
         offsets[i] = count
-    return states[:n_states].copy(), offsets[:n_states + 1].copy(), out_tok[:count].copy(), out_next[:count].copy()
+    return states[:n_states].copy(), offsets[:n_states + 1].copy(), out_tok[:count], out_next[:count]
 
 
 def py_explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans):
@@ -232,7 +230,7 @@ def py_explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, 
         offsets.append(len(toks))
         i += 1
     return (np.array(states, np.int32), np.array(offsets, np.int64),
-            np.array(toks, np.int32), np.array(nexts, np.int32))
+            np.array(toks, np.int32), np.array([seen[q] for q in nexts], np.int32))
 
 
 @njit(cache=True)
@@ -242,19 +240,31 @@ def distances(offsets, edge_next, accepting):
     ``edge_next`` holds local state numbers (positions in ``offsets``).
     """
     n = len(accepting)
-    # Reverse edges in CSR form.
-    rcount = np.zeros(n + 1, np.int64)
-    for e in range(len(edge_next)):
-        rcount[edge_next[e] + 1] += 1
-    for s in range(n):
-        rcount[s + 1] += rcount[s]
-    rsrc = np.empty(len(edge_next), np.int32)
-    fill = rcount[:-1].copy()
+    # Distinct (source, target) pairs first: a state has thousands of token edges but
+    # few distinct successors. Then the reverse edges in CSR form.
+    mark = np.full(n, -1, np.int64)
+    psrc = np.empty(len(edge_next), np.int32)
+    pdst = np.empty(len(edge_next), np.int32)
+    m = 0
     for s in range(n):
         for e in range(offsets[s], offsets[s + 1]):
             t = edge_next[e]
-            rsrc[fill[t]] = s
-            fill[t] += 1
+            if mark[t] != s:
+                mark[t] = s
+                psrc[m] = s
+                pdst[m] = t
+                m += 1
+    rcount = np.zeros(n + 1, np.int64)
+    for p in range(m):
+        rcount[pdst[p] + 1] += 1
+    for s in range(n):
+        rcount[s + 1] += rcount[s]
+    rsrc = np.empty(m, np.int32)
+    fill = rcount[:-1].copy()
+    for p in range(m):
+        t = pdst[p]
+        rsrc[fill[t]] = psrc[p]
+        fill[t] += 1
     dist = np.full(n, -1, np.int32)
     queue = np.empty(n, np.int32)
     head = 0
@@ -346,7 +356,7 @@ def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
         new_offsets[r + 1] = c
         max_next[r] = m
         hashes[r] = h
-    return keep, new_offsets, tokens[:c].copy(), nexts[:c].copy(), max_next, hashes
+    return keep, new_offsets, tokens[:c], nexts[:c], max_next, hashes
 
 
 def py_finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
@@ -411,13 +421,19 @@ def mask_candidates_at(array_address, tokens, exclude):
     ``tokens`` are the allowed ids and the candidates are compacted to them
     (O(len(tokens))); with ``exclude`` true they are the forbidden ids, whose logits
     become -inf (O(len(tokens))), which is cheaper for masks that allow most tokens.
+    The array must be llama.cpp's fresh one, in token-id order (the guide sampler
+    comes first in its chain): returns False, leaving the size as it was, if it is not.
     """
     header = carray(_voidptr(array_address), (2,), np.int64)
     data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
     if exclude:
         header[1] = exclude_candidates(data, tokens)
-    else:
-        header[1] = keep_candidates(data, tokens)
+        return True
+    k = keep_in_id_order(data, tokens)
+    if k < 0:
+        return False
+    header[1] = k
+    return True
 
 
 @njit(cache=True)
@@ -484,6 +500,36 @@ def keep_candidates(data, allowed):
     return j
 
 
+@njit(cache=True)
+def keep_in_id_order(data, allowed):
+    """``keep_candidates`` for llama.cpp's fresh array, where row ``i`` holds token ``i``: one pass.
+
+    The native sampler runs first in its chain, so it always gets that array; each row
+    read and each row overwritten is still checked, and -1 is returned (the rows before
+    the mismatch already rewritten) if the array was not in id order after all.
+    """
+    k = len(allowed)
+    n = data.shape[0]
+    for j in range(k):
+        t = allowed[j]
+        if t >= n or data[t, 0] != t or data[j, 0] != j:
+            return -1
+        if t != j:
+            data[j, 0] = t
+            data[j, 1] = data[t, 1]
+            data[j, 2] = data[t, 2]
+    return k
+
+
+def py_keep_in_id_order(data, allowed):
+    """Twin of ``keep_in_id_order``."""
+    n = data.shape[0]
+    for j, t in enumerate(int(t) for t in allowed):
+        if t >= n or int(data[t, 0]) != t or int(data[j, 0]) != j:
+            return -1
+    return py_keep_candidates(data, allowed)
+
+
 def py_keep_candidates(data, allowed):
     """Twin of ``keep_candidates``: a stable filter of the rows whose id is allowed."""
     allowed_set = set(int(t) for t in allowed)
@@ -503,7 +549,7 @@ B_STATE, B_REMAINING, B_FINISHED, B_ERROR, B_ERROR_TOKEN = 0, 1, 2, 3, 4
 (B_STATE_MASK, B_MASK_OFFSETS, B_MASK_TOKENS, B_EXCL_OFFSETS, B_EXCL_TOKENS, B_NEXT_OFFSETS,
  B_NEXT_STATES, B_DISTANCE, B_MAX_NEXT, B_SIZES) = range(5, 15)
 BLOCK_LEN = 15
-ERROR_FINISHED, ERROR_NOT_ALLOWED, ERROR_OVER_BUDGET = 1, 2, 3
+ERROR_FINISHED, ERROR_NOT_ALLOWED, ERROR_OVER_BUDGET, ERROR_ORDER = 1, 2, 3, 4
 _BIG = 1 << 40  # carray needs a shape; bounds come from the offsets
 
 
@@ -541,18 +587,24 @@ def block_apply(block, array_address):
         kept = np.empty(len(tokens), np.int32)
         k = within_budget(tokens, _i32(block[B_NEXT_STATES])[no[s]:no[s + 1]], _i32(block[B_DISTANCE]),
                           r - 1, kept)
-        header[1] = keep_candidates(data, kept[:k])
-        return
-    eo = _i64(block[B_EXCL_OFFSETS])
-    if 2 * len(tokens) > block[B_SIZES]:
-        header[1] = exclude_candidates(data, _i32(block[B_EXCL_TOKENS])[eo[m]:eo[m + 1]])
+        tokens = kept[:k]
     else:
-        header[1] = keep_candidates(data, tokens)
+        eo = _i64(block[B_EXCL_OFFSETS])
+        if 2 * len(tokens) > block[B_SIZES]:
+            header[1] = exclude_candidates(data, _i32(block[B_EXCL_TOKENS])[eo[m]:eo[m + 1]])
+            return
+    k = keep_in_id_order(data, tokens)
+    if k < 0:  # reported after this sample; an empty array would abort llama.cpp
+        block[B_ERROR] = ERROR_ORDER
+        return
+    header[1] = k
 
 
 @njit(cache=True)
 def block_accept(block, token):
     """Advance the guide block past ``token`` (errors are flagged in the block, not raised)."""
+    if block[B_ERROR] == ERROR_ORDER:  # this token was not sampled under the mask
+        return
     if block[B_FINISHED]:
         block[B_ERROR] = ERROR_FINISHED
         block[B_ERROR_TOKEN] = token

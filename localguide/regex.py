@@ -16,9 +16,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 import interegular
+import numpy as np
 from interegular.fsm import anything_else
 
-from .automaton import ByteDFA, ByteNFA
+from .automaton import ByteDFA, ByteNFA, minimize
 from .errors import EmptyLanguageError, PatternError, UnsupportedPatternError
 from .utf8 import codepoint_ranges, complement_ranges, merge_ranges
 
@@ -351,6 +352,35 @@ def normalize(pattern: str) -> str:
     return _Scanner(pattern).scan()
 
 
+def _ascii_table(fsm):
+    """interegular's character DFA as a byte transition table when it only reads ASCII.
+
+    Then characters are bytes and no UTF-8 expansion or subset construction is needed.
+    Returns (transitions, accepting), start state 0, or None when a non-ASCII character
+    (or "any other character") is read.
+    """
+    used = {key for row in fsm.map.values() for key in row}
+    columns = {}
+    for key, chars in fsm.alphabet.by_transition.items():
+        if key not in used:
+            continue
+        cps = [ord(ch) for ch in chars if ch is not anything_else]
+        if len(cps) < len(chars) or max(cps) >= 0x80:
+            return None
+        columns[key] = cps
+    ids = {fsm.initial: 0}
+    for s in fsm.states:
+        ids.setdefault(s, len(ids))
+    trans = np.full((len(ids), 256), -1, np.int32)
+    for s, row in fsm.map.items():
+        for key, dst in row.items():
+            trans[ids[s], columns[key]] = ids[dst]
+    accepting = np.zeros(len(ids), bool)
+    for s in fsm.finals:
+        accepting[ids[s]] = True
+    return trans, accepting
+
+
 def _fsm_to_nfa(fsm) -> ByteNFA:
     """interegular's character DFA as a byte NFA (each character class expanded to UTF-8)."""
     alphabet = fsm.alphabet
@@ -386,13 +416,19 @@ def regex_to_dfa(pattern: str) -> ByteDFA:
     normalized = normalize(pattern)
     try:
         parsed = interegular.parse_pattern(normalized)
-        fsm = parsed.to_fsm().reduce()  # minimal first: byte expansion multiplies states
+        fsm = parsed.to_fsm()
+        table = _ascii_table(fsm)
+        if table is None:
+            fsm = fsm.reduce()  # minimal first: byte expansion multiplies states
     except interegular.Unsupported as e:
         raise UnsupportedPatternError(f"unsupported construct ({e})", pattern) from None
     except (interegular.InvalidSyntax, ValueError, KeyError) as e:
         raise PatternError(f"invalid syntax ({e or 'not a regular expression'})", pattern) from None
-    nfa = _fsm_to_nfa(fsm)
-    dfa = nfa.to_dfa(nfa.start)
+    if table is not None:
+        dfa = minimize(*table)
+    else:
+        nfa = _fsm_to_nfa(fsm)
+        dfa = nfa.to_dfa(nfa.start)
     if dfa.is_empty:
         raise EmptyLanguageError(f"pattern {pattern!r} matches no string at all")
     return dfa

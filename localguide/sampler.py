@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import llama_cpp
 
 from . import kernels
+from .errors import LocalguideError
 from .kernels import mask_candidates_at
 
 
@@ -92,11 +93,15 @@ class GuideSampler:
             tokens, exclude = self._mask()
             if not exclude and len(tokens) == 0:
                 raise RuntimeError("the guide allows no token here (it has already finished)")
-            mask_candidates_at(cur_p, tokens, exclude)
+            if not mask_candidates_at(cur_p, tokens, exclude):
+                raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
+                                      "(it got a candidate array that was not in token-id order)")
         except BaseException as e:  # ctypes would print and drop it; re-raised after sampling
             self.error = e
 
     def _accept(self, smpl, token) -> None:
+        if self.error is not None:  # the token was not sampled under the mask: keep the first error
+            return
         try:
             self.guide.advance(token)
         except BaseException as e:
@@ -104,16 +109,22 @@ class GuideSampler:
 
 
 class SamplerChain:
-    """A llama.cpp sampler chain: [guide], top-k, top-p, min-p, temperature, dist (or greedy)."""
+    """A llama.cpp sampler chain: [extra], [guide], top-k, top-p, min-p, temperature, dist (or greedy).
+
+    ``extra`` samplers (llama.cpp's own grammar sampler or a logit bias, for benchmarks)
+    come first; the guide must see the candidates in token-id order, so an extra
+    sampler placed before it may only change logits in place (as a logit bias does),
+    unless there is no guide.
+    """
 
     def __init__(self, sampling: Sampling, guide=None, extra=()):
         params = llama_cpp.llama_sampler_chain_default_params()
         self.pointer = llama_cpp.llama_sampler_chain_init(params)
+        for smpl in extra:
+            llama_cpp.llama_sampler_chain_add(self.pointer, smpl)
         self.guide_sampler = GuideSampler(guide) if guide is not None else None
         if self.guide_sampler is not None:
             llama_cpp.llama_sampler_chain_add(self.pointer, self.guide_sampler.pointer)
-        for smpl in extra:  # e.g. llama.cpp's own grammar sampler, for benchmarks
-            llama_cpp.llama_sampler_chain_add(self.pointer, smpl)
         s = sampling
         if s.temperature <= 0:
             llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_greedy())

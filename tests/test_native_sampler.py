@@ -69,3 +69,36 @@ def test_native_sampler_through_llama_cpp(model):
     for seed in range(4):
         out = model.generate("Number:", regex=r"-?(0|[1-9]\d*)(\.\d+)?", temperature=1.0, seed=seed, max_tokens=12)
         assert re.fullmatch(r"-?(0|[1-9]\d*)(\.\d+)?", out)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_guide_after_a_reordering_sampler_is_an_error_not_a_wrong_token(model, native):
+    """The guide compacts llama.cpp's fresh id-ordered array in one pass; a sampler that
+    reorders candidates before it (here top-k) is reported after that sample, never crashes."""
+    import llama_cpp
+
+    from localguide.errors import LocalguideError
+    from localguide.sampler import Sampling, SamplerChain
+
+    guide = localguide.compile_regex(r"[a-z]+", model.vocabulary).guide()
+    if not native:
+        guide = PythonOnly(guide)
+    top_k = llama_cpp.llama_sampler_init_top_k(5)
+    model.llama.eval(model.llama.tokenize(b"Hello"))
+    with SamplerChain(Sampling(temperature=0), guide, extra=[top_k]) as chain:
+        with pytest.raises(LocalguideError, match="first in the llama.cpp sampler chain"):
+            chain.sample(model.llama.ctx)
+    model.llama.reset()
+
+
+class PythonOnly:
+    """A guide without the native block: the sampler takes the Python callback path."""
+
+    def __init__(self, guide):
+        self._g = guide
+
+    def allowed_token_ids(self):
+        return self._g.allowed_token_ids()
+
+    def advance(self, token):
+        self._g.advance(token)

@@ -239,3 +239,42 @@ def test_escaped_literal_matches_exactly_itself(text):
     assert dfa.matches(text.encode("utf-8"))
     assert not dfa.matches(text.encode("utf-8") + b"a")
     assert dfa.n_states == len(text.encode("utf-8")) + 1
+
+
+@SETTINGS
+@given(regexes())
+def test_ascii_shortcut_equals_the_utf8_route(pattern):
+    """ASCII-only patterns skip the UTF-8 expansion and subset construction; the minimal
+    DFA (numbered canonically) is the same array as the general route's."""
+    import interegular
+
+    from localguide import regex as R
+
+    fsm = interegular.parse_pattern(R.normalize(pattern)).to_fsm()
+    table = R._ascii_table(fsm)
+    if table is None:
+        return
+    direct = R.minimize(*table)
+    nfa = R._fsm_to_nfa(fsm.reduce())
+    general = nfa.to_dfa(nfa.start)
+    np.testing.assert_array_equal(direct.transitions, general.transitions)
+    np.testing.assert_array_equal(direct.accepting, general.accepting)
+
+
+@SETTINGS
+@given(regexes())
+def test_hashed_refinement_equals_exact_refinement(pattern):
+    from localguide import automaton as A
+
+    dfa = regex_to_dfa(pattern)
+    t = np.where(dfa.transitions < 0, dfa.n_states, dfa.transitions).astype(np.int64)
+    t = np.vstack([t, np.full((1, 256), dfa.n_states, np.int64)])
+    acc = np.append(dfa.accepting, False)
+    b1, c1 = A._refine(acc, t, hashed=True)
+    b2, c2 = A._refine(acc, t, hashed=False)
+    assert c1 == c2
+    # The same partition, whatever the block numbers.
+    assert len(set(zip(b1.tolist(), b2.tolist()))) == c1
+    assert A._stable(b1, t, acc)
+    if acc.any():  # merging everything (as a run of hash collisions might) is caught
+        assert not A._stable(np.zeros_like(b1), t, acc)
