@@ -8,7 +8,7 @@ For each model and grammar:
 
 * ``cold``: ``compile_grammar`` with an empty disk cache, in a fresh process (numba's own
   machine-code cache warm, as after installation; the vocabulary already loaded);
-* ``cached``: the same in another fresh process, loading the ``.npz`` the first one wrote;
+* ``cached``: the same in another fresh process, loading the cache file the first one wrote;
 * masks: the model's own tokenization of sample texts is walked through a guide of the
   cached index (``allowed_token_ids()`` then ``advance()`` for each token); ``first`` is
   the first walk in that process (nothing computed yet), ``warm`` the same walk again.

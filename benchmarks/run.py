@@ -51,7 +51,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-BENCH_ROOT = Path(tempfile.mkdtemp(prefix="localguide-bench-"))
+# (A worker process of the MaskBench section imports this module again: no directory of its own.)
+BENCH_ROOT = (Path(tempfile.gettempdir()) if __name__ == "__mp_main__"
+              else Path(tempfile.mkdtemp(prefix="localguide-bench-")))
 os.environ["LOCALGUIDE_CACHE_DIR"] = str(BENCH_ROOT / "warm")  # before localguide reads it
 
 import llama_cpp  # noqa: E402
@@ -63,6 +65,7 @@ import localguide.sampler as lg_sampler  # noqa: E402
 from localguide.regex import regex_to_dfa  # noqa: E402
 from localguide.sampler import Sampling  # noqa: E402
 
+import maskbench  # noqa: E402
 import peers  # noqa: E402
 
 PATTERNS = {
@@ -75,6 +78,19 @@ PATTERNS = {
 CLI_REGEX = r"\d+"
 WORDS_GBNF = 'root ::= [a-z]+ (" " [a-z]+)*\n'
 JSON_GBNF = ROOT.parent / "shared" / "corpora" / "gbnf" / "json.gbnf"
+PERSON_SCHEMA = {  # a realistic schema for the end-to-end JSON run
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "email": {"type": "string", "format": "email"},
+        "address": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                                     "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                    "required": ["city"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4},
+    },
+    "required": ["name", "age", "address"],
+}
 PROMPTS = {
     "words": "Once upon a time, in a small village by the sea,",
     "date": "The Apollo 11 moon landing happened on",
@@ -240,6 +256,10 @@ def bench_e2e(model, cfg, notes, indexes, llg_tok, out):
             continue
         configs[f"localguide {key}"] = (key, "localguide", T, lambda key=key: (
             indexes[key].guide(max_tokens=T), [ban()], None))
+    t0 = time.perf_counter()
+    json_index = model.compile(json_schema=PERSON_SCHEMA)
+    out["json_schema_compile"] = time.perf_counter() - t0
+    configs["localguide JSON schema"] = ("json", "localguide", T, lambda: (json_index.guide(max_tokens=T), [], None))
     # localguide's own grammar engine on the same GBNF grammars, where this checkout has one.
     grammars = {"words": WORDS_GBNF, "json": json_gbnf}
     for key, text in grammars.items():
@@ -309,6 +329,7 @@ def bench_e2e(model, cfg, notes, indexes, llg_tok, out):
         chain_us = [x / 1e3 for x in d["chain_ns"]]
         d_sample = (trimmed_mean(d["chain_ns"]) - trimmed_mean(res["unconstrained"]["chain_ns"])) / 1e9
         rows.append({"config": name, "tps": median(tps), "ratio": base_tok / (base_tok + over),
+                     "guide_share": d_sample / (base_tok + d_sample),
                      "ratio_sampling": base_tok / (base_tok + d_sample),
                      "overhead_ms": over * 1e3,
                      "sample_us": (pct(chain_us, 50), pct(chain_us, 99), len(chain_us)),
@@ -767,6 +788,8 @@ def model_report(name: str, r: dict) -> str:
                               rows))
         parts.append("One-off costs per vocabulary, ms: " + "; ".join(
             f"{k} {v * 1e3:,.0f}" for k, v in c["one_off"].items()) + ".")
+    if "maskbench" in r:
+        parts.append(maskbench.report(name, r["maskbench"]))
     if "cli" in r:
         c = r["cli"]
         parts.append(f"### CLI, warm caches\n`{c['command']}`: first token after **{c['first']:.2f} s** "
@@ -795,6 +818,21 @@ def targets_report(results: dict) -> str:
                          + f"; from sampling time, worst pattern {worst_s:.3f}",
                          ok(worst, lambda v: v >= TARGETS["ratio"])])
         g = r.get("guide")
+        js = e2e.get("localguide JSON schema")
+        if js:
+            rows.append([name, f"JSON schema constrained/unconstrained tokens/s ≥ {TARGETS['ratio']}",
+                         f"{js['ratio']:.3f} (from sampling time {js['ratio_sampling']:.3f}; "
+                         f"{js['tokens']:.0f} tokens/run)", ok(js["ratio"], lambda v: v >= TARGETS["ratio"])])
+            rows.append([name, "JSON schema: guide share of the model's time ≤ 3%",
+                         f"{100 * js['guide_share']:.2f}%", ok(js["guide_share"], lambda v: v <= 0.03)])
+        mb = r.get("maskbench")
+        if mb:
+            rows.append([name, "MaskBench time to first mask p50 ≤ 50 ms, p99 ≤ 2 s (cold)",
+                         f"p50 {mb['cold_p50'] * 1e3:,.0f} ms, p99 {mb['cold_p99'] * 1e3:,.0f} ms",
+                         ok(max(mb["cold_p50"] / 0.05, mb["cold_p99"] / 2.0), lambda v: v <= 1)])
+            rows.append([name, "MaskBench time to first mask ≤ 20 ms with the cache warm (p50 / p99)",
+                         f"{mb['warm_p50'] * 1e3:,.1f} / {mb['warm_p99'] * 1e3:,.1f} ms",
+                         ok(mb["warm_p50"], lambda v: v <= 0.02)])
         g = [x for x in g or [] if x["pattern"] in GUIDE_COST_PATTERNS and "lg_chain" in x]
         if g:
             worst50 = max(g, key=lambda x: x["lg_chain"][0])
@@ -894,8 +932,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="also write the raw results as JSON")
     ap.add_argument("--models", default="smollm2,gemma",
                     help="comma separated: smollm2, gemma, or .gguf paths (default: smollm2,gemma)")
-    ap.add_argument("--sections", default="compile,e2e,guide,cli",
-                    help="comma separated subset of compile,e2e,guide,cli")
+    ap.add_argument("--sections", default="compile,e2e,guide,maskbench,cli",
+                    help="comma separated subset of compile,e2e,guide,maskbench,cli")
+    ap.add_argument("--maskbench", type=int, help="MaskBench schemas timed (default 60, quick 20)")
     ap.add_argument("--runs", type=int, help="runs per e2e configuration (default 5, quick 3)")
     ap.add_argument("--tokens", type=int, help="tokens per e2e run (default 64, quick 32)")
     ap.add_argument("--threads", type=int, help="llama.cpp n_threads (default: llama-cpp-python's)")
@@ -906,6 +945,7 @@ def main(argv=None) -> int:
     cfg.compile_reps = 1 if cfg.quick else 3
     cfg.replays = 2 if cfg.quick else 3
     cfg.cli_reps = 1 if cfg.quick else 3
+    cfg.maskbench = cfg.maskbench or (20 if cfg.quick else 60)
     sections = set(cfg.sections.split(","))
     if "guide" in sections:
         sections.add("e2e")  # the guide cost replays the generations of the e2e runs
@@ -964,6 +1004,11 @@ def main(argv=None) -> int:
             log(f"  guide: {time.perf_counter() - t_sec:.0f} s")
         del model
         gc.collect()
+        if "maskbench" in sections and maskbench.MASKBENCH.is_dir():
+            t_sec = time.perf_counter()
+            r["maskbench"] = maskbench.run(path, maskbench.sample_files(cfg.maskbench), 20.0, log)
+            r["maskbench"].pop("rows")
+            log(f"  maskbench: {time.perf_counter() - t_sec:.0f} s")
         if "cli" in sections:
             t_sec = time.perf_counter()
             bench_cli(path, name == "smollm2", cfg, notes, r, warm=False)

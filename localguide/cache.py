@@ -1,4 +1,10 @@
-"""Disk cache of compiled arrays: one ``.npz`` file per key, written atomically.
+"""Disk cache of compiled arrays: one file per key, written atomically.
+
+A file is a small JSON header (names, dtypes, shapes, offsets) followed by the raw
+arrays, each 64-byte aligned, so that large arrays are memory-mapped on load instead
+of read: a warm load costs milliseconds whatever the size. Files are replaced, never
+rewritten in place (a file truncated under a running process would take the mapped
+pages away from it, as with any memory-mapped file).
 
 The directory is ``$LOCALGUIDE_CACHE_DIR`` or the user's cache directory. A file
 that cannot be read is rebuilt, with a single warning per process. Large files are
@@ -10,12 +16,12 @@ the interpreter waits for the writes at exit (``flush()`` waits now).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import tempfile
 import threading
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -48,7 +54,66 @@ def key_path(kind: str, *parts: str) -> Path:
     for p in (__version__, kind, *parts):
         h.update(p.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
-    return cache_dir() / f"{kind}-{h.hexdigest()[:32]}.npz"
+    return cache_dir() / f"{kind}-{h.hexdigest()[:32]}{SUFFIX}"
+
+
+SUFFIX = ".lgarrays"
+_MAGIC = b"LGARRAY1"
+_ALIGN = 64
+_MMAP_BYTES = 1 << 20  # smaller arrays are read into memory: mapping them costs more
+
+
+class CorruptFileError(ValueError):
+    """A cache file that is not in this format, or is cut short."""
+
+
+def _layout(arrays: dict[str, np.ndarray]) -> tuple[bytes, list[np.ndarray]]:
+    """(header bytes, arrays to write after it, in order)."""
+    entries, data, offset = [], [], 0
+    for name, a in arrays.items():
+        a = np.asarray(a)
+        a = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+        if a.dtype.hasobject:
+            raise TypeError(f"cannot cache an object array ({name})")
+        entries.append([name, a.dtype.str, list(a.shape), offset])
+        data.append(a)
+        offset += -(-a.nbytes // _ALIGN) * _ALIGN
+    body = json.dumps({"arrays": entries, "data_bytes": offset}).encode()
+    head = len(_MAGIC) + 8 + len(body)
+    pad = -head % _ALIGN
+    return _MAGIC + (head + pad).to_bytes(8, "little") + body + b" " * pad, data
+
+
+def _write(f, arrays: dict[str, np.ndarray]) -> None:
+    header, data = _layout(arrays)
+    f.write(header)
+    for a in data:
+        f.write(memoryview(a.reshape(-1)).cast("B"))
+        f.write(b"\0" * (-a.nbytes % _ALIGN))
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    with open(path, "rb") as f:
+        if f.read(len(_MAGIC)) != _MAGIC:
+            raise CorruptFileError("not a localguide cache file")
+        start = int.from_bytes(f.read(8), "little")
+        try:
+            header = json.loads(f.read(start - len(_MAGIC) - 8))
+        except (ValueError, UnicodeDecodeError):
+            raise CorruptFileError("unreadable header") from None
+        size = os.fstat(f.fileno()).st_size
+        if not isinstance(header, dict) or size != start + header.get("data_bytes", -1):
+            raise CorruptFileError("cut short or padded")
+        out = {}
+        for name, dtype, shape, offset in header["arrays"]:
+            dt = np.dtype(dtype)
+            nbytes = dt.itemsize * int(np.prod(shape, dtype=np.int64))
+            if nbytes >= _MMAP_BYTES:
+                out[name] = np.memmap(path, dtype=dt, mode="r", offset=start + offset, shape=tuple(shape))
+            else:
+                f.seek(start + offset)
+                out[name] = np.frombuffer(f.read(nbytes), dtype=dt).reshape(shape).copy()
+        return out
 
 
 def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -58,7 +123,7 @@ def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
+                _write(f, arrays)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -72,9 +137,8 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        return _read(path)
+    except (OSError, ValueError, EOFError, KeyError, TypeError) as e:
         _warn(f"localguide: cache file {path} is corrupt ({type(e).__name__}); rebuilding it")
         try:
             path.unlink()

@@ -176,10 +176,14 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     doc = _load(schema)
     options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
                    max_length=max_length, max_items=max_items, resources=resources)
-    # Check the schema (and raise its errors) before touching the cache.
-    schema_to_ast(doc, **options)
-    key = json.dumps({"schema": doc, "options": {k: v for k, v in options.items()}, "max_states": max_states},
-                     sort_keys=True, ensure_ascii=False)
+    try:
+        key = json.dumps({"schema": doc, "options": {k: v for k, v in options.items()}, "max_states": max_states},
+                         sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        schema_to_ast(doc, **options)  # the schema's own error, if it has one
+        raise SchemaError("the schema (or resources) cannot be written as JSON") from None
+    # A cached index is served without compiling the schema again: an error would have
+    # kept it from being stored. On a miss, build_dfa raises the schema's errors.
     return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
                         vocabulary, "JSON schema")
 

@@ -48,7 +48,7 @@ def forbid_build(monkeypatch):
 def test_second_compile_loads_from_disk(fresh_cache, small_vocab, monkeypatch):
     first = compile_regex(r"(19|20)\d{2}", small_vocab)
     files = index_files(fresh_cache)
-    assert len(files) == 1 and files[0].suffix == ".npz"
+    assert len(files) == 1 and files[0].suffix == cache.SUFFIX
     forbid_build(monkeypatch)
     second = compile_regex(r"(19|20)\d{2}", small_vocab)
     assert_same_index(first, second)
@@ -109,18 +109,16 @@ def test_only_one_warning_per_process(fresh_cache, small_vocab):
 
 
 def test_wrong_content_is_rebuilt(fresh_cache, small_vocab):
-    """A readable npz with the wrong arrays (or ids beyond the vocabulary) is not trusted."""
+    """A readable cache file with the wrong arrays (or ids beyond the vocabulary) is not trusted."""
     original = compile_regex(r"\d\d", small_vocab)
     (path,) = index_files(fresh_cache)
     arrays = {k: np.asarray(v) for k, v in original.to_arrays().items()}
     arrays["mask_tokens"] = arrays["mask_tokens"] + 1000
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
+    cache.save(path, arrays)
     with pytest.warns(RuntimeWarning):
         rebuilt = compile_regex(r"\d\d", small_vocab)
     assert_same_index(original, rebuilt)
-    with open(path, "wb") as f:
-        np.savez(f, unrelated=np.zeros(3))
+    cache.save(path, {"unrelated": np.zeros(3)})
     rebuilt = compile_regex(r"\d\d", small_vocab)
     assert_same_index(original, rebuilt)
 
@@ -148,7 +146,7 @@ def test_session_cache_dir_is_used(cache_dir, smollm2_vocab):
 def test_no_temporary_files_left(fresh_cache, small_vocab):
     for p in ["1", "2", "19|20", r"\d*"]:
         compile_regex(p, small_vocab)
-    assert all(p.suffix == ".npz" for p in fresh_cache.iterdir())
+    assert all(p.suffix == cache.SUFFIX for p in fresh_cache.iterdir())
 
 
 def test_unwritable_cache_dir_still_compiles(tmp_path, monkeypatch, small_vocab):
@@ -181,3 +179,36 @@ def test_corrupt_vocabulary_cache_is_rebuilt(tmp_path, monkeypatch, smollm2_path
     with pytest.warns(RuntimeWarning):
         again = Vocabulary.from_gguf(smollm2_path)
     assert again.fingerprint == smollm2_vocab.fingerprint
+
+
+def test_file_format_round_trip(tmp_path):
+    """Every dtype and shape the caches use comes back equal; large arrays come back mapped."""
+    arrays = {
+        "i32": np.arange(7, dtype=np.int32), "i64": np.array([[1, -2], [3, 4]], np.int64),
+        "u64": np.array([2**64 - 1], np.uint64), "b": np.array([True, False, True]),
+        "u8": np.frombuffer(b"\x00\xffabc", np.uint8), "empty": np.zeros(0, np.int32),
+        "scalar": np.array(5, np.int64), "big": np.arange(1 << 19, dtype=np.int32),
+    }
+    path = tmp_path / ("x" + cache.SUFFIX)
+    cache.save(path, arrays)
+    back = cache.load(path)
+    assert set(back) == set(arrays)
+    for name, a in arrays.items():
+        assert back[name].dtype == a.dtype and back[name].shape == a.shape, name
+        np.testing.assert_array_equal(back[name], a, err_msg=name)
+    assert isinstance(back["big"], np.memmap) and not back["big"].flags.writeable
+    assert not isinstance(back["i32"], np.memmap)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "extend", "header", "magic"])
+def test_damaged_files_are_reported_corrupt(tmp_path, monkeypatch, damage):
+    monkeypatch.setattr(cache, "_warned", False)
+    path = tmp_path / ("x" + cache.SUFFIX)
+    cache.save(path, {"a": np.arange(1000, dtype=np.int64)})
+    data = path.read_bytes()
+    damaged = {"truncate": data[:-8], "extend": data + b"\0" * 64,
+               "header": data[:17] + b"\xff" + data[18:], "magic": b"X" + data[1:]}[damage]
+    path.write_bytes(damaged)
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        assert cache.load(path) is None
+    assert not path.exists()

@@ -3,7 +3,7 @@
 ``compile_grammar(grammar, vocabulary)`` resolves the argument, converts it to the
 internal form and compiles it. Compiled grammars are kept in memory per (grammar
 text, options, vocabulary), so a second compile returns the same object, masks
-already computed included, and on disk (``localguide.cache``, one ``.npz`` per
+already computed included, and on disk (``localguide.cache``, one file per
 grammar text hash, options and vocabulary fingerprint), so a new process loads the
 scanner and the subterminal trees instead of building them.
 """
