@@ -170,6 +170,14 @@ def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
     return arrays
 
 
+def available(path: Path) -> bool:
+    """Whether ``cached(path, ...)`` would load rather than build (the file may still be corrupt)."""
+    with _lock:
+        if path in _pending:
+            return True
+    return path.exists()
+
+
 def _save_in_background(path: Path, arrays: dict[str, np.ndarray]) -> None:
     def write():
         try:

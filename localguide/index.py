@@ -20,8 +20,8 @@ from .errors import EmptyLanguageError
 from .vocabulary import Vocabulary
 
 _ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
-           "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids")
-FORMAT = "2"  # bump when the arrays change meaning, so old cache files are not read
+           "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids", "dfa_states")
+FORMAT = "3"  # bump when the arrays change meaning, so old cache files are not read
 
 
 class Index:
@@ -48,10 +48,15 @@ class Index:
         arrays = build_arrays(dfa, vocabulary, description)
         return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
 
+    @staticmethod
+    def cache_path(kind: str, key: str, vocabulary: Vocabulary):
+        """Where ``cached`` keeps the Index for ``key``."""
+        return cache.key_path(kind, FORMAT, vocabulary.fingerprint, key)
+
     @classmethod
     def cached(cls, kind: str, key: str, make_dfa, vocabulary: Vocabulary, description: str = "") -> "Index":
         """The Index for ``key`` from the disk cache, or built from ``make_dfa()`` and stored."""
-        path = cache.key_path(kind, FORMAT, vocabulary.fingerprint, key)
+        path = cls.cache_path(kind, key, vocabulary)
         arrays = cache.cached(path, lambda: build_arrays(make_dfa(), vocabulary, description),
                               lambda a: _consistent(a, vocabulary.size))
         return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
@@ -127,7 +132,7 @@ def _consistent(a: dict, vocab_size: int) -> bool:
     return (n > 0 and len(a["next_offsets"]) == n + 1 and a["next_offsets"][-1] == len(a["next_states"])
             and a["mask_offsets"][-1] == len(a["mask_tokens"])
             and (len(a["mask_tokens"]) == 0 or int(a["mask_tokens"].max()) < vocab_size)
-            and len(a["distance"]) == n and len(a["accepting"]) == n)
+            and len(a["distance"]) == n and len(a["accepting"]) == n and len(a["dfa_states"]) == n)
 
 
 def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") -> dict:
@@ -181,4 +186,5 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
         "distance": dist[keep].copy(),
         "max_next_distance": max_next,
         "stop_ids": vocabulary.stop_ids.copy(),
+        "dfa_states": states[keep],  # the automaton state of each Index state
     }

@@ -156,8 +156,14 @@ def schema_dfa(schema, **options):
 
 def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace: str = "compact",
                         max_recursion: int = 3, any_depth: int = 3, max_length: int = 128, max_items: int = 32,
-                        resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES):
+                        resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES,
+                        lazy: bool | None = None):
     """The Index of the JSON documents valid for ``schema``, over ``vocabulary`` (cached on disk).
+
+    A large schema not yet in the cache gives a ``LazyIndex`` (``localguide.lazy``): its
+    guides answer at once, state by state, while the whole Index is built and cached in
+    the background (``.index()`` waits for it). ``lazy``: True or False forces the choice;
+    None (the default) makes it for automata of more than ``LAZY_STATES`` states.
 
     ``strict``: objects that list properties allow no others unless the schema says so
     (``additionalProperties`` defaults to false). ``whitespace``: ``"compact"`` (one
@@ -171,7 +177,9 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     Raises ``UnsupportedSchemaError`` (listing every keyword that cannot be honoured,
     with its JSON pointer) or ``SchemaError``.
     """
+    from . import cache
     from .index import Index
+    from .lazy import LazyIndex, lazy_possible
 
     doc = _load(schema)
     options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
@@ -184,8 +192,18 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
         raise SchemaError("the schema (or resources) cannot be written as JSON") from None
     # A cached index is served without compiling the schema again: an error would have
     # kept it from being stored. On a miss, build_dfa raises the schema's errors.
-    return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
-                        vocabulary, "JSON schema")
+    description = "JSON schema"
+    if lazy is False or cache.available(Index.cache_path("json_schema", key, vocabulary)):
+        return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
+                            vocabulary, description)
+    dfa = build_dfa(doc, max_states=max_states, **options)[0]
+    if dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or not lazy_possible(dfa, vocabulary):
+        return Index.cached("json_schema", key, lambda: dfa, vocabulary, description)
+    return LazyIndex(dfa, vocabulary, lambda: Index.cached("json_schema", key, lambda: dfa, vocabulary, description),
+                     description)
+
+
+LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
 
 
 MAX_PATTERN = 50_000_000

@@ -140,6 +140,65 @@ def _lowest_bit(w):
 
 
 @njit(cache=True)
+def _sweep(bits, slot, out_tok, out_next, count):
+    """Write (token, slot[token]) for each set bit in id order from ``count``, clearing ``bits``."""
+    one = np.uint64(1)
+    for w in range(len(bits)):
+        word = bits[w]
+        if word == 0:
+            continue
+        bits[w] = 0
+        while word:
+            t = (w << 6) + _lowest_bit(word)
+            out_tok[count] = t
+            out_next[count] = slot[t]
+            count += 1
+            word &= word - one
+    return count
+
+
+@njit(cache=True, nogil=True)
+def state_edges(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s):
+    """(tokens sorted by id, next DFA states) of the tokens readable from DFA state ``s``:
+    one state's row of ``explore``, for indexes built state by state."""
+    n_ids = np.max(order) + 1 if len(order) else 1
+    slot = np.empty(n_ids, np.int32)
+    bits = np.zeros((n_ids + 63) // 64, np.uint64)
+    stack = np.empty(np.max(node_depth) + 1, np.int32)
+    m = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s, slot, bits, stack)
+    toks = np.empty(m, np.int32)
+    nexts = np.empty(m, np.int32)
+    _sweep(bits, slot, toks, nexts, 0)
+    return toks, nexts
+
+
+def py_state_edges(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s):
+    """Twin of ``state_edges``, token by token without the trie."""
+    toks, nexts = [], []
+    for tok, data in sorted(_trie_tokens(node_byte, node_depth, tok_start, tok_count, order).items()):
+        q = s
+        for byte in data:
+            q = trans[q, byte]
+            if q < 0:
+                break
+        if q >= 0:
+            toks.append(tok)
+            nexts.append(q)
+    return np.array(toks, np.int32), np.array(nexts, np.int32)
+
+
+def _trie_tokens(node_byte, node_depth, tok_start, tok_count, order) -> dict:
+    """Each token's bytes, recovered from the trie (so twins see the same vocabulary)."""
+    token_bytes = {}
+    path = []
+    for n in range(1, len(node_byte)):
+        path = path[: node_depth[n] - 1] + [int(node_byte[n])]
+        for k in range(tok_start[n], tok_start[n] + tok_count[n]):
+            token_bytes[int(order[k])] = bytes(path)
+    return token_bytes
+
+
+@njit(cache=True, nogil=True)
 def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans):
     """All DFA states reachable from state 0 through whole tokens, with their edges.
 
@@ -161,7 +220,6 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
     stack = np.empty(np.max(node_depth) + 1, np.int32)
     slot = np.empty(n_ids, np.int32)
     bits = np.zeros((n_ids + 63) // 64, np.uint64)
-    one = np.uint64(1)
     count = 0
     n_states = 1
     states[0] = 0
@@ -179,22 +237,15 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
             grown[:count] = out_next[:count]
             out_next = grown
         if m:
-            for w in range(len(bits)):
-                word = bits[w]
-                if word == 0:
-                    continue
-                bits[w] = 0
-                while word:
-                    t = (w << 6) + _lowest_bit(word)
-                    q = slot[t]
-                    if seen[q] < 0:
-                        seen[q] = n_states
-                        states[n_states] = q
-                        n_states += 1
-                    out_tok[count] = t
-                    out_next[count] = seen[q]
-                    count += 1
-                    word &= word - one
+            end = _sweep(bits, slot, out_tok, out_next, count)
+            for e in range(count, end):
+                q = out_next[e]
+                if seen[q] < 0:
+                    seen[q] = n_states
+                    states[n_states] = q
+                    n_states += 1
+                out_next[e] = seen[q]
+            count = end
         i += 1
         offsets[i] = count
     return states[:n_states].copy(), offsets[:n_states + 1].copy(), out_tok[:count], out_next[:count]
@@ -202,13 +253,7 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
 
 def py_explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans):
     """Twin of ``explore``, token by token without the trie."""
-    # Recover each token's bytes from the trie so the twin sees the same vocabulary.
-    token_bytes = {}
-    path = []
-    for n in range(1, len(node_byte)):
-        path = path[: node_depth[n] - 1] + [int(node_byte[n])]
-        for k in range(tok_start[n], tok_start[n] + tok_count[n]):
-            token_bytes[int(order[k])] = bytes(path)
+    token_bytes = _trie_tokens(node_byte, node_depth, tok_start, tok_count, order)
     states, offsets, toks, nexts = [0], [0], [], []
     seen = {0: 0}
     i = 0
@@ -233,11 +278,11 @@ def py_explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, 
             np.array(toks, np.int32), np.array([seen[q] for q in nexts], np.int32))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def distances(offsets, edge_next, accepting):
     """Fewest tokens from each state to an accepting one (-1: never), by backward BFS.
 
-    ``edge_next`` holds local state numbers (positions in ``offsets``).
+    ``edge_next`` holds local state numbers (positions in ``offsets``); -1 is no edge.
     """
     n = len(accepting)
     # Distinct (source, target) pairs first: a state has thousands of token edges but
@@ -249,7 +294,7 @@ def distances(offsets, edge_next, accepting):
     for s in range(n):
         for e in range(offsets[s], offsets[s + 1]):
             t = edge_next[e]
-            if mark[t] != s:
+            if t >= 0 and mark[t] != s:
                 mark[t] = s
                 psrc[m] = s
                 pdst[m] = t
@@ -296,13 +341,13 @@ def py_distances(offsets, edge_next, accepting):
         for s in range(n):
             for e in range(offsets[s], offsets[s + 1]):
                 t = edge_next[e]
-                if dist[t] >= 0 and (dist[s] < 0 or dist[t] + 1 < dist[s]):
+                if t >= 0 and dist[t] >= 0 and (dist[s] < 0 or dist[t] + 1 < dist[s]):
                     dist[s] = dist[t] + 1
                     changed = True
     return np.array(dist, np.int32)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
     """Prune edges into states that cannot finish, add stop tokens to accepting states.
 

@@ -137,7 +137,7 @@ def test_explore_edges_are_token_transitions(vocab, trans):
 @st.composite
 def csr_graphs(draw):
     n = draw(st.integers(1, 12))
-    edges = [draw(st.lists(st.integers(0, n - 1), max_size=4)) for _ in range(n)]
+    edges = [draw(st.lists(st.integers(-1, n - 1), max_size=4)) for _ in range(n)]  # -1: no edge
     offsets = np.zeros(n + 1, np.int64)
     offsets[1:] = np.cumsum([len(e) for e in edges])
     nexts = np.array([q for e in edges for q in e], np.int32)
@@ -385,3 +385,20 @@ def test_native_block_follows_the_guide(pattern, budget, rng):
         state = int(block[kernels.B_STATE])
         kernels.block_accept(block, refused[len(refused) // 2])
         assert int(block[kernels.B_ERROR]) != 0 and int(block[kernels.B_STATE]) == state
+
+
+@SETTINGS
+@given(synthetic_vocabularies(), random_dfas(), st.data())
+def test_state_edges_equals_twin_and_explore(vocab, trans, data):
+    """One state's edges, alone: as the twin, and as that state's row of ``explore``."""
+    s = data.draw(st.integers(0, trans.shape[0] - 1))
+    got = kernels.state_edges(*vocab.trie.arrays, trans, s)
+    want = kernels.py_state_edges(*vocab.trie.arrays, trans, s)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    states, offsets, toks, nexts = kernels.explore(*vocab.trie.arrays, trans)
+    for i, q in enumerate(states.tolist()):
+        t, n = kernels.state_edges(*vocab.trie.arrays, trans, q)
+        np.testing.assert_array_equal(t, toks[offsets[i]:offsets[i + 1]])
+        np.testing.assert_array_equal(n, states[nexts[offsets[i]:offsets[i + 1]]])
