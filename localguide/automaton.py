@@ -124,8 +124,17 @@ def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
 _MIX = np.random.default_rng(0x10ca1).integers(1, 1 << 62, size=257, dtype=np.int64) | 1
 
 
-def _refine(acc: np.ndarray, tc: np.ndarray, hashed: bool) -> tuple[np.ndarray, int]:
-    """Moore's refinement: (block of each state, number of blocks).
+def refine(acc: np.ndarray, tc: np.ndarray, max_rounds: int | None = None) -> tuple[np.ndarray, int] | None:
+    """Moore's refinement of the states of ``tc`` (int[n, classes], every target a state):
+    (block of each state, number of blocks), or None past ``max_rounds`` rounds."""
+    got = _refine(acc, tc, hashed=True, max_rounds=max_rounds)
+    if got is not None and not _stable(got[0], tc, acc):  # a hash collision merged two states
+        got = _refine(acc, tc, hashed=False, max_rounds=max_rounds)
+    return got
+
+
+def _refine(acc: np.ndarray, tc: np.ndarray, hashed: bool, max_rounds: int | None = None):
+    """Moore's refinement: (block of each state, number of blocks), None past ``max_rounds``.
 
     A state's signature is its block and its successors' blocks; ``hashed`` compares
     signatures by a 64-bit mix instead of whole rows (much faster, checked afterwards).
@@ -133,7 +142,11 @@ def _refine(acc: np.ndarray, tc: np.ndarray, hashed: bool) -> tuple[np.ndarray, 
     block = acc.astype(np.int64)
     count = int(block.max()) + 1
     mix = _MIX[: tc.shape[1] + 1]
+    rounds = 0
     while True:
+        rounds += 1
+        if max_rounds is not None and rounds > max_rounds:
+            return None
         sig = np.concatenate([block[:, None], block[tc]], axis=1)
         if hashed:
             _, new = np.unique(sig @ mix, return_inverse=True)
@@ -174,9 +187,7 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     byte_class = rank[byte_class.reshape(-1)]
     tc = t[:, first_col[by_first]]  # [n+1, n_classes]
     acc = np.append(accepting, False)
-    block, count = _refine(acc, tc, hashed=True)
-    if not _stable(block, tc, acc):  # a hash collision merged two states: redo it exactly
-        block, count = _refine(acc, tc, hashed=False)
+    block, count = refine(acc, tc)
     dead = block[sink]
     # Renumber blocks in breadth-first order from the start, dropping the dead block.
     rep = {}

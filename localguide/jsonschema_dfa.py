@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-from .automaton import ByteDFA
+from .automaton import ByteDFA, refine
 from .jsonschema_ast import EMPTY, Alt, Cls, Lit, Node, Rep, Seq
 from .utf8 import utf8_sequences
 
@@ -565,22 +565,10 @@ def _moore(trans: np.ndarray, acc: np.ndarray, max_rounds: int):
     _, first_col = np.unique(t.T, axis=0, return_index=True)
     tc = np.ascontiguousarray(t[:, np.sort(first_col)])
     a = np.append(acc, False)
-    block = a.astype(np.int32)
-    count = len(np.unique(block))
-    k = tc.shape[1] + 1
-    for _ in range(max_rounds):
-        sig = np.empty((n + 1, k), np.int32)
-        sig[:, 0] = block
-        sig[:, 1:] = block[tc]
-        void = np.ascontiguousarray(sig).view(np.dtype((np.void, 4 * k))).reshape(-1)
-        _, new = np.unique(void, return_inverse=True)
-        block = new.reshape(-1).astype(np.int32)
-        new_count = int(block.max()) + 1
-        if new_count == count:
-            break
-        count = new_count
-    else:
+    got = refine(a, tc.astype(np.int64), max_rounds)
+    if got is None:
         return None
+    block, count = got
     if count == n + 1:
         return trans, acc
     # Blocks of the trimmed DFA: the sink's block holds no live state (all states are live).
