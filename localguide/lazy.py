@@ -127,7 +127,12 @@ class LazyIndex:
         return self._byte_distance
 
     def guide(self, max_tokens: int | None = None):
-        """A cursor at the start; with ``max_tokens``, every path completes within that budget."""
+        """A cursor at the start; with ``max_tokens``, every path completes within that budget.
+
+        Once the whole Index is built, its own Guide (which the native sampler runs)."""
+        index = self.index(wait=False)
+        if index is not None:
+            return index.guide(max_tokens)
         if max_tokens is not None and self.index(wait=False) is None and self.byte_distance[0] > max_tokens:
             self.index()  # the byte count is too coarse here: wait for the exact token count
         return LazyGuide(self, max_tokens)

@@ -133,6 +133,7 @@ def test_large_schema_gets_a_lazy_index_then_the_cache(vocab, fresh_cache):
     assert isinstance(index.guide(), LazyGuide)
     whole = index.index()
     assert isinstance(whole, Index)
+    assert isinstance(index.guide(), localguide.Guide)  # built: the Index's own guide
     cache.flush()
     again = compile_json_schema(SCHEMA, vocab)  # now in the cache: the Index itself
     assert isinstance(again, Index)
