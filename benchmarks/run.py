@@ -806,7 +806,8 @@ def targets_report(results: dict) -> str:
         e2e = {x["config"]: x for x in r.get("e2e", [])}
         w = e2e.get("localguide words")
         if w:
-            regex = {k: x for k, x in e2e.items() if k.startswith("localguide") and "GBNF" not in k}
+            regex = {k: x for k, x in e2e.items()
+                     if k.startswith("localguide") and "GBNF" not in k and "JSON" not in k}
             long_runs = {k: x for k, x in regex.items() if x["tokens"] >= 30}
             short = [f"{k.split()[-1]} {x['ratio']:.3f}" for k, x in regex.items() if k not in long_runs]
             worst = min((x["ratio"] for x in long_runs.values()), default=float("nan"))
