@@ -284,10 +284,14 @@ def bench_e2e(model, cfg, notes, indexes, llg_tok, out):
            for name in configs}
     with timed_chain():
         # A short untimed warm-up run of each configuration, then `runs` rounds, interleaved so
-        # that load from other processes spreads over all configurations alike.
+        # that load from other processes spreads over all configurations alike, in rotated order.
+        names = list(configs)
         for r in range(-1, runs):
             sampling = dataclasses.replace(SAMPLING, seed=1000 + max(r, 0))
-            for name, (pkey, engine, n_tok, setup, *opp) in configs.items():
+            # Each round starts with another configuration, so no one always runs first or last.
+            shift = max(r, 0) % len(names)
+            for name in names[shift:] + names[:shift]:
+                pkey, engine, n_tok, setup, *opp = configs[name]
                 guide, extra, holder = setup()
                 TimedChain.reset()
                 gc.collect()
