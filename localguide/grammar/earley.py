@@ -158,31 +158,28 @@ class Grammar:
         seen = set()
         entries = []
         work = []
+
+        def add(d, o, key):
+            """Enter (DFA state, origin) once under ``key``, with the predicted state it starts."""
+            if key in seen:
+                return
+            seen.add(key)
+            entries.append((d, o))
+            work.append((d, o))
+            p = dstates[d].pred
+            if p >= 0 and (p, 0) not in seen:
+                seen.add((p, 0))
+                entries.append((p, None))
+
         for d, o in kernel:
-            key = (d, 0 if o is None else id(o))
-            if key not in seen:
-                seen.add(key)
-                entries.append((d, o))
-                work.append((d, o))
-                p = dstates[d].pred
-                if p >= 0 and (p, 0) not in seen:
-                    seen.add((p, 0))
-                    entries.append((p, None))
+            add(d, o, (d, 0 if o is None else id(o)))
         while work:
             d, o = work.pop()
             if o is None:
                 continue  # started here: only empty derivations, already in the DFA states
             for a in dstates[d].complete:
                 for d2, o2 in o.waiting(a):
-                    key = (d2, id(o2))
-                    if key not in seen:
-                        seen.add(key)
-                        entries.append((d2, o2))
-                        work.append((d2, o2))
-                        p = dstates[d2].pred
-                        if p >= 0 and (p, 0) not in seen:
-                            seen.add((p, 0))
-                            entries.append((p, None))
+                    add(d2, o2, (d2, id(o2)))
         ckey = tuple(sorted((d << 32) | (0 if o is None else o.uid + 1) for d, o in entries))
         st = self._table.get(ckey)
         if st is None:

@@ -161,21 +161,25 @@ class MaskEngine:
         tree = self.tree_of[r]
         lim = self.tree_lim[r]
         stack = [(self.tree_root[tree], p)]
+        def keep(s, al, where):
+            """Keep node ``s``'s groups whose readings are viable when ``al`` terminals may follow."""
+            ok = al | ign_bit
+            n0 = len(out)
+            sets = node_sets[s]
+            if sets is None:
+                sets = self._node_sets(s)
+            for live, lead, gids in sets:
+                if live & ok and lead <= lim:
+                    out.extend(gids)
+            if len(out) > n0:
+                nodes.extend([where] * (len(out) - n0))
+                visits.append((s, where))
+
         while stack:
             s, q = stack.pop()
             al = q.allowed
             if al:
-                ok = al | ign_bit
-                n0 = len(out)
-                sets = node_sets[s]
-                if sets is None:
-                    sets = self._node_sets(s)
-                for live, lead, gids in sets:
-                    if live & ok and lead <= lim:
-                        out += gids
-                if len(out) > n0:
-                    nodes += [q] * (len(out) - n0)
-                    visits.append((s, q))
+                keep(s, al, q)
             for k in range(ch_off[s], ch_off[s + 1]):
                 t = ch_term[k]
                 if (al >> t) & 1:
@@ -186,17 +190,7 @@ class MaskEngine:
                     # a leaf: only the terminals allowed after t matter
                     al2 = q.peek(t)
                     if al2:
-                        ok = al2 | ign_bit
-                        n0 = len(out)
-                        sets = node_sets[s2]
-                        if sets is None:
-                            sets = self._node_sets(s2)
-                        for live, lead, gids in sets:
-                            if live & ok and lead <= lim:
-                                out += gids
-                        if len(out) > n0:
-                            nodes += [(q, t)] * (len(out) - n0)
-                            visits.append((s2, (q, t)))
+                        keep(s2, al2, (q, t))
         if tree in self.unresolved:
             vocab = self.vocabulary
             c = self.single[r]
