@@ -9,8 +9,10 @@ Sections (``--sections``, comma separated; all by default), for each model (``--
 
 * ``e2e``: tokens/s of the same generation loop (``Model.generate_tokens``) unconstrained and
   under each constraint engine (localguide regex and grammar guides, llama.cpp GBNF, llguidance),
-  fixed seeds, runs interleaved; stop tokens are banned (a logit-bias sampler) so runs last
-  ``--tokens`` tokens unless the constraint ends. The sampler chain's time per token is recorded.
+  fixed seeds; each run steps in lockstep with an unconstrained run of the same prompt in a
+  second llama.cpp context, and the ratio comes from those step-paired differences. Stop tokens
+  are banned (a logit-bias sampler) so runs last ``--tokens`` tokens unless the constraint ends.
+  The sampler chain's time per token is recorded.
 * ``guide``: per-token guide cost in µs (p50/p99): in the loop (chain time minus unconstrained),
   and the token sequences of those generations replayed through each engine's sampler
   (llama.cpp API) and through each engine's own mask + advance API.
@@ -178,18 +180,22 @@ class TimedChain(_Chain):
     chain, and the guide's own bookkeeping): whatever the guide sampler is made of, the
     difference with an unconstrained chain is its cost inside the real loop."""
 
-    times_ns: list[int] = []  # every sample of every chain since the last reset()
+    times_ns: dict[int, list[int]] = {}  # llama.cpp context address -> every sample since reset()
 
     @classmethod
     def reset(cls) -> None:
-        cls.times_ns = []
+        cls.times_ns = {}
+
+    @classmethod
+    def of(cls, model) -> list[int]:
+        return cls.times_ns.get(ctypes.cast(model.llama.ctx, ctypes.c_void_p).value, [])
 
     def sample(self, ctx) -> int:
         t0 = time.perf_counter_ns()
         token = _Chain.sample(self, ctx)
-        TimedChain.times_ns.append(time.perf_counter_ns() - t0)
+        dt = time.perf_counter_ns() - t0
+        TimedChain.times_ns.setdefault(ctypes.cast(ctx, ctypes.c_void_p).value, []).append(dt)
         return token
-
 
 
 @contextlib.contextmanager
@@ -203,21 +209,38 @@ def timed_chain():
 
 # --- end to end ------------------------------------------------------------------------
 
-def generate_timed(model, prompt_tokens, guide, max_tokens, sampling, extra, opportunistic=False):
-    """(tokens, intervals in s between consecutive generated tokens) of one run of the real loop.
+def generate_lockstep(runs):
+    """Step several generations in turn, one token each, each in its own llama.cpp context.
 
-    Each interval is one ``llama_decode`` of the previous token plus the sampling of the next:
-    prompt processing is left out.
+    ``runs``: (model, prompt tokens, guide, max tokens, sampling, extra samplers, opportunistic).
+    Returns per run (tokens, seconds of each step after the first): one ``llama_decode`` of the
+    previous token plus the sampling of the next, prompt processing left out. Steps of the runs
+    alternate a few milliseconds apart, so their difference at the same step is free of the
+    slow drift in load that a shared machine has.
     """
-    stamps, tokens = [], []
-    kwargs = {"opportunistic": True} if opportunistic else {}
-    for tok in model.generate_tokens(prompt_tokens, guide, max_tokens, sampling, extra, **kwargs):
-        stamps.append(time.perf_counter())
-        tokens.append(tok)
-    return tokens, np.diff(np.array(stamps))
+    gens = []
+    for model, prompt_tokens, guide, max_tokens, sampling, extra, opportunistic in runs:
+        kwargs = {"opportunistic": True} if opportunistic else {}
+        gens.append(iter(model.generate_tokens(prompt_tokens, guide, max_tokens, sampling, extra, **kwargs)))
+    out = [([], []) for _ in gens]
+    live = list(range(len(gens)))
+    while live:
+        for k in list(live):
+            t0 = time.perf_counter()
+            try:
+                tok = next(gens[k])
+            except StopIteration:
+                live.remove(k)
+                continue
+            dt = time.perf_counter() - t0
+            toks, steps = out[k]
+            if toks:  # the first step includes the prompt
+                steps.append(dt)
+            toks.append(tok)
+    return [(toks, np.array(steps)) for toks, steps in out]
 
 
-def bench_e2e(model, cfg, notes, indexes, llg_tok, out):
+def bench_e2e(model, partner, cfg, notes, indexes, llg_tok, out):
     vocab = model.vocabulary
     n_vocab = vocab.size
     T, runs = cfg.tokens, cfg.runs
@@ -233,6 +256,7 @@ def bench_e2e(model, cfg, notes, indexes, llg_tok, out):
 
     # name -> (prompt key, engine, tokens, setup() -> (guide, extra samplers, timed Python sampler))
     configs = {}
+    # Unconstrained against its unconstrained partner: the noise floor of the measure.
     configs["unconstrained"] = ("words", "none", T, lambda: (None, [ban()], None))
 
     configs["localguide words"] = ("words", "localguide", T, lambda: (
@@ -280,58 +304,60 @@ def bench_e2e(model, cfg, notes, indexes, llg_tok, out):
             configs[f"localguide GBNF {key}, opportunistic"] = (
                 key, "localguide", T_gbnf, lambda g=gindex: (g.guide(opportunistic=True), [], None), True)
 
-    res = {name: {"iv": [], "ntok": [], "chain_ns": [], "guide_ns": [], "seqs": [], "sample": None}
-           for name in configs}
+    res = {name: {"iv": [], "unc_iv": [], "ntok": [], "chain_ns": [], "unc_chain_ns": [], "guide_ns": [],
+                  "seqs": [], "sample": None} for name in configs}
     with timed_chain():
-        # A short untimed warm-up run of each configuration, then `runs` rounds, interleaved so
-        # that load from other processes spreads over all configurations alike, in rotated order.
+        # A short untimed warm-up run of each configuration, then `runs` rounds. Each run goes
+        # in lockstep with an unconstrained run of the same prompt and length in a second
+        # llama.cpp context (`partner`); the two contexts swap roles every round.
         names = list(configs)
         for r in range(-1, runs):
             sampling = dataclasses.replace(SAMPLING, seed=1000 + max(r, 0))
             # Each round starts with another configuration, so no one always runs first or last.
             shift = max(r, 0) % len(names)
+            mine, theirs = (model, partner) if r % 2 == 0 else (partner, model)
             for name in names[shift:] + names[:shift]:
                 pkey, engine, n_tok, setup, *opp = configs[name]
                 guide, extra, holder = setup()
+                n_tok = n_tok if r >= 0 else 8
                 TimedChain.reset()
                 gc.collect()
-                toks, iv = generate_timed(model, prompt[pkey], guide, n_tok if r >= 0 else 8, sampling, extra,
-                                          bool(opp))
+                (toks, iv), (_, unc_iv) = generate_lockstep([
+                    (mine, prompt[pkey], guide, n_tok, sampling, extra, bool(opp)),
+                    (theirs, prompt[pkey], None, n_tok, sampling, [ban()], False)])
                 if holder is not None and holder.error is not None:
                     raise RuntimeError(f"{name}: {holder.error}")
                 if r < 0:
                     continue
                 d = res[name]
                 d["iv"].append(iv)
+                d["unc_iv"].append(unc_iv)
                 d["ntok"].append(len(toks))
                 d["seqs"].append(toks)
                 if d["sample"] is None:
                     d["sample"] = vocab.decode(toks).decode("utf-8", "replace")
-                d["chain_ns"] += TimedChain.times_ns
+                d["chain_ns"] += TimedChain.of(mine)
+                d["unc_chain_ns"] += TimedChain.of(theirs)
                 if holder is not None:
                     d["guide_ns"] += holder.times_ns
             log(f"  e2e round {r + 1}/{runs} done" if r >= 0 else "  e2e warm-up done")
 
-    # Position-matched baseline: the first tokens after the prompt are slower than the rest
-    # (llama.cpp warms up), so each interval is compared with the median unconstrained interval
-    # at the same position. The per-token overhead is the median of those differences, which
-    # spikes from other processes hardly move; tokens/s is the plain throughput of the runs.
-    unc = res["unconstrained"]["iv"]
-    width = max(len(x) for x in unc)
-    base_pos = np.array([np.median([x[i] for x in unc if len(x) > i]) for i in range(width)])
-    base_tok = float(np.median(base_pos))
+    # Step-paired: each step is compared with its partner's step (same prompt, same position,
+    # a few ms apart). The per-token overhead is the median of those differences, which spikes
+    # from other processes hardly move; tokens/s is the plain throughput of the runs.
+    base_tok = float(np.median(np.concatenate([x for d in res.values() for x in d["unc_iv"]])))
     rows = []
     for name, d in res.items():
         tps, diffs = [], []
-        for iv in d["iv"]:
-            n = min(len(iv), width)
-            if n == 0:
+        for iv, unc_iv in zip(d["iv"], d["unc_iv"]):
+            if len(iv) == 0:
                 continue
-            tps.append(n / float(np.sum(iv[:n])))
-            diffs += (iv[:n] - base_pos[:n]).tolist()
+            tps.append(len(iv) / float(np.sum(iv)))
+            n = min(len(iv), len(unc_iv))
+            diffs += (iv[:n] - unc_iv[:n]).tolist()
         over = median(diffs)
         chain_us = [x / 1e3 for x in d["chain_ns"]]
-        d_sample = (trimmed_mean(d["chain_ns"]) - trimmed_mean(res["unconstrained"]["chain_ns"])) / 1e9
+        d_sample = (trimmed_mean(d["chain_ns"]) - trimmed_mean(d["unc_chain_ns"])) / 1e9
         rows.append({"config": name, "tps": median(tps), "ratio": base_tok / (base_tok + over),
                      "guide_share": d_sample / (base_tok + d_sample),
                      "ratio_sampling": base_tok / (base_tok + d_sample),
@@ -524,7 +550,7 @@ def bench_guide(model, cfg, notes, indexes, ov, llg_tok, e2e, out):
             continue
         seqs = d["seqs"]
         row = {"pattern": key, "steps": sum(len(s) for s in seqs)}
-        unc = e2e["unconstrained"]["chain_ns"]
+        unc = d["unc_chain_ns"]
         if d["chain_ns"] and unc:
             row["lg_loop"] = (pct(d["chain_ns"], 50) / 1e3 - pct(unc, 50) / 1e3, len(d["chain_ns"]))
 
@@ -565,8 +591,8 @@ def bench_guide(model, cfg, notes, indexes, ov, llg_tok, e2e, out):
             lw = e2e.get("llguidance words")
             if key == "words" and lw is not None:
                 row["llg_loop"] = stats(lw["guide_ns"])
-                if lw["chain_ns"] and unc:
-                    row["llg_loop_delta"] = (pct(lw["chain_ns"], 50) / 1e3 - pct(unc, 50) / 1e3,
+                if lw["chain_ns"] and lw["unc_chain_ns"]:
+                    row["llg_loop_delta"] = (pct(lw["chain_ns"], 50) / 1e3 - pct(lw["unc_chain_ns"], 50) / 1e3,
                                              len(lw["chain_ns"]))
         rows.append(row)
         log(f"  guide cost {key} done")
@@ -757,7 +783,7 @@ def model_report(name: str, r: dict) -> str:
                      "guide, on the same fresh candidate array holding the model's own logits at that step, paired; p50 / p99 of those "
                      "differences: the per-token cost the guide adds, mask into the logits and advance "
                      "included. In loop, Δp50 = median sampling time per token (the whole llama.cpp sampler chain) "
-                     "minus that of the unconstrained runs: it includes cache misses after each "
+                     "minus that of the unconstrained partner runs: it includes cache misses after each "
                      "`llama_decode`, and it goes negative when the smaller candidate set makes the later "
                      "samplers (top-k, top-p, softmax) cheaper than the guide costs. Sampler replay = `llama_sampler_apply` + `llama_sampler_accept` "
                      "through llama.cpp's API on a full, id-ordered candidate array, caches hot. "
@@ -881,8 +907,8 @@ def full_report(results, notes, mach, cfg, command, started, elapsed) -> str:
         f"llguidance {v['llguidance'] or 'not installed'}; localguide commit {mach['commit']}. "
         f"Load average (1 min) at start {fmt(mach['load_start'], 2)}, at end {fmt(mach.get('load_end'), 2)}: "
         "other work on the machine shows up in every number.",
-        f"Settings: {cfg.runs} runs × up to {cfg.tokens} tokens per configuration (runs interleaved, "
-        f"after one warm-up run each), sampling temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, "
+        f"Settings: {cfg.runs} runs × up to {cfg.tokens} tokens per configuration (each in lockstep "
+        f"with an unconstrained partner run, after one warm-up run each), sampling temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, "
         f"seed 1000+run; {cfg.compile_reps} repetitions per compile; {cfg.replays} replays of the "
         "generated token sequences for the guide cost.",
         "## Targets",
@@ -898,18 +924,24 @@ def full_report(results, notes, mach, cfg, command, started, elapsed) -> str:
   compacts the candidate array). Stop tokens are banned with a logit-bias sampler except for
   JSON (a closed object allows only a stop token), so runs last their full length unless the
   constraint itself ends (date, email, IPv4, JSON). llama.cpp's grammar sampler is slow, so GBNF
-  runs (both engines) are shorter. tokens/s = tokens after the first / time from the first to the
-  last token (prompt processing excluded), median of runs. overhead = median over all tokens of
-  (interval − median unconstrained interval at the same position); ratio = unconstrained
-  per-token time / (that + overhead): robust to load spikes, and fair to short runs, whose first
-  tokens are slow for every engine. ratio from sampling time = the same, with the overhead taken
-  as the difference of mean chain sampling times (1% slowest left out): it isolates the
-  constraint's own cost from load on the machine, but misses work outside the sampler (such as
-  `guide.is_finished()` in the loop). sampling µs/token = time in the chain's `sample` (apply +
-  accept of every sampler) per token. Grammars: `../shared/corpora/gbnf/json.gbnf` (llama.cpp's
+  runs (both engines) are shorter. Each run goes in lockstep with an unconstrained *partner*
+  run of the same prompt and length in a second llama.cpp context of the same model: one token
+  of the run, one of the partner, and so on (the two contexts swap roles every round). A step
+  is one `llama_decode` of the previous token plus the sampling of the next, timed around the
+  loop's `next()`. overhead = median over all steps of (step − the partner's step at the same
+  position, a few milliseconds apart); ratio = the unconstrained per-token time / (that +
+  overhead). Pairing step by step cancels the drift in load that a shared machine has (timing
+  whole runs apart moved this ratio by ±4–8% from run to run), and is fair to short runs, whose
+  first tokens are slow for every engine; the `unconstrained` row, an unconstrained run against
+  its unconstrained partner, shows the noise floor. tokens/s = steps / their time, median of
+  runs: two contexts sharing the CPU caches make it lower than a lone loop's. ratio from
+  sampling time = the same, with the overhead taken as the difference of mean chain sampling
+  times (1% slowest left out) of the run and its partners: it isolates the constraint's own
+  cost, but misses work outside the sampler (such as `guide.is_finished()` in the loop).
+  sampling µs/token = time in the chain's `sample` (apply + accept of every sampler) per token. Grammars: `../shared/corpora/gbnf/json.gbnf` (llama.cpp's
   JSON grammar) and `root ::= [a-z]+ (" " [a-z]+)*`.
-* **Guide cost**: "in loop" is the median chain sampling time per token minus the unconstrained
-  one. "Sampler replay" feeds the token sequences of the runs above back through a fresh
+* **Guide cost**: "in loop" is the median chain sampling time per token minus that of the
+  unconstrained partners. "Sampler replay" feeds the token sequences of the runs above back through a fresh
   sampler with `llama_sampler_apply` + `llama_sampler_accept` on an id-ordered candidate array
   of the whole vocabulary (as llama.cpp builds it), one ctypes call each. "API" rows use each
   engine's own calls: localguide `allowed_token_ids()` + `advance`; outlines-core
@@ -1001,7 +1033,9 @@ def main(argv=None) -> int:
         e2e = None
         if "e2e" in sections:
             t_sec = time.perf_counter()
-            e2e = bench_e2e(model, cfg, notes, indexes, llg_tok, r)
+            partner = localguide.load(path, **kwargs)  # a second context for the lockstep runs
+            e2e = bench_e2e(model, partner, cfg, notes, indexes, llg_tok, r)
+            del partner
             log(f"  e2e: {time.perf_counter() - t_sec:.0f} s")
         if "guide" in sections:
             t_sec = time.perf_counter()
