@@ -17,6 +17,7 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # runs from a checkout, installed or not
 MASKBENCH = ROOT.parent / "shared" / "corpora" / "maskbench"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernels import minimize_dfa
 from .utf8 import utf8_sequences
 
 
@@ -121,93 +122,9 @@ def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
     return trans, acc
 
 
-_MIX = np.random.default_rng(0x10ca1).integers(1, 1 << 62, size=257, dtype=np.int64) | 1
-
-
-def refine(acc: np.ndarray, tc: np.ndarray, max_rounds: int | None = None) -> tuple[np.ndarray, int] | None:
-    """Moore's refinement of the states of ``tc`` (int[n, classes], every target a state):
-    (block of each state, number of blocks), or None past ``max_rounds`` rounds."""
-    got = _refine(acc, tc, hashed=True, max_rounds=max_rounds)
-    if got is not None and not _stable(got[0], tc, acc):  # a hash collision merged two states
-        got = _refine(acc, tc, hashed=False, max_rounds=max_rounds)
-    return got
-
-
-def _refine(acc: np.ndarray, tc: np.ndarray, hashed: bool, max_rounds: int | None = None):
-    """Moore's refinement: (block of each state, number of blocks), None past ``max_rounds``.
-
-    A state's signature is its block and its successors' blocks; ``hashed`` compares
-    signatures by a 64-bit mix instead of whole rows (much faster, checked afterwards).
-    """
-    block = acc.astype(np.int64)
-    count = int(block.max()) + 1
-    mix = _MIX[: tc.shape[1] + 1]
-    rounds = 0
-    while True:
-        rounds += 1
-        if max_rounds is not None and rounds > max_rounds:
-            return None
-        sig = np.concatenate([block[:, None], block[tc]], axis=1)
-        if hashed:
-            _, new = np.unique(sig @ mix, return_inverse=True)
-        else:
-            _, new = np.unique(sig, axis=0, return_inverse=True)
-        block = new.reshape(-1).astype(np.int64)
-        found = int(block.max()) + 1
-        if found == count:
-            return block, count
-        count = found
-
-
-def _stable(block: np.ndarray, tc: np.ndarray, acc: np.ndarray) -> bool:
-    """Whether states in the same block agree on acceptance and have successors in the same
-    blocks: then merging each block keeps the language, whatever hashing did."""
-    rep = np.zeros(int(block.max()) + 1, np.int64)
-    rep[block] = np.arange(len(block))  # one state of each block
-    same = rep[block]
-    return bool(np.array_equal(acc, acc[same]) and np.array_equal(block[tc], block[tc][same]))
-
-
 def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
-    """Minimal equivalent DFA, with unreachable and non-coaccessible states removed.
-
-    Moore's partition refinement over byte classes (columns with equal transitions
-    are one class): states are split by the classes of their successors until the
-    number of blocks stops growing.
-    """
-    n = len(accepting)
-    sink = n
-    t = np.where(transitions < 0, sink, transitions).astype(np.int64)
-    t = np.vstack([t, np.full((1, 256), sink, np.int64)])
-    _, first_col, byte_class = np.unique(t.T, axis=0, return_index=True, return_inverse=True)
-    # Classes in the order of their first byte, so that the numbering below is canonical.
-    by_first = np.argsort(first_col)
-    rank = np.empty_like(by_first)
-    rank[by_first] = np.arange(len(by_first))
-    byte_class = rank[byte_class.reshape(-1)]
-    tc = t[:, first_col[by_first]]  # [n+1, n_classes]
-    acc = np.append(accepting, False)
-    block, count = refine(acc, tc)
-    dead = block[sink]
-    # Renumber blocks in breadth-first order from the start, dropping the dead block.
-    rep = {}
-    for s in range(n + 1):
-        rep.setdefault(int(block[s]), s)
-    start = int(block[0])
-    if start == dead:
-        return ByteDFA(np.full((1, 256), -1, np.int32), np.zeros(1, bool))
-    index = {start: 0}
-    order = [start]
-    i = 0
-    while i < len(order):
-        for nxt in block[tc[rep[order[i]]]].tolist():
-            if nxt != dead and nxt not in index:
-                index[nxt] = len(order)
-                order.append(nxt)
-        i += 1
-    remap = np.full(count, -1, np.int64)
-    for b, k in index.items():
-        remap[b] = k
-    reps = np.array([rep[b] for b in order])
-    out = remap[block[tc[reps]]][:, byte_class].astype(np.int32)
-    return ByteDFA(np.ascontiguousarray(out), acc[reps].copy())
+    """Minimal equivalent DFA, with unreachable and non-coaccessible states removed, numbered
+    breadth-first from the start (``kernels.minimize_dfa``; its twin is Moore's refinement)."""
+    trans, acc = minimize_dfa(np.ascontiguousarray(transitions, dtype=np.int32),
+                              np.ascontiguousarray(accepting, dtype=np.bool_))
+    return ByteDFA(trans, acc)

@@ -10,8 +10,8 @@ sub-expression used more than once (by identity: the compiler shares the nodes o
 ``$ref`` target, of "any JSON value", of a JSON string character...) is compiled once to
 a minimal DFA. A node's automaton is then Glushkov's construction over *instances* of
 those sub-DFAs (instances with the same future are merged), determinized, and minimized
-(an exact one-pass merge of acyclic states, then Moore's refinement when small). So the
-cost follows the size of the result, not the size of the pattern text.
+(Hopcroft-style partition refinement, compiled). So the cost follows the size of the
+result, not the size of the pattern text.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import weakref
 
 import numpy as np
 
-from .automaton import ByteDFA, refine
+from .automaton import ByteDFA
+from .kernels import minimize_dfa, subset_dfa
 from .jsonschema_ast import EMPTY, Alt, Cls, Lit, Node, Rep, Seq
 from .utf8 import utf8_sequences
 
@@ -239,162 +240,52 @@ def _cls_dfa(ranges: tuple) -> ByteDFA:
 
 
 def _determinize(atoms: list, follow: list, first: set, last: set, nul: bool, max_states: int) -> ByteDFA:
-    """Subset construction over instances of minimal sub-DFAs (see ``_Builder``).
+    """Subset construction over instances of minimal sub-DFAs (see ``_Builder``), compiled:
+    ``kernels.subset_dfa`` (whose comment says what a subset holds), then minimized.
 
-    An element of a subset is a global state number (instance offset + sub-DFA state),
-    or, for an instance that has just finished (its dead-end final state), the negative
-    number of its exit (the instances that follow, and whether the whole may end):
-    finishing two different literals into the same continuation is then one state.
+    An instance that has just entered its dead-end final state is represented by its
+    *exit* (the instances that follow, and whether the whole may end): finishing two
+    different literals into the same continuation is then one state.
     """
-    offs = [0]
+    if not atoms:
+        return minimize(np.full((1, 256), -1, np.int32), np.array([nul], bool))
+    tab_of: dict[int, int] = {}
+    tabs, acc_tab = [], []
+    size = 0
     for d in atoms:
-        offs.append(offs[-1] + d.n_states)
-    inst_of = np.repeat(np.arange(len(atoms)), [d.n_states for d in atoms]).tolist()
+        if id(d) not in tab_of:
+            tab_of[id(d)] = size
+            size += d.n_states
+            tabs.append(d.transitions)
+            acc_tab.append(d.accepting)
+    sizes = np.array([d.n_states for d in atoms], np.int64)
+    goff = np.zeros(len(atoms) + 1, np.int64)
+    np.cumsum(sizes, out=goff[1:])
     exits: dict = {}
     exit_of = []
-    exit_info = []  # per exit: (follow atoms, accepting)
     for a in range(len(atoms)):
-        k = (tuple(sorted(follow[a])), a in last)
-        e = exits.get(k)
-        if e is None:
-            e = exits[k] = -1 - len(exit_info)
-            exit_info.append(k)
-        exit_of.append(e)
-    row_cache: dict[int, tuple] = {}
-    groups_of = [_groups(d) for d in atoms]
-    final_of = [_final(d) for d in atoms]
+        exit_of.append(exits.setdefault((tuple(sorted(follow[a])), a in last), len(exits)))
+    fol = [[int(goff[f]) for f in sorted(follow[a])] for a in range(len(atoms))]
+    exit_fol = [[int(goff[f]) for f in key[0]] for key in exits]
 
-    def row(a: int, q: int):
-        """(offset, dfa, state, values, inverse): the state's targets, globally numbered."""
-        g = offs[a] + q
-        r = row_cache.get(g)
-        if r is None:
-            d = atoms[a]
-            off = offs[a]
-            vals, inv = groups_of[a][q]
-            fin = final_of[a]
-            gv = [(exit_of[a] if v == fin else v + off) for v in vals]
-            r = row_cache[g] = (off, d, q, gv, inv, exit_of[a], a)
-        return r
+    def csr(lists):
+        off = np.zeros(len(lists) + 1, np.int64)
+        np.cumsum([len(x) for x in lists], out=off[1:])
+        return off, np.array([x for xs in lists for x in xs], np.int64)
 
-    merge_cache: dict = {}
-    start_key = ("start",)
-    ids: dict = {start_key: 0}
-    order = [start_key]
-    rows_out: list[np.ndarray] = []
-    acc_out: list[bool] = []
-    i = 0
-    while i < len(order):
-        key = order[i]
-        i += 1
-        rows = []
-        acc = False
-        if key is start_key:
-            acc = nul
-            rows = [row(f, 0) for f in sorted(first)]
-        else:
-            for g in key:
-                if g < 0:
-                    fol, fin = exit_info[-1 - g]
-                    acc = acc or fin
-                    rows += [row(f, 0) for f in fol]
-                    continue
-                a = inst_of[g]
-                q = g - offs[a]
-                rows.append(row(a, q))
-                if atoms[a].accepting[q]:
-                    if a in last:
-                        acc = True
-                    for f in follow[a]:
-                        rows.append(row(f, 0))
-        if len(rows) > 1:
-            finals = [final_of[r[6]] for r in rows]
-            exit_of_row = [r[5] for r in rows]
-        if len(rows) == 1:
-            off, d, q, gv, inv = rows[0][:5]
-            tids = []
-            for v in gv:
-                tids.append(_intern((v,), ids, order))
-            tids.append(-1)
-            out = np.array(tids, np.int32)[inv]
-        elif rows:
-            lk = tuple((id(r[1]), r[2]) for r in rows)
-            merged = merge_cache.get(lk)
-            if merged is None:
-                merged = merge_cache[lk] = _merge_rows(rows)
-            inv, classes = merged
-            tids = []
-            for members in classes:
-                gl = set()
-                for j, v in members:
-                    off = rows[j][0]
-                    gl.add(exit_of_row[j] if v == finals[j] else v + off)
-                tids.append(_intern(tuple(sorted(gl)), ids, order))
-            tids.append(-1)
-            out = np.array(tids, np.int32)[inv]
-        else:
-            out = np.full(256, -1, np.int32)
-        if len(order) > max_states:
-            raise TooLargeError(f"more than {max_states} automaton states")
-        rows_out.append(out)
-        acc_out.append(acc)
-    return minimize(np.stack(rows_out), np.array(acc_out, bool))
-
-
-_NO = -(1 << 40)  # no transition (exits are small negative numbers)
-
-
-_group_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _merge_rows(rows) -> tuple:
-    """For rows (sub-DFA states): inverse [256] into byte classes, and per class the
-    (row index, local target) pairs; the last class index means no transition."""
-    cols = list(zip(*[r[1].transitions[r[2]].tolist() for r in rows]))
-    index: dict = {}
-    inv = []
-    for col in cols:
-        c = index.get(col)
-        if c is None:
-            c = index[col] = len(index)
-        inv.append(c)
-    classes = []
-    remap = []
-    for col in index:
-        members = [(j, v) for j, v in enumerate(col) if v >= 0]
-        if members:
-            remap.append(len(classes))
-            classes.append(members)
-        else:
-            remap.append(-1)
-    none = len(classes)
-    remap = np.array([none if r < 0 else r for r in remap], np.int64)
-    return remap[np.array(inv)], classes
-
-
-def _groups(d: ByteDFA) -> list:
-    """Per state: (distinct targets, inverse [256] into them, -1 targets at index len)."""
-    g = _group_cache.get(d)
-    if g is None:
-        t = d.transitions
-        n = len(t)
-        order = np.argsort(t, axis=1, kind="stable")
-        srt = np.take_along_axis(t, order, axis=1)
-        new = np.ones_like(srt, dtype=bool)
-        new[:, 1:] = srt[:, 1:] != srt[:, :-1]
-        gid = np.cumsum(new, axis=1) - 1
-        inv = np.empty_like(gid)
-        np.put_along_axis(inv, order, gid, axis=1)
-        g = []
-        for q in range(n):
-            vals = srt[q][new[q]].tolist()
-            iv = inv[q]
-            if vals and vals[0] == -1:  # -1 sorts first: move it to the end
-                vals = vals[1:]
-                iv = np.where(iv == 0, len(vals), iv - 1)
-            g.append((vals, iv))
-        _group_cache[d] = g
-    return g
+    fol_off, fol_flat = csr(fol)
+    exit_off, exit_flat = csr(exit_fol)
+    trans, acc, ok = subset_dfa(
+        np.ascontiguousarray(np.concatenate(tabs), dtype=np.int32), np.concatenate(acc_tab).astype(np.bool_),
+        np.array([tab_of[id(d)] for d in atoms], np.int64), goff,
+        np.array([_final(d) for d in atoms], np.int64), np.array(exit_of, np.int64),
+        np.array([a in last for a in range(len(atoms))], np.bool_),
+        np.repeat(np.arange(len(atoms), dtype=np.int64), sizes),
+        fol_off, fol_flat, np.array([key[1] for key in exits], np.bool_), exit_off, exit_flat,
+        np.array(sorted(int(goff[f]) for f in first), np.int64), bool(nul), int(max_states))
+    if not ok:
+        raise TooLargeError(f"more than {max_states} automaton states")
+    return minimize(trans, acc)
 
 
 def _final(d: ByteDFA) -> int:
@@ -414,168 +305,10 @@ def ast_to_dfa(node: Node, max_states: int = 400_000) -> ByteDFA:
     return _Builder(node, max_states).dfa(node)
 
 
-MAX_MOORE = 4000  # beyond, the (near-minimal) result of the acyclic merge is kept
-MAX_MINIMIZE = 60000
-
-
-def minimize(trans: np.ndarray, accepting: np.ndarray, moore_rounds: int = 64) -> ByteDFA:
-    """An equivalent trimmed DFA; minimal unless Moore's refinement needs more than ``moore_rounds``.
-
-    First an exact one-pass merge: states outside cycles are merged bottom-up by
-    signature (acceptance and successors), which is exact and linear for the long
-    acyclic chains that bounded repetitions make. Then Moore's refinement, one
-    vectorized sort per round; it is dropped (the merged DFA kept as it is) when it
-    has not converged within ``moore_rounds`` rounds.
-    """
-    trans, acc = _trim(trans, np.asarray(accepting, bool))
-    if len(acc) == 0:
-        return ByteDFA(np.full((1, 256), -1, np.int32), np.zeros(1, bool))
-    if len(acc) > MAX_MINIMIZE:
-        return ByteDFA(np.ascontiguousarray(trans, dtype=np.int32), acc)
-    trans, acc = _merge_acyclic(trans, acc)
-    if 2 < len(acc) <= MAX_MOORE:
-        moore = _moore(trans, acc, moore_rounds)
-        if moore is not None:
-            trans, acc = moore
-    return ByteDFA(np.ascontiguousarray(trans, dtype=np.int32), acc)
-
-
-def _successors(trans: np.ndarray) -> list[list[int]]:
-    srt = np.sort(trans, axis=1)
-    keep = np.ones_like(srt, dtype=bool)
-    keep[:, 1:] = srt[:, 1:] != srt[:, :-1]
-    keep &= srt >= 0
-    return [row[k].tolist() for row, k in zip(srt, keep)]
-
-
-def _trim(trans: np.ndarray, acc: np.ndarray):
-    """Keep the states reachable from 0 that can reach acceptance; renumber breadth-first."""
-    n = len(acc)
-    succ = _successors(trans)
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for s, ts in enumerate(succ):
-        for t in ts:
-            pred[t].append(s)
-    live = np.zeros(n, bool)
-    stack = list(np.flatnonzero(acc))
-    live[stack] = True
-    while stack:
-        for p in pred[stack.pop()]:
-            if not live[p]:
-                live[p] = True
-                stack.append(p)
-    if not live[0]:
-        return trans[:0], acc[:0]
-    index = {0: 0}
-    order = [0]
-    i = 0
-    while i < len(order):
-        for t in succ[order[i]]:
-            if live[t] and t not in index:
-                index[t] = len(order)
-                order.append(t)
-        i += 1
-    remap = np.full(n + 1, -1, np.int32)
-    for old, new in index.items():
-        remap[old] = new
-    o = np.array(order)
-    return remap[trans[o]], acc[o]
-
-
-def _merge_acyclic(trans: np.ndarray, acc: np.ndarray):
-    n = len(acc)
-    succ = _successors(trans)
-    # Tarjan's SCCs, iteratively; SCCs come out in reverse topological order.
-    index = [-1] * n
-    low = [0] * n
-    on = [False] * n
-    stack: list[int] = []
-    canon = np.full(n + 1, -1, np.int64)  # canon[-1] stays -1 for the dead state
-    classes: dict[bytes, int] = {}
-    counter = 0
-    next_id = 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, k = work[-1]
-            if k == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on[v] = True
-            ts = succ[v]
-            if k < len(ts):
-                work[-1] = (v, k + 1)
-                w = ts[k]
-                if index[w] < 0:
-                    work.append((w, 0))
-                elif on[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on[w] = False
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) == 1 and v not in succ[v]:
-                    key = (b"\1" if acc[v] else b"\0") + canon[trans[v]].tobytes()
-                    c = classes.get(key)
-                    if c is None:
-                        c = classes[key] = next_id
-                        next_id += 1
-                    canon[v] = c
-                else:
-                    for w in comp:
-                        canon[w] = next_id
-                        next_id += 1
-    if next_id == n:
-        return trans, acc
-    return _quotient(trans, acc, canon[:n])
-
-
-def _quotient(trans: np.ndarray, acc: np.ndarray, block: np.ndarray):
-    """The DFA of the blocks (state 0's block first), dead transitions kept. All states are reachable."""
-    n = len(acc)
-    count = int(block.max()) + 1
-    rep = np.full(count, n, np.int64)
-    np.minimum.at(rep, block, np.arange(n))
-    order = np.argsort(rep, kind="stable")
-    remap = np.empty(count + 1, np.int64)
-    remap[order] = np.arange(count)
-    remap[count] = -1
-    ext = np.append(block, count)  # -1 (dead) maps to the extra slot
-    reps = rep[order]
-    out = remap[ext[trans[reps]]].astype(np.int32)
-    return out, acc[reps].copy()
-
-
-def _moore(trans: np.ndarray, acc: np.ndarray, max_rounds: int):
-    n = len(acc)
-    t = np.where(trans < 0, n, trans).astype(np.int32)
-    t = np.vstack([t, np.full((1, 256), n, np.int32)])
-    _, first_col = np.unique(t.T, axis=0, return_index=True)
-    tc = np.ascontiguousarray(t[:, np.sort(first_col)])
-    a = np.append(acc, False)
-    got = refine(a, tc.astype(np.int64), max_rounds)
-    if got is None:
-        return None
-    block, count = got
-    if count == n + 1:
-        return trans, acc
-    # Blocks of the trimmed DFA: the sink's block holds no live state (all states are live).
-    sink_block = block[n]
-    b = block[:n].astype(np.int64)
-    b[b > sink_block] -= 1
-    return _quotient(trans, acc, b)
+def minimize(trans: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+    """The minimal trimmed DFA (``kernels.minimize_dfa``: O(m log n) partition refinement)."""
+    out, acc = minimize_dfa(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(accepting, np.bool_))
+    return ByteDFA(out, acc)
 
 
 def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:
@@ -603,12 +336,3 @@ def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:
                 prev[nxt] = ((x, y), int(byte))
                 queue.append(nxt)
     return None
-
-
-def _intern(key: tuple, ids: dict, order: list) -> int:
-    """The number of DFA state ``key`` (a set of NFA positions), numbering it if new."""
-    t = ids.get(key)
-    if t is None:
-        t = ids[key] = len(order)
-        order.append(key)
-    return t

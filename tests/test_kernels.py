@@ -42,6 +42,49 @@ def random_dfas(draw, max_states: int = 6) -> np.ndarray:
     return trans
 
 
+def assert_same_dfa(got, want) -> None:
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@SETTINGS
+@given(random_dfas(max_states=12), st.data())
+def test_minimize_dfa_equals_twin(trans, data):
+    """Hopcroft-style refinement (compiled) and Moore's refinement (the twin) give the same
+    array: the minimal DFA, numbered canonically; unreachable and dead-end states go."""
+    acc = np.array(data.draw(st.lists(st.booleans(), min_size=len(trans), max_size=len(trans))), bool)
+    assert_same_dfa(kernels.minimize_dfa(trans, acc), kernels.py_minimize_dfa(trans, acc))
+
+
+def test_minimize_dfa_edge_cases():
+    none = np.full((1, 256), -1, np.int32)
+    for trans, acc in [
+        (none, np.zeros(1, bool)),  # empty language
+        (none, np.ones(1, bool)),  # only the empty string
+        (np.full((3, 256), 1, np.int32), np.array([False, False, False])),  # no accepting state
+        (np.full((3, 256), 2, np.int32), np.array([False, True, True])),  # 1 and 2 unreachable / equal
+    ]:
+        assert_same_dfa(kernels.minimize_dfa(trans, acc), kernels.py_minimize_dfa(trans, acc))
+    # A chain of 3,000 states that all differ (Moore needs a round per state; not Hopcroft).
+    n = 3000
+    chain = np.full((n, 256), -1, np.int32)
+    chain[np.arange(n - 1), 97] = np.arange(1, n)
+    chain[np.arange(n - 1), 98] = n - 1
+    acc = np.zeros(n, bool)
+    acc[-1] = True
+    got = kernels.minimize_dfa(chain, acc)
+    assert got[0].shape == (n, 256)
+    assert_same_dfa(got, kernels.py_minimize_dfa(chain, acc))
+    # ...and a cycle of 3,000 accepting states that are all the same: one state.
+    loop = np.full((n, 256), -1, np.int32)
+    loop[:, 97] = (np.arange(n) + 1) % n
+    loop[:, 98] = n - 1
+    got = kernels.minimize_dfa(loop, np.ones(n, bool))
+    assert_same_dfa(got, kernels.py_minimize_dfa(loop, np.ones(n, bool)))
+    assert got[0].shape[0] == 1 and got[0][0, 97] == got[0][0, 98] == 0
+
+
+
 def assert_same_trie(kernel_out, twin_out) -> None:
     node_byte, node_depth, subtree_end, tok_start, tok_count = kernel_out
     p_byte, p_depth, p_end, p_start, p_count = twin_out
@@ -402,3 +445,49 @@ def test_state_edges_equals_twin_and_explore(vocab, trans, data):
         t, n = kernels.state_edges(*vocab.trie.arrays, trans, q)
         np.testing.assert_array_equal(t, toks[offsets[i]:offsets[i + 1]])
         np.testing.assert_array_equal(n, states[nexts[offsets[i]:offsets[i + 1]]])
+
+
+# --- subset construction of JSON Schema automata ---------------------------------
+
+_LEAVES = [
+    {"type": "integer", "minimum": -5, "maximum": 120},
+    {"type": "string", "maxLength": 3},
+    {"type": "string", "pattern": "^[a-c]+x?$"},
+    {"type": "boolean"},
+    {"enum": ["a", 1, None]},
+    {"type": "number"},
+    {"const": {"k": [1, 2]}},
+]
+
+
+@st.composite
+def small_schemas(draw, depth: int = 2):
+    """Random schemas from a few leaves, objects, arrays and unions."""
+    if depth == 0 or draw(st.integers(0, 2)) == 0:
+        return draw(st.sampled_from(_LEAVES))
+    kind = draw(st.sampled_from(["object", "array", "anyOf"]))
+    if kind == "object":
+        names = draw(st.lists(st.sampled_from(["a", "b", "cd"]), min_size=1, max_size=3, unique=True))
+        props = {k: draw(small_schemas(depth - 1)) for k in names}
+        return {"type": "object", "properties": props, "required": names[: draw(st.integers(0, len(names)))],
+                "additionalProperties": False}
+    if kind == "array":
+        return {"type": "array", "items": draw(small_schemas(depth - 1)), "maxItems": draw(st.integers(0, 3))}
+    return {"anyOf": draw(st.lists(small_schemas(depth - 1), min_size=2, max_size=3))}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_schemas())
+def test_subset_dfa_equals_twin(schema):
+    """The compiled subset construction and its twin give the same minimal automaton."""
+    from localguide import jsonschema_dfa
+    from localguide.json_schema import schema_to_ast
+
+    node = schema_to_ast(schema, any_depth=1, max_length=8, max_items=3).node
+    got = jsonschema_dfa.ast_to_dfa(node)
+    jsonschema_dfa.subset_dfa = kernels.py_subset_dfa
+    try:
+        want = jsonschema_dfa.ast_to_dfa(node)
+    finally:
+        jsonschema_dfa.subset_dfa = kernels.subset_dfa
+    assert_same_dfa((got.transitions, got.accepting), (want.transitions, want.accepting))
