@@ -9,6 +9,7 @@ state is reachable from the start and can reach an accepting state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class ByteDFA:
     def n_states(self) -> int:
         return len(self.accepting)
 
-    @property
+    @cached_property
     def is_empty(self) -> bool:
         return not bool(self.accepting.any())
 

@@ -163,6 +163,8 @@ def _merge_instances(atoms, follow, first, last):
     keys: dict = {}
     cls = [keys.setdefault((id(atoms[i]), i in last), len(keys)) for i in range(n)]
     count = len(keys)
+    if count == n:  # no two instances of one sub-DFA: nothing to merge
+        return atoms, follow, first, last
     while True:
         keys = {}
         new = [keys.setdefault((cls[i], frozenset(cls[j] for j in follow[i])), len(keys)) for i in range(n)]

@@ -457,14 +457,37 @@ def py_within_budget(tokens, next_states, dist, limit, out):
 @njit(cache=True)
 def _byte_classes(trans):
     """(class of each byte, first byte of each class, number of classes), classes numbered
-    in the order of their first byte."""
+    in the order of their first byte. Columns are compared by a hash taken row by row (the
+    table is row-major), then checked row by row; a collision falls back to whole columns."""
     n = trans.shape[0]
-    h = np.zeros(256, np.int64)
+    h = np.full(256, np.int64(1469598103934665603))
+    for s in range(n):
+        for b in range(256):
+            h[b] = (h[b] ^ (trans[s, b] + 2)) * np.int64(1099511628211)
+    cls = np.empty(256, np.int64)
+    first = np.empty(256, np.int64)
+    nc = 0
     for b in range(256):
-        x = np.int64(1469598103934665603)
-        for s in range(n):
-            x = (x ^ (trans[s, b] + 2)) * np.int64(1099511628211)
-        h[b] = x
+        found = -1
+        for c in range(nc):
+            if h[first[c]] == h[b]:
+                found = c
+                break
+        if found < 0:
+            found = nc
+            first[nc] = b
+            nc += 1
+        cls[b] = found
+    for s in range(n):
+        for b in range(256):
+            if trans[s, b] != trans[s, first[cls[b]]]:
+                return _byte_classes_exact(trans)
+    return cls, first, nc
+
+
+@njit(cache=True)
+def _byte_classes_exact(trans):
+    n = trans.shape[0]
     cls = np.empty(256, np.int64)
     first = np.empty(256, np.int64)
     nc = 0
@@ -472,8 +495,6 @@ def _byte_classes(trans):
         found = -1
         for c in range(nc):
             r = first[c]
-            if h[r] != h[b]:
-                continue
             same = True
             for s in range(n):
                 if trans[s, r] != trans[s, b]:
@@ -635,7 +656,7 @@ def minimize_dfa(trans, accepting):
         st[0] = 1
         _split(BE, BS, BF, BP, M, W, st, 1)
     # Cords: the transitions, partitioned by label.
-    CE = np.argsort(Lb[:m], kind="mergesort")
+    CE = _counting_order(Lb, nc, np.arange(m))
     CL = np.empty(max(m, 1), np.int64)
     CS = np.zeros(max(m, 1), np.int64)
     CF = np.zeros(m + 1, np.int64)
@@ -686,15 +707,17 @@ def minimize_dfa(trans, accepting):
                 order[k] = BS[t]
                 k += 1
         i += 1
-    out = np.full((k, 256), -1, np.int32)
+    out = np.empty((k, 256), np.int32)
     acc = np.zeros(k, np.bool_)
+    row = np.empty(nc, np.int32)
     for i in range(k):
         rep = BE[BF[order[i]]]
         acc[i] = accepting[rep]
+        for cc in range(nc):
+            t = trans[rep, first[cc]]
+            row[cc] = remap[BS[t]] if t >= 0 and BL[t] < live else -1
         for byte in range(256):
-            t = trans[rep, byte]
-            if t >= 0 and BL[t] < live:
-                out[i, byte] = remap[BS[t]]
+            out[i, byte] = row[cls[byte]]
     return out, acc
 
 
@@ -812,6 +835,9 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
     above, states numbered as first met (breadth-first, bytes in order); ``ok`` is False when
     it would exceed ``max_states`` states."""
     none = np.int64(1) << 40
+    # Bytes with equal columns in every sub-DFA lead to the same sets: one pass per class.
+    cls, first, nc = _byte_classes(tabs)
+    per_class = np.full(nc, -1, np.int32)
     cap = 64
     trans = np.full((cap, 256), -1, np.int32)
     acc = np.zeros(cap, np.bool_)
@@ -863,7 +889,9 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
         acc[i] = a_
         if len(buf) < k:
             buf = np.empty(2 * k, np.int64)
-        for b in range(256):
+        per_class[:] = -1
+        for cc in range(nc):
+            b = first[cc]
             m = 0
             for j in range(k):
                 t = _target(tabs, inst_tab, inst_goff, inst_final, inst_exit, g_inst, rows[j], b)
@@ -933,7 +961,9 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
                         while ht[s2] >= 0:
                             s2 = (s2 + 1) & mask
                         ht[s2] = c
-            trans[i, b] = found
+            per_class[cc] = found
+        for b in range(256):
+            trans[i, b] = per_class[cls[b]]
         i += 1
     return trans[:n], acc[:n], True
 
