@@ -43,8 +43,10 @@ class _Builder:
     def __init__(self, root: Node, max_states: int):
         self.max_states = max_states
         self.refs: dict[int, int] = {}
-        self.memo: dict[int, ByteDFA] = {}
-        self.keep: list = []  # keeps memoized nodes alive (ids stay unique)
+        self.memo: dict[int, ByteDFA] = {}  # by shape
+        self.shapes: dict[int, int] = {}  # id(node) -> shape
+        self.shape_ids: dict[tuple, int] = {}
+        self.keep: list = []  # keeps the nodes of ``shapes`` alive (ids stay unique)
         self.big: dict[int, bool] = {}
         self._count(root)
 
@@ -75,8 +77,45 @@ class _Builder:
             b = self.big[k] = _weight(node, 24) >= 24
         return b
 
+    def _shape(self, node: Node) -> int:
+        """A number for the node's structure: equal numbers, equal languages. Schemas
+        repeat sub-expressions as distinct objects (a ``$ref`` expanded at several depths,
+        the same definition in several places); each is built once."""
+        k = self.shapes.get(id(node))
+        if k is not None:
+            return k
+        stack = [(node, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in self.shapes:
+                continue
+            if isinstance(n, (Seq, Alt)):
+                kids = n.items
+            elif isinstance(n, Rep):
+                kids = (n.item,)
+            else:
+                kids = ()
+            if not ready and any(id(c) not in self.shapes for c in kids):
+                stack.append((n, True))
+                stack.extend((c, False) for c in kids if id(c) not in self.shapes)
+                continue
+            if isinstance(n, Lit):
+                key = ("L", n.text)
+            elif isinstance(n, Cls):
+                key = ("C", n.ranges)
+            elif isinstance(n, Rep):
+                key = ("R", n.lo, n.hi, self.shapes[id(n.item)])
+            elif n is EMPTY:
+                key = ("E",)
+            else:
+                key = ("S" if isinstance(n, Seq) else "A", tuple(self.shapes[id(c)] for c in kids))
+            self.shapes[id(n)] = self.shape_ids.setdefault(key, len(self.shape_ids))
+            self.keep.append(n)
+        return self.shapes[id(node)]
+
     def dfa(self, node: Node) -> ByteDFA:
-        hit = self.memo.get(id(node))
+        shape = self._shape(node)
+        hit = self.memo.get(shape)
         if hit is not None:
             return hit
         if isinstance(node, Lit):
@@ -89,8 +128,7 @@ class _Builder:
             first, last, nul = self._glue(node, atoms, follow, root=True)
             atoms, follow, first, last = _merge_instances(atoms, follow, first, last)
             d = _determinize(atoms, follow, first, last, nul, self.max_states)
-        self.memo[id(node)] = d
-        self.keep.append(node)
+        self.memo[shape] = d
         return d
 
     def _atom(self, d: ByteDFA, atoms, follow):

@@ -408,3 +408,23 @@ def test_compile_json_schema_with_a_byte_vocabulary(tmp_path, monkeypatch):
     g = walk([b'{"'])  # "ok" cannot come first: "name" is required and listed first
     assert by_bytes[b"n"] in g.allowed_token_ids() and by_bytes[b"o"] not in g.allowed_token_ids()
     assert compile_json_schema(schema, vocab).n_states == index.n_states  # from the cache
+
+
+def test_equal_subexpressions_are_built_once(monkeypatch):
+    """Structurally equal sub-expressions (distinct objects, as a ``$ref`` expanded twice
+    gives) share one automaton: one subset construction, the same language."""
+    from localguide import jsonschema_dfa as JD
+    from localguide.jsonschema_ast import Alt, Cls, Lit, Rep, Seq
+
+    calls = []
+    real = JD._determinize
+    monkeypatch.setattr(JD, "_determinize", lambda *a: calls.append(len(a[0])) or real(*a))
+
+    def part():
+        return Seq((Lit('"k":'), Rep(Cls(((48, 57),)), 1, 30), Lit(",")))
+
+    a, b = part(), part()
+    dfa = JD.ast_to_dfa(Alt((Seq((a, Lit("x"), a)), Seq((b, Lit("y"), b)))))
+    assert len(calls) == 2  # the part once, the whole once
+    assert dfa.matches(b'"k":12,x"k":3,') and dfa.matches(b'"k":0,y"k":99,')
+    assert not dfa.matches(b'"k":12,x"k":3') and not dfa.matches(b'"k":,y"k":1,')
