@@ -464,30 +464,17 @@ def _byte_classes(trans):
     for s in range(n):
         for b in range(256):
             h[b] = (h[b] ^ (trans[s, b] + 2)) * np.int64(1099511628211)
-    cls = np.empty(256, np.int64)
-    first = np.empty(256, np.int64)
-    nc = 0
-    for b in range(256):
-        found = -1
-        for c in range(nc):
-            if h[first[c]] == h[b]:
-                found = c
-                break
-        if found < 0:
-            found = nc
-            first[nc] = b
-            nc += 1
-        cls[b] = found
+    cls, first, nc = _group_columns(trans, h, False)
     for s in range(n):
         for b in range(256):
             if trans[s, b] != trans[s, first[cls[b]]]:
-                return _byte_classes_exact(trans)
+                return _group_columns(trans, h, True)
     return cls, first, nc
 
 
 @njit(cache=True)
-def _byte_classes_exact(trans):
-    n = trans.shape[0]
+def _group_columns(trans, h, exact):
+    """Bytes grouped by column hash ``h`` (and, if ``exact``, by the whole column)."""
     cls = np.empty(256, np.int64)
     first = np.empty(256, np.int64)
     nc = 0
@@ -495,11 +482,14 @@ def _byte_classes_exact(trans):
         found = -1
         for c in range(nc):
             r = first[c]
+            if h[r] != h[b]:
+                continue
             same = True
-            for s in range(n):
-                if trans[s, r] != trans[s, b]:
-                    same = False
-                    break
+            if exact:
+                for s in range(trans.shape[0]):
+                    if trans[s, r] != trans[s, b]:
+                        same = False
+                        break
             if same:
                 found = c
                 break
@@ -854,38 +844,23 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
         k = 0
         if i == 0:
             a_ = start_acc
-            for j in range(len(start)):
-                if k == len(rows):
-                    rows = _grow_i64(rows, k)
-                rows[k] = start[j]
-                k += 1
+            rows, k = _append_range(rows, k, start, 0, len(start))
         else:
             a_ = False
             for p in range(key_off[i], key_off[i + 1]):
                 el = store[p]
                 if el >= 0:
-                    if k == len(rows):
-                        rows = _grow_i64(rows, k)
-                    rows[k] = el
-                    k += 1
+                    rows, k = _append_range(rows, k, store, p, p + 1)
                     a = g_inst[el]
                     if acc_tab[inst_tab[a] + el - inst_goff[a]]:
                         if inst_last[a]:
                             a_ = True
-                        for j in range(fol_off[a], fol_off[a + 1]):
-                            if k == len(rows):
-                                rows = _grow_i64(rows, k)
-                            rows[k] = fol[j]
-                            k += 1
+                        rows, k = _append_range(rows, k, fol, fol_off[a], fol_off[a + 1])
                 else:
                     e = -1 - el
                     if exit_acc[e]:
                         a_ = True
-                    for j in range(exit_off[e], exit_off[e + 1]):
-                        if k == len(rows):
-                            rows = _grow_i64(rows, k)
-                        rows[k] = exit_fol[j]
-                        k += 1
+                    rows, k = _append_range(rows, k, exit_fol, exit_off[e], exit_off[e + 1])
         acc[i] = a_
         if len(buf) < k:
             buf = np.empty(2 * k, np.int64)
@@ -973,6 +948,17 @@ def _grow_i64(a, n):
     b = np.empty(max(2 * len(a), 16), np.int64)
     b[:n] = a[:n]
     return b
+
+
+@njit(cache=True, inline="always")
+def _append_range(rows, k, src, lo, hi):
+    """``src[lo:hi]`` appended to ``rows[:k]`` (grown as needed): (rows, new k)."""
+    for j in range(lo, hi):
+        if k == len(rows):
+            rows = _grow_i64(rows, k)
+        rows[k] = src[j]
+        k += 1
+    return rows, k
 
 
 def py_subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_last, g_inst,
