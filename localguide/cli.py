@@ -82,6 +82,10 @@ def run(
                       help="JSON Schema: objects allow only their listed properties.")] = False,
     pretty: Annotated[bool, typer.Option("--pretty", rich_help_panel=CONSTRAINTS,
                       help="JSON: newlines and indentation instead of compact output.")] = False,
+    max_ignored_run: Annotated[Optional[int], typer.Option(
+        "--max-ignored-run", min=0, rich_help_panel=CONSTRAINTS, show_default=False,
+        help="Grammars: the longest run of %ignore'd text (whitespace), in bytes; 0: no limit "
+             "(default 32).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Token budget; a constrained output still completes.",
                                             rich_help_panel=SAMPLING)] = 256,
     temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
@@ -98,6 +102,8 @@ def run(
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
             raise typer.BadParameter("give at most one of --regex, --choice, --grammar, --json-schema and --json")
+        if max_ignored_run is not None and grammar is None:
+            raise typer.BadParameter("--max-ignored-run applies to --grammar only")
         schema = _read_schema(json_schema) if json_schema is not None else (True if json_any else None)
         import localguide
 
@@ -105,6 +111,8 @@ def run(
         constraint = {"regex": regex, "choice": choice or None, "grammar": grammar, "json_schema": schema}
         if schema is not None:
             constraint.update(strict=strict, whitespace="pretty" if pretty else "compact")
+        if grammar is not None and max_ignored_run is not None:
+            constraint.update(max_ignored_run=max_ignored_run or None)
         _with_progress("Building the index", lambda: model.compile(**constraint))
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                        top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic)

@@ -12,6 +12,7 @@ import llama_cpp
 
 from .compile import compile_choice, compile_regex
 from .grammar import compile_grammar
+from .grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from .errors import LocalguideError, ModelFileError
 from .sampler import SamplerChain, Sampling
 from .vocabulary import Vocabulary, quiet_stderr
@@ -62,12 +63,13 @@ class Model:
 
     # -- constraints -------------------------------------------------------------------
     def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None,
-                json_schema=None, **schema_options):
+                json_schema=None, **options):
         """The compiled constraint over this model's vocabulary (None: unconstrained).
 
-        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name;
-        ``json_schema`` a dict, JSON text or Pydantic model class (``schema_options``: ``strict``,
-        ``whitespace``, ... as ``compile_json_schema``).
+        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name
+        (``options``: ``max_ignored_run``, ... as ``compile_grammar``); ``json_schema`` a dict,
+        JSON text or Pydantic model class (``options``: ``strict``, ``whitespace``, ... as
+        ``compile_json_schema``).
         """
         given = [x is not None for x in (regex, choice, grammar, json_schema)]
         if sum(given) > 1:
@@ -75,34 +77,48 @@ class Model:
         if json_schema is not None:
             from .json_schema import compile_json_schema
 
-            return compile_json_schema(json_schema, self.vocabulary, **schema_options)
+            return compile_json_schema(json_schema, self.vocabulary, **options)
+        if grammar is not None:
+            return compile_grammar(grammar, self.vocabulary, **options)
+        if options:
+            raise ValueError(f"options {sorted(options)} need grammar= or json_schema=")
         if regex is not None:
             return compile_regex(regex, self.vocabulary)
         if choice is not None:
             return compile_choice(choice, self.vocabulary)
-        if grammar is not None:
-            return compile_grammar(grammar, self.vocabulary)
         return None
 
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                  json_schema=None, strict: bool = False, whitespace: str = "compact",
+                 max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False) -> str:
-        """Generate text for ``prompt``; with a constraint the whole text satisfies it."""
+        """Generate text for ``prompt``; with a constraint the whole text satisfies it.
+
+        ``strict``, ``whitespace``: JSON Schema options; ``max_ignored_run``: for a grammar, the
+        longest run of ``%ignore``d text in bytes (None: no limit). As ``compile_json_schema``
+        and ``compile_grammar``.
+        """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
-                                   strict=strict, whitespace=whitespace, max_tokens=max_tokens,
+                                   strict=strict, whitespace=whitespace, max_ignored_run=max_ignored_run,
+                                   max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
+               max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False) -> Iterator[str]:
-        """Yield the text as it is generated, never splitting a UTF-8 character."""
-        options = {"strict": strict, "whitespace": whitespace} if json_schema is not None else {}
+        """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
+        options = {}
+        if json_schema is not None:
+            options = {"strict": strict, "whitespace": whitespace}
+        elif grammar is not None:
+            options = {"max_ignored_run": max_ignored_run}
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
         guide = index.guide(max_tokens=max_tokens) if index is not None else None
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)

@@ -71,3 +71,14 @@ def test_inspect_reports_each_keyword(tmp_path):
     assert r.exit_code == 0, r.output
     assert re.search(r"#/properties/s/maxLength\s+maxLength\s+enforced", r.stdout)
     assert re.search(r"#/properties/e/format\s+format\s+(enforced|approximated)", r.stdout)
+
+
+def test_grammar_with_max_ignored_run(smollm2):
+    r = run("run", "--grammar", "json", "--max-ignored-run", "2", "--max-tokens", "24", "--seed", "2",
+            "--temperature", "0", "A JSON list of numbers:")
+    assert r.exit_code == 0, r.output
+    out = r.stdout.rstrip("\n")
+    tight = smollm2.compile(grammar="json", max_ignored_run=2)
+    assert tight.matches(out) or tight.is_prefix(out)
+    r = run("run", "--regex", r"\d", "--max-ignored-run", "2", "hi")
+    assert r.exit_code == 2 and "applies to --grammar only" in r.output

@@ -146,3 +146,16 @@ def test_opportunistic_check_agrees_with_mask(model, name):
         for cand in rng.sample(range(voc.size), 40) + rng.sample(spaces, 15) + [t]:
             assert g.copy().accepts(cand) == (cand in allowed), (name, voc[cand])
         g.advance(t)
+
+
+def test_max_ignored_run_through_the_model(model):
+    """``Model.compile``/``generate`` pass ``max_ignored_run`` to the grammar; other
+    constraints refuse it."""
+    tight = model.compile(grammar="json", max_ignored_run=2)
+    assert tight.matches("[  1]") and not tight.matches("[   1]")
+    assert model.compile(grammar="json").matches("[" + " " * 20 + "1]")
+    text = model.generate("A JSON list:", grammar="json", max_ignored_run=1, max_tokens=24, temperature=0)
+    one = model.compile(grammar="json", max_ignored_run=1)
+    assert one.matches(text) or one.is_prefix(text)
+    with pytest.raises(ValueError):
+        model.compile(regex="a", max_ignored_run=2)
