@@ -260,6 +260,14 @@ class _Scanner:
             else:
                 parts.append(lo if len(lo) == 2 and lo[0] == "\\" and lo[1] in _CLASS_ESCAPES else _emit_char(lo, True))
             items += 1
+        # interegular reads two negated escapes in one class as the complement of their
+        # union; ECMA-262 means the union of the complements. \s and \d (or \w) are
+        # disjoint and \d is inside \w, so: \S with \D or \W is every character, and
+        # \D with \W is \D.
+        negated = {x[1] for x in parts[1:] if len(x) == 2 and x[0] == "\\" and x[1] in "DSW"}
+        if len(negated) >= 2:
+            head = parts[:2] if parts[1:2] == ["^"] else parts[:1]
+            parts = head + ["\\s\\S"] if "S" in negated else [x for x in parts if x != "\\W"]
         parts.append("]")
         self.out.append("".join(parts))
         if items == 0 and parts[1] != "^":

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from localguide.errors import LocalguideError
 from localguide.regex import regex_to_dfa
 from strategies import language_samples, matches, regex_pairs, regexes
 
@@ -115,6 +116,19 @@ def assert_trimmed(dfa) -> None:
 
 
 # --- differential: localguide vs Python's re -----------------------------------------------
+
+@pytest.mark.parametrize("cls", [r"[\S\D]", r"[\D\S]", r"[\S\W]", r"[\D\W]", r"[\W\Da]", r"[\S\D\W]",
+                                 r"[\D\s]", r"[\W\d]", r"[^\D\W0]", r"[^\S\W]"])
+def test_two_negated_escapes_in_one_class(cls):
+    r"""A union of complements (interegular alone reads [\S\D] as matching neither '0' nor ' ')."""
+    try:
+        dfa = regex_to_dfa(cls)
+    except LocalguideError:  # a class that matches nothing
+        assert all(re.fullmatch(cls, c, re.ASCII) is None for c in PROBE_ALPHABET)
+        return
+    for c in PROBE_ALPHABET + "\n\t_-":
+        assert dfa.matches(c.encode("utf-8")) == bool(re.fullmatch(cls, c, re.ASCII)), (cls, c)
+
 
 @SETTINGS
 @given(regex_pairs(), st.data())
