@@ -82,3 +82,10 @@ def test_grammar_with_max_ignored_run(smollm2):
     assert tight.matches(out) or tight.is_prefix(out)
     r = run("run", "--regex", r"\d", "--max-ignored-run", "2", "hi")
     assert r.exit_code == 2 and "applies to --grammar only" in r.output
+
+
+def test_n_gpu_layers_is_accepted_on_any_build(smollm2):
+    """All layers offloaded where the build has a GPU; on a CPU build llama.cpp runs them on the CPU."""
+    r = run("run", "--regex", r"\d{2}", "--n-gpu-layers", "-1", "--seed", "1", "Two digits:")
+    assert r.exit_code == 0, r.output
+    assert re.fullmatch(r"\d{2}", r.stdout.strip())
