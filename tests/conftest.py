@@ -21,6 +21,14 @@ from localguide import Vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import strategies`
 
+# Property tests draw the same examples on every run (CI time is predictable: interegular
+# can take minutes on a rare random pattern); HYPOTHESIS_PROFILE=explore draws new ones.
+from hypothesis import settings as _hsettings  # noqa: E402
+
+_hsettings.register_profile("fixed", derandomize=True, database=None)
+_hsettings.register_profile("explore", derandomize=False)
+_hsettings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
+
 MODEL_NAMES = ["smollm2", "gemma3"]
 
 
