@@ -20,8 +20,8 @@ import weakref
 
 import numpy as np
 
-from .automaton import ByteDFA
-from .kernels import minimize_dfa, subset_dfa
+from .automaton import ByteDFA, minimize
+from .kernels import subset_dfa
 from .jsonschema_ast import EMPTY, Alt, Cls, Lit, Node, Rep, Seq
 from .utf8 import utf8_sequences
 
@@ -343,12 +343,6 @@ _final_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def ast_to_dfa(node: Node, max_states: int = 400_000) -> ByteDFA:
     """The minimal byte DFA of the strings of ``node``."""
     return _Builder(node, max_states).dfa(node)
-
-
-def minimize(trans: np.ndarray, accepting: np.ndarray) -> ByteDFA:
-    """The minimal trimmed DFA (``kernels.minimize_dfa``: O(m log n) partition refinement)."""
-    out, acc = minimize_dfa(np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(accepting, np.bool_))
-    return ByteDFA(out, acc)
 
 
 def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:

@@ -446,6 +446,14 @@ def py_within_budget(tokens, next_states, dist, limit, out):
     return len(kept)
 
 
+@njit(cache=True)
+def _grow(a, n):
+    """A 1-D array twice as long (at least 16) holding ``a[:n]``; the rest is unset."""
+    b = np.empty(max(2 * len(a), 16), a.dtype)
+    b[:n] = a[:n]
+    return b
+
+
 # --- DFA minimization ----------------------------------------------------------
 #
 # Valmari & Lehtinen's partition refinement ("Efficient minimization of DFAs with
@@ -911,18 +919,12 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
                     t2 = np.full((cap, 256), -1, np.int32)
                     t2[:n] = trans[:n]
                     trans = t2
-                    a2 = np.zeros(cap, np.bool_)
-                    a2[:n] = acc[:n]
-                    acc = a2
-                    k2 = np.zeros(cap + 1, np.int64)
-                    k2[:n + 1] = key_off[:n + 1]
-                    key_off = k2
-                    h2 = np.zeros(cap, np.int64)
-                    h2[:n] = hashes[:n]
-                    hashes = h2
+                    acc = _grow(acc, n)
+                    key_off = _grow(key_off, n + 1)
+                    hashes = _grow(hashes, n)
                 end = key_off[n]
                 while end + m > len(store):
-                    store = _grow_i64(store, end)
+                    store = _grow(store, end)
                 store[end:end + m] = buf[:m]
                 key_off[n + 1] = end + m
                 hashes[n] = h
@@ -943,11 +945,6 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
     return trans[:n], acc[:n], True
 
 
-@njit(cache=True)
-def _grow_i64(a, n):
-    b = np.empty(max(2 * len(a), 16), np.int64)
-    b[:n] = a[:n]
-    return b
 
 
 @njit(cache=True, inline="always")
@@ -955,7 +952,7 @@ def _append_range(rows, k, src, lo, hi):
     """``src[lo:hi]`` appended to ``rows[:k]`` (grown as needed): (rows, new k)."""
     for j in range(lo, hi):
         if k == len(rows):
-            rows = _grow_i64(rows, k)
+            rows = _grow(rows, k)
         rows[k] = src[j]
         k += 1
     return rows, k
@@ -1273,13 +1270,6 @@ def native_callbacks():
 
 
 @njit(cache=True)
-def _grow_i32(a, n):
-    b = np.empty(max(2 * len(a), 16), np.int32)
-    b[:n] = a[:n]
-    return b
-
-
-@njit(cache=True)
 def _counting_order(keys, n_keys, perm):
     """Stable reordering of ``perm`` by ``keys[perm]`` (values in ``[0, n_keys)``)."""
     count = np.zeros(n_keys + 1, np.int64)
@@ -1422,10 +1412,10 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                             if dominated:
                                 continue
                         if n_out == len(e_tok):
-                            e_tok = _grow_i32(e_tok, n_out)
-                            e_s = _grow_i32(e_s, n_out)
-                            e_c = _grow_i32(e_c, n_out)
-                            e_l = _grow_i32(e_l, n_out)
+                            e_tok = _grow(e_tok, n_out)
+                            e_s = _grow(e_s, n_out)
+                            e_c = _grow(e_c, n_out)
+                            e_l = _grow(e_l, n_out)
                         e_tok[n_out] = order[k]
                         e_s[n_out] = cur_s[j]
                         e_c[n_out] = cur_c[j]
@@ -1463,8 +1453,8 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                                         gc = np.full((cap, n_terms), -1, np.int32)
                                         gc[:n_seq] = child[:n_seq]
                                         child = gc
-                                        l_parent = _grow_i32(l_parent, n_seq)
-                                        l_term = _grow_i32(l_term, n_seq)
+                                        l_parent = _grow(l_parent, n_seq)
+                                        l_term = _grow(l_term, n_seq)
                                     s2 = n_seq
                                     n_seq += 1
                                     for q in range(n_terms):
@@ -1492,7 +1482,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                     for q in range(n + 1, end):
                         for k in range(tok_start[q], tok_start[q] + tok_count[q]):
                             if n_u == len(u_tok):
-                                u_tok = _grow_i32(u_tok, n_u)
+                                u_tok = _grow(u_tok, n_u)
                             u_tok[n_u] = order[k]
                             n_u += 1
                     n = end
@@ -1505,8 +1495,8 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
         # -- this tree's sequence nodes
         base = n_gseq
         while n_gseq + n_seq > len(seq_parent):
-            seq_parent = _grow_i32(seq_parent, n_gseq)
-            seq_term = _grow_i32(seq_term, n_gseq)
+            seq_parent = _grow(seq_parent, n_gseq)
+            seq_term = _grow(seq_term, n_gseq)
         for s in range(n_seq):
             seq_parent[base + s] = l_parent[s] + base if s > 0 else -1
             seq_term[base + s] = l_term[s]
@@ -1528,7 +1518,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                 perm = _counting_order(e_c[:n_out], n_states, perm)
                 perm = _counting_order(e_s[:n_out], n_seq, perm)
             while n_gtok + n_out > len(grp_tok):
-                grp_tok = _grow_i32(grp_tok, n_gtok)
+                grp_tok = _grow(grp_tok, n_gtok)
             prev_s = -1
             prev_c = -1
             prev_l = -1
@@ -1537,9 +1527,9 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                 e = perm[i]
                 if e_s[e] != prev_s or e_c[e] != prev_c or e_l[e] != prev_l:
                     if n_grp + 2 > len(grp_seq):
-                        grp_seq = _grow_i32(grp_seq, n_grp)
-                        grp_state = _grow_i32(grp_state, n_grp)
-                        grp_lead = _grow_i32(grp_lead, n_grp)
+                        grp_seq = _grow(grp_seq, n_grp)
+                        grp_state = _grow(grp_state, n_grp)
+                        grp_lead = _grow(grp_lead, n_grp)
                         g2 = np.zeros(2 * len(grp_off), np.int64)
                         g2[:n_grp + 1] = grp_off[:n_grp + 1]
                         grp_off = g2
@@ -1561,7 +1551,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
         if n_u > 0:
             us = np.unique(u_tok[:n_u])
             while n_unres + len(us) > len(unres_tok):
-                unres_tok = _grow_i32(unres_tok, n_unres)
+                unres_tok = _grow(unres_tok, n_unres)
             unres_tok[n_unres:n_unres + len(us)] = us
             n_unres += len(us)
         unres_off[oi + 1] = n_unres

@@ -161,6 +161,7 @@ class MaskEngine:
         tree = self.tree_of[r]
         lim = self.tree_lim[r]
         stack = [(self.tree_root[tree], p)]
+
         def keep(s, al, where):
             """Keep node ``s``'s groups whose readings are viable when ``al`` terminals may follow."""
             ok = al | ign_bit
