@@ -30,49 +30,66 @@ from .errors import GrammarError
 
 # -- terminal adjacency --------------------------------------------------------------
 
+def _propagate(values: dict, edges: dict) -> None:
+    """Close ``values`` (symbol → bitmask) under ``values[b] ⊇ values[a]`` for every edge a → b."""
+    work = [a for a in edges if values.get(a)]
+    while work:
+        a = work.pop()
+        va = values[a]
+        for b in edges.get(a, ()):
+            vb = values[b]
+            if vb | va != vb:
+                values[b] = vb | va
+                work.append(b)
+
+
 def symbol_sets(g: Grammar):
-    """FIRST, LAST, FOLLOW and PRECEDE bitmasks of terminals, for every symbol id."""
+    """FIRST, LAST, FOLLOW and PRECEDE bitmasks of terminals, for every symbol id.
+
+    Each set is its constant part plus inclusions along the rules, closed by a
+    worklist (linear in the grammar per change, not per pass over all rules).
+    """
+    got = g.__dict__.get("_symbol_sets")
+    if got is not None:
+        return got
     nt = g.n_terminals
+    nullable = g.nullable
     syms = list(range(nt)) + list(g.nt_id.values())
     first = {s: (1 << s if s < nt else 0) for s in syms}
     last = dict(first)
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in g.rules:
-            f = 0
-            for s in rhs:
-                f |= first[s]
-                if s not in g.nullable:
+    f_edges: dict = {}  # X -> [lhs]: FIRST(lhs) ⊇ FIRST(X)
+    l_edges: dict = {}
+    for lhs, rhs in g.rules:
+        for seq, edges in ((rhs, f_edges), (rhs[::-1], l_edges)):
+            for s in seq:
+                edges.setdefault(s, []).append(lhs)
+                if s not in nullable:
                     break
-            la = 0
-            for s in reversed(rhs):
-                la |= last[s]
-                if s not in g.nullable:
-                    break
-            if f | first[lhs] != first[lhs] or la | last[lhs] != last[lhs]:
-                first[lhs] |= f
-                last[lhs] |= la
-                changed = True
+    _propagate(first, f_edges)
+    _propagate(last, l_edges)
     follow = {s: 0 for s in syms}
     precede = {s: 0 for s in syms}
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in g.rules:
-            trailer = follow[lhs]
-            for s in reversed(rhs):
-                if trailer | follow[s] != follow[s]:
-                    follow[s] |= trailer
-                    changed = True
-                trailer = (trailer | first[s]) if s in g.nullable else first[s]
-            leader = precede[lhs]
-            for s in rhs:
-                if leader | precede[s] != precede[s]:
-                    precede[s] |= leader
-                    changed = True
-                leader = (leader | last[s]) if s in g.nullable else last[s]
-    return first, last, follow, precede
+    fo_edges: dict = {}  # lhs -> [s]: FOLLOW(s) ⊇ FOLLOW(lhs) (what follows s in the rule may vanish)
+    pr_edges: dict = {}
+    for lhs, rhs in g.rules:
+        trailer, vanish = 0, True
+        for s in reversed(rhs):
+            follow[s] |= trailer
+            if vanish:
+                fo_edges.setdefault(lhs, []).append(s)
+            trailer = (trailer | first[s]) if s in nullable else first[s]
+            vanish = vanish and s in nullable
+        leader, vanish = 0, True
+        for s in rhs:
+            precede[s] |= leader
+            if vanish:
+                pr_edges.setdefault(lhs, []).append(s)
+            leader = (leader | last[s]) if s in nullable else last[s]
+            vanish = vanish and s in nullable
+    _propagate(follow, fo_edges)
+    _propagate(precede, pr_edges)
+    got = g.__dict__["_symbol_sets"] = (first, last, follow, precede)
+    return got
 
 
 def follow_sets(g: Grammar) -> list[int]:
@@ -101,62 +118,64 @@ def trigrams(g: Grammar) -> dict:
     Each ``b`` is an occurrence in a rule ``B → α b β``: ``a`` ends a non-empty string
     of α, or comes before ``B`` when α is nullable; ``c`` likewise on the right. When
     both α and β vanish, ``a`` and ``c`` must surround the same occurrence of ``B``:
-    the context pairs ``CTX(B)``, computed by the same case analysis one level up.
+    the context pairs ``CTX(B)``, computed by the same case analysis one level up
+    (a worklist along those occurrences).
     """
     first, last, follow, precede = symbol_sets(g)
     nullable = g.nullable
+    nt = g.n_terminals
 
-    def seq_last(seq):
-        acc = 0
-        for s in reversed(seq):
-            acc |= last[s]
-            if s not in nullable:
-                break
-        return acc
-
-    def seq_first(seq):
-        acc = 0
-        for s in seq:
-            acc |= first[s]
-            if s not in nullable:
-                break
-        return acc
-
-    def seq_nullable(seq):
-        return all(s in nullable for s in seq)
-
-    # The four cases for every symbol occurrence, once.
-    occ = []  # (symbol, lhs, L(α), α nullable, F(β), β nullable)
+    # The four cases for every symbol occurrence, once: (symbol, lhs, L(α), α nullable, F(β), β nullable).
+    occ = []
     for lhs, rhs in g.rules:
+        n = len(rhs)
+        fb = [0] * (n + 1)
+        bn = [True] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            s = rhs[i]
+            fb[i] = (first[s] | fb[i + 1]) if s in nullable else first[s]
+            bn[i] = bn[i + 1] and s in nullable
+        la, an = 0, True
         for i, s in enumerate(rhs):
-            a, b = rhs[:i], rhs[i + 1:]
-            occ.append((s, lhs, seq_last(a), seq_nullable(a), seq_first(b), seq_nullable(b)))
-    ctx: dict[int, dict] = {n: {} for n in g.nt_id.values()}
-    changed = True
-    while changed:
-        changed = False
-        for s, lhs, la, an, fb, bn in occ:
-            if s < g.n_terminals:
-                continue
-            d = ctx[s]
-            changed |= _pairs_add(d, la, fb)
-            if an:
-                changed |= _pairs_add(d, precede[lhs], fb)
-            if bn:
-                changed |= _pairs_add(d, la, follow[lhs])
-            if an and bn:
-                for a, cm in list(ctx[lhs].items()):
-                    changed |= _pairs_add(d, 1 << a, cm)
-    out: dict[tuple, int] = {}
-    for s, lhs, la, an, fb, bn in occ:
-        if s >= g.n_terminals:
-            continue
-        d: dict = {}
+            occ.append((s, lhs, la, an, fb[i + 1], bn[i + 1]))
+            la = (la | last[s]) if s in nullable else last[s]
+            an = an and s in nullable
+
+    def pairs(lhs, la, an, fb, bn, d):
         _pairs_add(d, la, fb)
         if an:
             _pairs_add(d, precede[lhs], fb)
         if bn:
             _pairs_add(d, la, follow[lhs])
+
+    ctx: dict[int, dict] = {n: {} for n in g.nt_id.values()}
+    inherit: dict[int, list] = {}  # B -> [s]: CTX(s) ⊇ CTX(B) (s alone in a rule of B, up to nullables)
+    for s, lhs, la, an, fb, bn in occ:
+        if s < nt:
+            continue
+        pairs(lhs, la, an, fb, bn, ctx[s])
+        if an and bn:
+            inherit.setdefault(lhs, []).append(s)
+    work = [b for b in inherit if ctx[b]]
+    while work:
+        b = work.pop()
+        src = ctx[b]
+        for s in inherit[b]:
+            d = ctx[s]
+            changed = False
+            for a, cm in src.items():
+                old = d.get(a, 0)
+                if old | cm != old:
+                    d[a] = old | cm
+                    changed = True
+            if changed and s in inherit:
+                work.append(s)
+    out: dict[tuple, int] = {}
+    for s, lhs, la, an, fb, bn in occ:
+        if s >= nt:
+            continue
+        d: dict = {}
+        pairs(lhs, la, an, fb, bn, d)
         if an and bn:
             for a, cm in ctx[lhs].items():
                 _pairs_add(d, 1 << a, cm)
