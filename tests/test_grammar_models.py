@@ -159,3 +159,30 @@ def test_max_ignored_run_through_the_model(model):
     assert one.matches(text) or one.is_prefix(text)
     with pytest.raises(ValueError):
         model.compile(regex="a", max_ignored_run=2)
+
+
+@pytest.mark.parametrize("name", ["sql", "json"])
+def test_bounded_cache_keeps_masks(model, name):
+    """Flushes between tokens bound what an index keeps; guides in use go on with the same masks."""
+    from localguide.grammar.compiled import GrammarIndex
+
+    ref = compile_grammar(name, model.vocabulary)
+    idx = GrammarIndex.from_arrays(ref.arrays(), model.vocabulary, name)
+    idx.max_cached_states = 60
+    idx.max_cached_mask_bytes = 400_000
+    tokens = [model.llama.tokenize(text.encode(), add_bos=False, special=False) for text in SAMPLES[name]]
+    peak = growth = 0
+    for budget in (None, max(len(t) for t in tokens) + 3):
+        for toks in tokens:
+            a, b = ref.guide(max_tokens=budget), idx.guide(max_tokens=budget)
+            for t in toks:
+                before = ref.cache_size()[0]
+                assert a.allowed_token_ids().tolist() == b.allowed_token_ids().tolist()
+                a.advance(t)
+                b.advance(t)
+                growth = max(growth, ref.cache_size()[0] - before)
+                peak = max(peak, idx.cache_size()[0])
+            assert a.is_accepting() and b.is_accepting()
+            assert a.allowed_token_ids().tolist() == b.allowed_token_ids().tolist()
+    assert idx.flushes > 0
+    assert peak <= idx.max_cached_states + growth

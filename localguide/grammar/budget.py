@@ -148,6 +148,12 @@ class Completer:
         self.bytewise = used <= set(self._singles)
 
     # -- parser completions ---------------------------------------------------------------
+    def flush(self) -> None:
+        """Forget what is keyed by parser states (``GrammarIndex.flush``)."""
+        self._plans = {}
+        self._node_costs = {}
+        self._visit_bounds = {}
+
     def dcost(self, d: int) -> dict:
         """For DFA state ``d``: terminal T -> [(lhs, bytes after T up to the end of lhs)], minimal per lhs."""
         got = self._dcost.get(d)

@@ -27,6 +27,11 @@ from .lexer import Scanner
 from .masks import TREE_KEYS, MaskEngine, build_trees
 
 MAX_CONFIGS = 4096
+# What an index keeps between flushes (``GrammarIndex.flush``): interned parser and guide
+# states, and the bytes of cached masks. Masks of sql or c take 0.2-0.4 MB per new
+# token on a 49k-262k vocabulary, so a long-running app needs the bound.
+MAX_CACHED_STATES = 100_000
+MAX_CACHED_MASK_BYTES = 256 << 20
 FORMAT = 2  # of the cached arrays
 ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
               "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
@@ -73,6 +78,10 @@ class GrammarIndex:
         self._ign = sc.ign
         self._ign_bit = self.grammar.ignore_mask
         self._states: dict = {}
+        self._stop_bytes = 0
+        self.max_cached_states = MAX_CACHED_STATES
+        self.max_cached_mask_bytes = MAX_CACHED_MASK_BYTES
+        self.flushes = 0
         g0 = self.grammar.initial
         self.initial = GState(((g0, sc.start),), ((g0.uid, sc.start),), initial=True)
         self._budget = None
@@ -146,11 +155,43 @@ class GrammarIndex:
             configs = list(nxt.values())
         return configs
 
+    # -- cache bounds -------------------------------------------------------------------
+    def cache_size(self) -> tuple[int, int]:
+        """(interned parser and guide states, bytes of cached masks) right now."""
+        return self.grammar.n_states + len(self._states), self.engine.mask_bytes + self._stop_bytes
+
+    def flush(self) -> None:
+        """Forget every cached state, transition and mask; guides in use stay valid.
+
+        Called between tokens when ``cache_size()`` exceeds ``max_cached_states`` or
+        ``max_cached_mask_bytes``: what is still needed is recomputed, the rest is freed.
+        """
+        for st in list(self._states.values()) + [self.initial]:
+            if isinstance(st, GState):
+                st.next = {}
+                st._mask = None
+                st.budget = None
+                st.plan = None
+                st.bound = None
+        self._states = {}
+        self._stop_bytes = 0
+        self.grammar.flush()
+        self.engine.flush()
+        if self._budget is not None:
+            self._budget.flush()
+        self.flushes += 1
+
+    def _bound_cache(self) -> None:
+        states, nbytes = self.cache_size()
+        if states > self.max_cached_states or nbytes > self.max_cached_mask_bytes:
+            self.flush()
+
     def step(self, st: GState, token_id: int) -> GState | None:
         try:
             return st.next[token_id]
         except KeyError:
             pass
+        self._bound_cache()
         data = self.vocabulary[token_id]
         res = self.step_bytes(st, data) if data else None
         st.next[token_id] = res
@@ -196,6 +237,7 @@ class GrammarIndex:
                 m = np.insert(tm, np.searchsorted(tm, self.stop_ids), self.stop_ids).astype(np.int32, copy=False)
                 m.flags.writeable = False
                 self._states[key] = m
+                self._stop_bytes += m.nbytes
             return m
         return self.token_mask(st)
 

@@ -180,7 +180,7 @@ class Grammar:
             for a in dstates[d].complete:
                 for d2, o2 in o.waiting(a):
                     add(d2, o2, (d2, id(o2)))
-        ckey = tuple(sorted((d << 32) | (0 if o is None else o.uid + 1) for d, o in entries))
+        ckey = _content_key(entries)
         st = self._table.get(ckey)
         if st is None:
             st = PState(self, tuple(entries), self._uid)
@@ -191,6 +191,29 @@ class Grammar:
     @property
     def n_states(self) -> int:
         return len(self._table)
+
+    def flush(self) -> None:
+        """Forget the interned sets and everything memoized on them.
+
+        Sets still referenced (by guides in use) stay valid: they recompute what they
+        need, and the sets made from them are interned afresh. Uids keep growing, so
+        content keys never collide with those of the forgotten sets.
+        """
+        for st in self._table.values():
+            st._waiting = None
+            st._feeds = {}
+            st._peeks = None
+            st._climb = None
+            st.masks = {}
+            st.rkept = {}
+            st.budget = None
+        init = self.initial
+        self._table = {_content_key(init.entries): init}
+
+
+def _content_key(entries) -> tuple:
+    """The interning key of an Earley set: its entries, origins by uid (None: the set itself)."""
+    return tuple(sorted((d << 32) | (0 if o is None else o.uid + 1) for d, o in entries))
 
 
 class PState:

@@ -106,6 +106,13 @@ class MaskEngine:
         self._state_rd: dict = {}
         self.union_cache: dict = {}
         self._large: dict = {}
+        self.mask_bytes = 0  # held by the two caches above
+
+    def flush(self) -> None:
+        """Forget the cached unions (kept groups live on the parser states: ``Grammar.flush``)."""
+        self.union_cache = {}
+        self._large = {}
+        self.mask_bytes = 0
 
     def _node_sets(self, s: int) -> list:
         """The groups of tree node ``s`` by (live terminals, lead): [(live, lead, gids)]."""
@@ -252,6 +259,8 @@ class MaskEngine:
         m = self.union_cache.get(key)
         if m is None:
             m = self.union_cache[key] = self._union(key)
+            if m.base is None:  # not a view of one group's tokens
+                self.mask_bytes += m.nbytes
         return m
 
     def _union(self, key: tuple) -> np.ndarray:
@@ -274,6 +283,7 @@ class MaskEngine:
         base = self._large.get(large)
         if base is None:
             base = self._large[large] = union([tok[off[g]:off[g + 1]] for g in large], self.vocab_size)
+            self.mask_bytes += base.nbytes
         if not parts:
             return base
         return insert_sorted(base, union(parts, self.vocab_size))
