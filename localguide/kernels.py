@@ -1592,3 +1592,53 @@ def py_grammar_trees(tokens, ctrans, accept_lists, seed_tab, ign, live_tab, rdis
                 found.add((tok, seq, c, e))
         out.append(found)
     return out
+
+
+# --- grammar masks: unions of token groups -------------------------------------
+
+@njit(cache=True)
+def union_groups(grp_off, grp_tok, gids, extra, marks):
+    """Sorted distinct token ids of the groups ``gids`` (tokens ``grp_tok[grp_off[g]:grp_off[g+1]]``)
+    and of ``extra``.
+
+    ``marks`` is scratch, one byte per token, all zero (and left so). A small union is
+    sorted; a large one is read off the marks in one pass over the vocabulary.
+    """
+    total = len(extra)
+    for k in range(len(gids)):
+        total += grp_off[gids[k] + 1] - grp_off[gids[k]]
+    buf = np.empty(total, np.int32)
+    n = 0
+    for k in range(len(gids)):
+        g = gids[k]
+        for i in range(grp_off[g], grp_off[g + 1]):
+            t = grp_tok[i]
+            if marks[t] == 0:
+                marks[t] = 1
+                buf[n] = t
+                n += 1
+    for k in range(len(extra)):
+        t = extra[k]
+        if marks[t] == 0:
+            marks[t] = 1
+            buf[n] = t
+            n += 1
+    if n * 16 < len(marks):
+        out = np.sort(buf[:n])
+        for i in range(n):
+            marks[out[i]] = 0
+        return out
+    out = buf[:n].copy()
+    j = 0
+    for t in range(len(marks)):
+        if marks[t]:
+            out[j] = t
+            j += 1
+            marks[t] = 0
+    return out
+
+
+def py_union_groups(grp_off, grp_tok, gids, extra, marks):
+    """Twin of ``union_groups``."""
+    parts = [grp_tok[grp_off[g]:grp_off[g + 1]] for g in gids] + [np.asarray(extra, np.int32)]
+    return np.unique(np.concatenate(parts)).astype(np.int32)

@@ -491,3 +491,21 @@ def test_subset_dfa_equals_twin(schema):
     finally:
         jsonschema_dfa.subset_dfa = kernels.subset_dfa
     assert_same_dfa((got.transitions, got.accepting), (want.transitions, want.accepting))
+
+
+@given(st.integers(1, 300), st.data())
+@settings(max_examples=150, deadline=None)
+def test_union_groups_equals_twin(size, data):
+    """Unions of token groups: both the sorted path (small unions) and the vocabulary pass (large)."""
+    n_groups = data.draw(st.integers(0, 12))
+    groups = [sorted(data.draw(st.sets(st.integers(0, size - 1), max_size=size))) for _ in range(n_groups)]
+    off = np.zeros(n_groups + 1, np.int64)
+    off[1:] = np.cumsum([len(g) for g in groups])
+    tok = np.array([t for g in groups for t in g], np.int32)
+    gids = np.array(data.draw(st.lists(st.integers(0, n_groups - 1), max_size=8)) if n_groups else [], np.int64)
+    extra = np.array(sorted(data.draw(st.sets(st.integers(0, size - 1), max_size=5))), np.int32)
+    marks = np.zeros(size, np.uint8)
+    got = kernels.union_groups(off, tok, gids, extra, marks)
+    assert got.dtype == np.int32
+    assert got.tolist() == kernels.py_union_groups(off, tok, gids, extra, marks).tolist()
+    assert not marks.any()

@@ -107,6 +107,7 @@ class MaskEngine:
         self.union_cache: dict = {}
         self._large: dict = {}
         self.mask_bytes = 0  # held by the two caches above
+        self._marks = np.zeros(self.vocab_size, np.uint8)  # scratch of ``kernels.union_groups``
 
     def flush(self) -> None:
         """Forget the cached unions (kept groups live on the parser states: ``Grammar.flush``)."""
@@ -265,28 +266,28 @@ class MaskEngine:
 
     def _union(self, key: tuple) -> np.ndarray:
         off = self.grp_off_l
-        tok = self.grp_tok
         groups = [g for g in key if g >= 0]
-        extra = [-1 - g for g in key if g < 0]
-        if not extra and len(groups) == 1:
+        if len(groups) == len(key) and len(groups) == 1:
             g = groups[0]
-            return tok[off[g]:off[g + 1]]
-        # Large groups (the few that hold most of a mask) are merged once per combination;
-        # the many small ones are then inserted.
+            return self.grp_tok[off[g]:off[g + 1]]
+        extra = np.array(sorted(-1 - g for g in key if g < 0), np.int32)
+        # The few large groups that hold most of a big mask recur together from mask to mask:
+        # their union is cached by the combination, and the rest is merged into it.
         big_min = max(64, self.vocab_size >> 6)
         large = tuple(g for g in groups if off[g + 1] - off[g] >= big_min)
-        parts = [tok[off[g]:off[g + 1]] for g in groups if off[g + 1] - off[g] < big_min]
-        if extra:
-            parts.append(np.array(sorted(extra), np.int32))
-        if len(large) == 0:
-            return union(parts, self.vocab_size)
+        if len(large) < 2:
+            return self._tokens(groups, extra)
         base = self._large.get(large)
         if base is None:
-            base = self._large[large] = union([tok[off[g]:off[g + 1]] for g in large], self.vocab_size)
+            base = self._large[large] = self._tokens(large, extra[:0])
             self.mask_bytes += base.nbytes
-        if not parts:
-            return base
-        return insert_sorted(base, union(parts, self.vocab_size))
+        small = [g for g in groups if off[g + 1] - off[g] < big_min]
+        return insert_sorted(base, self._tokens(small, extra))
+
+    def _tokens(self, groups, extra) -> np.ndarray:
+        out = kernels.union_groups(self.grp_off, self.grp_tok, np.array(groups, np.int64), extra, self._marks)
+        out.flags.writeable = False
+        return out
 
 
 def insert_sorted(base: np.ndarray, small: np.ndarray) -> np.ndarray:
