@@ -22,8 +22,9 @@ from .jsonschema_ast import (
     not_in_strings, opt, rep, seq, star,
 )
 from .jsonschema_dfa import TooLargeError, ast_to_dfa, dfa_intersects
-from .jsonschema_flat import FALSE, NUMBER, Flat, Flattener, json_eq, type_atom
+from .jsonschema_flat import ANNOTATIONS, FALSE, NUMBER, Flat, Flattener, json_eq, type_atom
 from .jsonschema_numbers import NumberLimit, number_literal, number_node, to_fraction
+from .jsonschema_resolve import ResolveError
 from .jsonschema_strings import ANY_STRING, PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length
 
 MAX_DEPTH = 48
@@ -49,6 +50,7 @@ class Compiler:
         self.indent = indent
         self._any: dict = {}
         self._check_compiler = None
+        self._values: dict = {}
 
     # -- whitespace --------------------------------------------------------------------------
     def sep(self, depth: int) -> Node:
@@ -71,6 +73,49 @@ class Compiler:
 
     # -- values ---------------------------------------------------------------------------------
     def value(self, subs: list, depth: int) -> Node:
+        """The language of the conjunction ``subs`` at nesting ``depth``, memoized.
+
+        A result depends on the ``$ref`` targets already expanded on the way here
+        (``Sub.refs``) only through those it follows again (recursion is counted). So it
+        is reused wherever the way here holds none of the targets it followed: a shared
+        definition expanded in many places is compiled once.
+        """
+        key = (tuple(self._memo_key(x) for x in subs), depth)
+        outer = {r for x in subs for r in x.refs}
+        entries = self._values.get(key)
+        if entries is not None:
+            for targets, node, _ in entries:
+                if outer.isdisjoint(targets):
+                    if self.fl.followed:
+                        self.fl.followed[-1] |= targets
+                    return node
+        followed = self.fl.followed
+        followed.append(set())
+        try:
+            node = self._value(subs, depth)
+        finally:
+            targets = followed.pop()
+        if followed:
+            followed[-1] |= targets
+        if outer.isdisjoint(targets):
+            # ``subs`` kept alive with the entry: its ids stay unique
+            self._values.setdefault(key, []).append((frozenset(targets), node, subs))
+        return node
+
+    def _memo_key(self, sub) -> tuple:
+        """What ``sub``'s language depends on, but ``Sub.refs``: a bare ``$ref`` is its target."""
+        s = sub.schema
+        if isinstance(s, dict) and isinstance(s.get("$ref"), str) and \
+                (sub.draft < 2019 or all(k == "$ref" or k in ANNOTATIONS for k in s)):
+            try:
+                t = self.fl.registry.resolve(sub, s["$ref"])
+            except ResolveError:
+                pass
+            else:
+                return id(t.schema), t.ptr, t.base, t.draft, "$ref"
+        return id(sub.schema), sub.ptr, sub.base, sub.draft
+
+    def _value(self, subs: list, depth: int) -> Node:
         if depth > MAX_DEPTH:
             ptr = subs[0].ptr if subs else ""
             self.problems.approx(ptr, "", f"nesting deeper than {MAX_DEPTH} levels is rejected")

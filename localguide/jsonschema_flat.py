@@ -236,6 +236,8 @@ class Flattener:
         self.registry = registry
         self.problems = problems
         self.max_recursion = max_recursion
+        # $ref targets followed, one set per open ``Compiler.value`` (which memoizes with them)
+        self.followed: list[set] = []
 
     # -- helpers --------------------------------------------------------------------------
     def schema_for(self, f: Flat, name: str) -> list:
@@ -376,6 +378,8 @@ class Flattener:
         except ResolveError as e:
             self.problems.error(sub.ptr, kw, str(e))
             return None
+        if self.followed:
+            self.followed[-1].add(target.ptr)
         depth = sub.refs.count(target.ptr)
         if depth >= self.max_recursion:
             self.problems.approx(sub.ptr, kw, f"recursive reference expanded {self.max_recursion} levels deep; "

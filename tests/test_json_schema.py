@@ -428,3 +428,41 @@ def test_equal_subexpressions_are_built_once(monkeypatch):
     assert len(calls) == 2  # the part once, the whole once
     assert dfa.matches(b'"k":12,x"k":3,') and dfa.matches(b'"k":0,y"k":99,')
     assert not dfa.matches(b'"k":12,x"k":3') and not dfa.matches(b'"k":,y"k":1,')
+
+
+def test_shared_definitions_are_compiled_once(monkeypatch):
+    """A definition used in many places is compiled once per nesting depth; recursive
+    ones still count their expansions, so the language is the one without the memo."""
+    from localguide.jsonschema_compile import Compiler
+    from localguide.jsonschema_dfa import ast_to_dfa
+    from localguide.json_schema import schema_to_ast
+
+    field = {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}
+    shared = {"definitions": {"field": field}, "type": "object",
+              "properties": {f"p{i}": {"$ref": "#/definitions/field"} for i in range(12)}}
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer", "minimum": 0, "maximum": 9},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+        "other": {"$ref": "#/$defs/leaf"}}, "required": ["v"]},
+        "leaf": {"enum": [1, 2]}},
+        "type": "array", "prefixItems": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/node"}], "items": False}
+    calls = []
+    real = Compiler._value
+    monkeypatch.setattr(Compiler, "_value", lambda self, subs, depth: calls.append(subs[0].ptr) or
+                        real(self, subs, depth))
+    schema_to_ast(shared)
+    assert sum(p.startswith("/properties/p") for p in calls) == 1  # p0; p1..p11 reuse it
+    # C's value depends on the way there: through A, A has one expansion left, through B two
+    paths = {"$defs": {"A": {"type": "object", "properties": {"z": {"$ref": "#/$defs/C"}}},
+                       "B": {"type": "object", "properties": {"z": {"$ref": "#/$defs/C"}}},
+                       "C": {"anyOf": [{"type": "null"},
+                                       {"type": "object", "properties": {"w": {"$ref": "#/$defs/A"}}}]}},
+             "type": "object", "properties": {"y": {"$ref": "#/$defs/B"}, "x": {"$ref": "#/$defs/A"}}}
+    for schema, rec in ((shared, 2), (tree, 2), (paths, 1), (paths, 2)):
+        memo = ast_to_dfa(schema_to_ast(schema, max_recursion=rec).node)
+        monkeypatch.setattr(Compiler, "value", Compiler._value)  # every expansion compiled again
+        plain = ast_to_dfa(schema_to_ast(schema, max_recursion=rec).node)
+        monkeypatch.undo()
+        assert memo.transitions.tolist() == plain.transitions.tolist()
+        assert memo.accepting.tolist() == plain.accepting.tolist()
+    assert accepts(tree, '[{"v":1,"kids":[{"v":2}]},{"v":3,"other":2}]')
