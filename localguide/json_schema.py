@@ -128,10 +128,30 @@ def schema_to_regex(schema, **options) -> str:
 def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
     """(ByteDFA, CompiledSchema) for ``schema``; when the automaton would exceed ``max_states``,
     the bounds of ``_LEVELS`` are tightened (noted as approximations) before giving up."""
+    dfa, cfg, compiled = build_automaton(schema, max_states=max_states, grammar=False, **options)
+    return dfa, compiled
+
+
+# After the full-bounds automaton is found too large, a grammar whose terminal DFAs have at
+# most this many states in all is compiled at once (about a second on a 262k vocabulary):
+# the exact language instead of tighter bounds. Larger grammars come last, after the
+# tightened automata.
+GRAMMAR_STATES = 3000
+
+
+def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bool = True, **options):
+    """(ByteDFA or None, CFG or None, CompiledSchema): how ``schema`` is best enforced.
+
+    The DFA of the full bounds when it fits ``max_states``; else, with ``grammar``, the
+    grammar of the same language (``jsonschema_grammar``) when it is small; else the DFA
+    of tightened bounds (``_LEVELS``); else the grammar, however large. SchemaError when
+    nothing fits.
+    """
     from .jsonschema_dfa import TooLargeError, ast_to_dfa
 
     doc = _load(schema)
     last = None
+    full = None
     for level in _LEVELS:
         opts = dict(options)
         for k, v in level.items():
@@ -141,12 +161,32 @@ def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
             dfa = ast_to_dfa(compiled.node, max_states=max_states)
         except TooLargeError as e:
             last = e
+            if grammar and not level:
+                full = _grammar(compiled)
+                if full[0] is not None and full[1] <= GRAMMAR_STATES:
+                    return None, full[0], compiled
             continue
         if level:
             compiled.approximated.append(("", "", "the automaton was too large: nesting, lengths and counts "
                                                   f"bounded by {level}"))
-        return dfa, compiled
-    raise SchemaError(f"the schema's automaton is too large ({last}); a grammar-based engine is needed")
+        return dfa, None, compiled
+    if full is not None and full[0] is not None:
+        return None, full[0], schema_to_ast(doc, **options)
+    raise SchemaError(f"the schema's automaton is too large ({last})"
+                      + ("" if grammar else "; a grammar-based engine is needed"))
+
+
+def _grammar(compiled):
+    """(normalized CFG or None, terminal states) for a compiled schema."""
+    from .grammar.cfg import normalize
+    from .grammar.errors import GrammarError
+    from .jsonschema_grammar import ast_to_cfg, terminal_states
+
+    try:
+        cfg = normalize(ast_to_cfg(compiled.node))
+    except GrammarError:
+        return None, 0
+    return cfg, terminal_states(cfg)
 
 
 def schema_dfa(schema, **options):
@@ -172,7 +212,8 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     a value left free by the schema may nest; ``max_length``/``max_items``: the largest
     ``maxLength``/``maxItems`` tracked exactly (larger bounds are lowered to these).
     ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:
-    the automaton budget; past it the bounds are tightened, then SchemaError.
+    the automaton budget; past it the schema goes to the grammar engine (a ``GrammarIndex``)
+    or its bounds are tightened (``build_automaton``).
 
     Raises ``UnsupportedSchemaError`` (listing every keyword that cannot be honoured,
     with its JSON pointer) or ``SchemaError``.
@@ -193,10 +234,16 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     # A cached index is served without compiling the schema again: an error would have
     # kept it from being stored. On a miss, build_dfa raises the schema's errors.
     description = "JSON schema"
+    grammar_path = cache.key_path("json_schema_grammar", str(GRAMMAR_FORMAT), key, vocabulary.fingerprint)
+    if cache.available(grammar_path):  # a corrupt file is rebuilt
+        return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
+                              vocabulary, description)
     if lazy is False or cache.available(Index.cache_path("json_schema", key, vocabulary)):
         return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
                             vocabulary, description)
-    dfa = build_dfa(doc, max_states=max_states, **options)[0]
+    dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
+    if cfg is not None:
+        return _grammar_index(grammar_path, lambda: cfg, vocabulary, description)
     if dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or not lazy_possible(dfa, vocabulary):
         return Index.cached("json_schema", key, lambda: dfa, vocabulary, description)
     return LazyIndex(dfa, vocabulary, lambda: Index.cached("json_schema", key, lambda: dfa, vocabulary, description),
@@ -204,6 +251,25 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
 
 
 LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
+GRAMMAR_FORMAT = 1
+
+
+def _grammar_index(path, make_cfg, vocabulary, description):
+    """The grammar engine's index of ``make_cfg()``, from the disk cache at ``path`` when there."""
+    from . import cache
+    from .grammar.compiled import GrammarIndex
+
+    built = []
+
+    def build():
+        cfg = make_cfg()
+        if cfg is None:  # not expected: the cache key holds the library version
+            raise SchemaError("this schema's cached grammar no longer applies; clear the cache")
+        built.append(GrammarIndex(cfg, vocabulary, description))
+        return built[0].arrays()
+
+    arrays = cache.cached(path, build, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
+    return built[0] if built else GrammarIndex.from_arrays(arrays, vocabulary, description)
 
 
 MAX_PATTERN = 50_000_000

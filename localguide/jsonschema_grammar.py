@@ -1,0 +1,122 @@
+"""A JSON Schema's language as a context-free grammar, for automata too large to build.
+
+A schema AST (``jsonschema_ast``) is regular, but its minimal DFA can be huge where a
+grammar is small: properties that are all optional and kept in order need, after each
+one, a state per prefix of every key that may still come (quadratic in their number),
+and a shared definition needs a copy per place it is used. ``ast_to_cfg`` keeps the AST's
+sharing instead: small sub-expressions (a key, a string, a number) become terminals
+(byte DFAs), the rest becomes rules, one nonterminal per distinct node. The grammar
+engine (``localguide.grammar``) then guides generation with the same language.
+"""
+
+from __future__ import annotations
+
+from .grammar.cfg import CFG, Terminal
+from .jsonschema_ast import EPS, Alt, Cls, Lit, Node, Rep, Seq
+from .jsonschema_dfa import ast_to_dfa
+
+# A sub-expression of at most this many positions (characters, repetitions expanded)
+# becomes one terminal; larger ones become rules over smaller parts.
+TERMINAL_SIZE = 16
+
+
+def _kids(node: Node) -> tuple:
+    if isinstance(node, (Seq, Alt)):
+        return node.items
+    if isinstance(node, Rep):
+        return (node.item,)
+    return ()
+
+
+def sizes(root: Node) -> dict[int, int]:
+    """Positions of every node of ``root`` (by id), repetitions expanded, capped at 2**30."""
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in size:
+            continue
+        kids = _kids(node)
+        if not ready and any(id(k) not in size for k in kids):
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+            continue
+        if isinstance(node, Lit):
+            n = len(node.text)
+        elif isinstance(node, Cls):
+            n = 1
+        elif isinstance(node, (Seq, Alt)):
+            n = sum(size[id(k)] for k in kids)
+        elif isinstance(node, Rep):
+            n = size[id(node.item)] * (node.hi if node.hi is not None else max(1, node.lo))
+        else:
+            n = 0
+        size[id(node)] = min(n, 1 << 30)
+    return size
+
+
+def ast_to_cfg(root: Node, source: str = "JSON schema", terminal_size: int = TERMINAL_SIZE) -> CFG:
+    """The grammar of ``root``'s language (not normalized: ``grammar.cfg.normalize`` it)."""
+    size = sizes(root)
+    terminals: list[Terminal] = []
+    by_language: dict[bytes, int] = {}
+    rules: list[tuple[str, tuple]] = []
+    sym: dict[int, object] = {}  # id(node) -> terminal index, nonterminal name, or None (the empty string)
+    keep = []  # the nodes of ``sym``, alive so that their ids stay unique
+
+    def terminal(node: Node) -> int:
+        d = ast_to_dfa(node)
+        key = d.transitions.tobytes() + d.accepting.tobytes()
+        t = by_language.get(key)
+        if t is None:
+            t = by_language[key] = len(terminals)
+            terminals.append(Terminal(f"t{t}", d))
+        return t
+
+    stack = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        k = id(node)
+        if k in sym:
+            continue
+        if node is EPS:
+            sym[k] = None
+        elif not isinstance(node, (Seq, Alt, Rep)) or size[k] <= terminal_size:
+            sym[k] = terminal(node)
+        else:
+            kids = _kids(node)
+            if not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in kids if id(c) not in sym)
+                continue
+            name = f"n{len(sym)}"
+            parts = [sym[id(c)] for c in kids]
+            if isinstance(node, Seq):
+                rules.append((name, tuple(p for p in parts if p is not None)))
+            elif isinstance(node, Alt):
+                rules += [(name, () if p is None else (p,)) for p in parts]
+            else:
+                item = () if parts[0] is None else (parts[0],)
+                head = item * node.lo
+                if node.hi is None:  # x{lo,}: x^lo tail, tail -> ε | tail x (left recursion suits Earley)
+                    tail = name + "_more"
+                    rules += [(tail, ()), (tail, (tail,) + item), (name, head + (tail,))]
+                else:  # x{lo,hi}: x^lo then nested optionals (x (x ...)?)?
+                    opt = ()
+                    for i in range(node.hi - node.lo):
+                        o = f"{name}_opt{i}"
+                        rules += [(o, ()), (o, item + opt)]
+                        opt = (o,)
+                    rules.append((name, head + opt))
+            sym[k] = name
+        keep.append(node)
+    start = sym[id(root)]
+    if not isinstance(start, str):
+        start = "document"
+        rules.append((start, () if sym[id(root)] is None else (sym[id(root)],)))
+    return CFG(terminals, rules, start, source=source)
+
+
+def terminal_states(cfg: CFG) -> int:
+    """The grammar engine's compile cost grows with this: the states of all terminal DFAs."""
+    return sum(t.dfa.n_states for t in cfg.terminals)

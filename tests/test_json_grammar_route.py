@@ -1,0 +1,159 @@
+"""Schemas whose automaton is too large go through the grammar engine, with the same language.
+
+A small ``max_states`` sends a small schema down that route, so the grammar's language
+can be compared with the automaton's (built with the default budget) on the same texts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+
+from conftest import random_walk, tokenize
+from localguide.grammar.compiled import GrammarIndex
+from localguide.json_schema import build_automaton, build_dfa, compile_json_schema
+from localguide.jsonschema_grammar import ast_to_cfg
+
+WIDE = {
+    "$defs": {
+        "field": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
+        "node": {"type": "object", "additionalProperties": False, "required": ["v"], "properties": {
+            "v": {"type": "integer", "minimum": 0, "maximum": 99},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}},
+    },
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {**{f"k{i}": {"$ref": "#/$defs/field"} for i in range(10)},
+                   "tree": {"$ref": "#/$defs/node"},
+                   "x": {"type": "number", "minimum": -5, "maximum": 5},
+                   "tag": {"enum": ["a", "bb", None]}},
+}
+SMALL_BUDGET = 300  # states: WIDE's automaton needs more, so it takes the grammar route
+
+
+def instance(rng: random.Random, depth: int = 0) -> dict:
+    """A random valid document of WIDE."""
+    def node(d):
+        n = {"v": rng.randrange(100)}
+        if d < 2 and rng.random() < 0.5:
+            n["kids"] = [node(d + 1) for _ in range(rng.randrange(3))]
+        return n
+
+    doc = {}
+    for i in range(10):
+        if rng.random() < 0.3:
+            doc[f"k{i}"] = ["".join(rng.choice("ab\u00e9z") for _ in range(rng.randrange(5)))
+                            for _ in range(rng.randrange(3))]
+    if rng.random() < 0.5:
+        doc["tree"] = node(0)
+    if rng.random() < 0.5:
+        doc["x"] = rng.choice([0, -5, 5, 1.5, -0.25, 3e0])
+    if rng.random() < 0.3:
+        doc["tag"] = rng.choice(["a", "bb", None])
+    return doc
+
+
+def mutations(text: str, rng: random.Random, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        i = rng.randrange(len(text) + 1)
+        k = rng.randrange(3)
+        if k == 0:
+            out.append(text[:i] + rng.choice('{}[]",:0a ') + text[i:])
+        elif k == 1:
+            out.append(text[:i] + text[i + 1:])
+        else:
+            out.append(text[:i])
+    return out
+
+
+def test_large_automaton_takes_the_grammar_route():
+    dfa, cfg, _ = build_automaton(WIDE, max_states=SMALL_BUDGET)
+    assert dfa is None and cfg is not None
+    dfa, cfg, compiled = build_automaton(WIDE)
+    assert cfg is None and dfa is not None  # fits the default budget, with the full bounds
+    assert not any("too large" in note for _, _, note in compiled.approximated)
+
+
+def test_same_language_as_the_automaton(smollm2_vocab):
+    """Valid documents, their mutations and their prefixes: the grammar and the DFA agree on every one."""
+    idx = compile_json_schema(WIDE, smollm2_vocab, max_states=SMALL_BUDGET)
+    assert isinstance(idx, GrammarIndex)
+    dfa = build_dfa(WIDE)[0]
+    rng = random.Random(0)
+    seen = 0
+    for _ in range(60):
+        doc = instance(rng)
+        for sep in ((",", ":"), (", ", ": ")):
+            text = json.dumps(doc, separators=sep, ensure_ascii=False)
+            for t in [text] + mutations(text, rng, 8):
+                data = t.encode()
+                assert idx.matches(data) == dfa.matches(data), t
+                assert idx.is_prefix(data) == (dfa.run(data) >= 0), t
+                seen += dfa.matches(data)
+    assert seen >= 120
+
+
+def test_tokenizations_accepted_and_walks_valid(model):
+    """Completeness on the model's own tokenization (EOS exactly at the end); soundness of random walks."""
+    idx = compile_json_schema(WIDE, model.vocabulary, max_states=SMALL_BUDGET)
+    assert isinstance(idx, GrammarIndex)
+    stops = model.vocabulary.stop_ids
+    rng = random.Random(1)
+    for _ in range(8):
+        text = json.dumps(instance(rng), ensure_ascii=False)
+        g = idx.guide()
+        for t in tokenize(model, text):
+            allowed = g.allowed_token_ids()
+            assert not np.isin(stops, allowed).any()
+            pos = np.searchsorted(allowed, t)
+            assert pos < len(allowed) and allowed[pos] == t, text
+            g.advance(t)
+        assert np.isin(stops, g.allowed_token_ids()).all()
+    for seed in range(6):
+        g = idx.guide(max_tokens=80)
+        tokens, stopped = random_walk(g, model.vocabulary, random.Random(seed), max_steps=81)
+        assert stopped
+        jsonschema.validate(json.loads(b"".join(model.vocabulary[t] for t in tokens)), WIDE)
+
+
+def test_generation_and_cache(model):
+    idx = model.compile(json_schema=WIDE, max_states=SMALL_BUDGET)
+    assert isinstance(idx, GrammarIndex)
+    again = model.compile(json_schema=WIDE, max_states=SMALL_BUDGET)  # from the disk cache
+    assert again.initial is not idx.initial and again.allowed(again.initial).tolist() == \
+        idx.allowed(idx.initial).tolist()
+    for seed in range(2):
+        guide = idx.guide(max_tokens=96)
+        prompt = model.tokenize_prompt("A JSON object with a few fields:\n")
+        from localguide.sampler import Sampling
+
+        toks = list(model.generate_tokens(prompt, guide, 96, Sampling(temperature=1.0, seed=seed)))
+        text = b"".join(model.vocabulary[t] for t in toks).decode()
+        jsonschema.validate(json.loads(text), WIDE)
+
+
+def test_terminals_are_small_and_shared():
+    from localguide.grammar.cfg import normalize
+    from localguide.json_schema import schema_to_ast
+
+    cfg = normalize(ast_to_cfg(schema_to_ast(WIDE).node))
+    assert max(t.dfa.n_states for t in cfg.terminals) <= 40
+    # the ten fields share one definition: their values are the same symbols, not ten copies
+    assert len(cfg.terminals) < 40
+
+
+@pytest.mark.parametrize("schema", [{"type": "string"}, {"enum": [1, "x"]}, {"const": None}])
+def test_tiny_schemas_as_grammars(smollm2_vocab, schema):
+    """A root that is one terminal, or the empty string's neighbour, still makes a grammar."""
+    from localguide.grammar.cfg import normalize
+    from localguide.json_schema import schema_to_ast
+
+    cfg = normalize(ast_to_cfg(schema_to_ast(schema).node))
+    idx = GrammarIndex(cfg, smollm2_vocab, "tiny")
+    for v in ("x", 1, None, "", 2):
+        assert idx.matches(json.dumps(v)) == jsonschema.Draft202012Validator(schema).is_valid(v)
