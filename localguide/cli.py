@@ -82,6 +82,9 @@ def run(
                       help="JSON Schema: objects allow only their listed properties.")] = False,
     pretty: Annotated[bool, typer.Option("--pretty", rich_help_panel=CONSTRAINTS,
                       help="JSON: newlines and indentation instead of compact output.")] = False,
+    exact_recursion: Annotated[bool, typer.Option(
+        "--exact-recursion", rich_help_panel=CONSTRAINTS,
+        help="JSON Schema: recursive $ref to any depth (a grammar), not expanded 3 levels.")] = False,
     max_ignored_run: Annotated[Optional[int], typer.Option(
         "--max-ignored-run", min=0, rich_help_panel=CONSTRAINTS, show_default=False,
         help="Grammars: the longest run of %ignore'd text (whitespace), in bytes; 0: no limit "
@@ -109,8 +112,12 @@ def run(
 
         model = localguide.load(model_path, n_gpu_layers=n_gpu_layers)
         constraint = {"regex": regex, "choice": choice or None, "grammar": grammar, "json_schema": schema}
+        if exact_recursion and json_schema is None:
+            raise typer.BadParameter("--exact-recursion applies to --json-schema only")
         if schema is not None:
             constraint.update(strict=strict, whitespace="pretty" if pretty else "compact")
+            if exact_recursion:
+                constraint.update(max_recursion=None)
         if grammar is not None and max_ignored_run is not None:
             constraint.update(max_ignored_run=max_ignored_run or None)
         _with_progress("Building the index", lambda: model.compile(**constraint))
@@ -155,12 +162,14 @@ def _read_schema(path: Path):
 def inspect(
     json_schema: Annotated[Path, typer.Option("--json-schema", "-j", help="The JSON Schema file to inspect.")],
     strict: Annotated[bool, typer.Option("--strict")] = False,
+    exact_recursion: Annotated[bool, typer.Option("--exact-recursion")] = False,
 ) -> None:
     """Print, for every keyword of a JSON Schema, whether it is enforced, approximated or unsupported."""
     try:
         from .json_schema import format_inspection, inspect_schema
 
-        print(format_inspection(inspect_schema(_read_schema(json_schema), strict=strict)))
+        options = {"max_recursion": None} if exact_recursion else {}
+        print(format_inspection(inspect_schema(_read_schema(json_schema), strict=strict, **options)))
     except Exception as e:  # noqa: BLE001
         _fail(e)
 

@@ -57,6 +57,7 @@ class CompiledSchema:
     approximated: list = field(default_factory=list)  # (pointer, keyword, reason)
     status: dict = field(default_factory=dict)
     _regex: str | None = None
+    rules: dict = field(default_factory=dict)  # Ref key -> node (exact recursion: a grammar, not a regex)
 
     @property
     def regex(self) -> str:
@@ -91,7 +92,7 @@ _LEVELS = (
 )
 
 
-def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int = 3,
+def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int | None = 3,
                   any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
                   resources: dict | None = None, _problems: Problems | None = None) -> CompiledSchema:
     """Compile ``schema`` to the regex AST (options as ``compile_json_schema``)."""
@@ -101,9 +102,15 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
     for uri, res in (resources or {}).items():
         registry.add_document(res, uri, uri + "#", 2020)
     root = registry.add_document(doc, DEFAULT_BASE, "", 2020)
-    flattener = Flattener(registry, problems, max_recursion=max_recursion)
+    exact = max_recursion is None
+    if exact and whitespace != "compact":
+        raise SchemaError("exact recursion (max_recursion=None) needs whitespace='compact': pretty output "
+                          "indents each level differently")
+    # With exact recursion, only a $ref merged with other keywords is still expanded (3 levels).
+    flattener = Flattener(registry, problems, max_recursion=3 if exact else max_recursion)
     compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
-                        extra_depth=extra_depth, max_length=max_length, max_items=max_items)
+                        extra_depth=extra_depth, max_length=max_length, max_items=max_items,
+                        exact_recursion=exact)
     try:
         node = compiler.value([root], 0)
     except RecursionError:
@@ -113,12 +120,14 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
     if node is EMPTY and _problems is None:
         raise SchemaError("no JSON document satisfies this schema" + (
             " within the nesting limits" if problems.approximated else ""))
-    return CompiledSchema(node, list(problems.approximated), dict(problems.status))
+    return CompiledSchema(node, list(problems.approximated), dict(problems.status), rules=compiler.rules)
 
 
 def schema_to_regex(schema, **options) -> str:
     """The ECMA-262 pattern of the JSON documents that ``schema`` accepts (options as ``compile_json_schema``)."""
     compiled = schema_to_ast(schema, **options)
+    if compiled.rules:
+        raise SchemaError("with exact recursion this schema is a grammar, not a regular expression")
     size = pattern_length(compiled.node)
     if size > MAX_PATTERN:
         raise SchemaError(f"the pattern would be {size} characters long (more than {MAX_PATTERN})")
@@ -150,6 +159,17 @@ def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bo
     from .jsonschema_dfa import TooLargeError, ast_to_dfa
 
     doc = _load(schema)
+    if options.get("max_recursion", 3) is None:
+        compiled = schema_to_ast(doc, **options)
+        if compiled.rules:  # recursion found: a grammar
+            if not grammar:
+                raise SchemaError("with exact recursion (max_recursion=None) this schema needs the grammar "
+                                  "engine: use compile_json_schema")
+            cfg, _ = _grammar(compiled)
+            if cfg is None:
+                raise SchemaError("no JSON document satisfies this schema")
+            return None, cfg, compiled
+        options = dict(options, max_recursion=3)  # no recursion: nothing is bounded by it
     last = None
     full = None
     for level in _LEVELS:
@@ -183,7 +203,7 @@ def _grammar(compiled):
     from .jsonschema_grammar import ast_to_cfg, terminal_states
 
     try:
-        cfg = normalize(ast_to_cfg(compiled.node))
+        cfg = normalize(ast_to_cfg(compiled.node, compiled.rules))
     except GrammarError:
         return None, 0
     return cfg, terminal_states(cfg)
@@ -195,8 +215,8 @@ def schema_dfa(schema, **options):
 
 
 def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace: str = "compact",
-                        max_recursion: int = 3, any_depth: int = 3, max_length: int = 128, max_items: int = 32,
-                        resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES,
+                        max_recursion: int | None = 3, any_depth: int = 3, max_length: int = 128,
+                        max_items: int = 32, resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES,
                         lazy: bool | None = None):
     """The Index of the JSON documents valid for ``schema``, over ``vocabulary`` (cached on disk).
 
@@ -208,7 +228,8 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     ``strict``: objects that list properties allow no others unless the schema says so
     (``additionalProperties`` defaults to false). ``whitespace``: ``"compact"`` (one
     optional space after ``,`` and ``:``) or ``"pretty"`` (``json.dumps(x, indent=2)``).
-    ``max_recursion``: how deep a recursive ``$ref`` is expanded; ``any_depth``: how deep
+    ``max_recursion``: how deep a recursive ``$ref`` is expanded (None: exactly, to any depth,
+    by the grammar engine: a bare ``$ref`` back into a definition is a rule); ``any_depth``: how deep
     a value left free by the schema may nest; ``max_length``/``max_items``: the largest
     ``maxLength``/``maxItems`` tracked exactly (larger bounds are lowered to these).
     ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:

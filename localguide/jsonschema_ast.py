@@ -69,6 +69,21 @@ class Alt(Node):
         return f"Alt{self.items!r}"
 
 
+class Ref(Node):
+    """The value of a recursive definition, compiled once (``CompiledSchema.rules[key]``).
+
+    Only the grammar route (``jsonschema_grammar``) reads it: there it is a nonterminal.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Ref({self.key!r})"
+
+
 class Rep(Node):
     __slots__ = ("item", "lo", "hi")
 

@@ -15,10 +15,11 @@ rejected; nothing invalid is ever accepted.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from itertools import permutations
 
 from .jsonschema_ast import (
-    ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, alt, any_json_char, cls, encode_content, json_string_literal,
+    ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, any_json_char, cls, encode_content, json_string_literal,
     not_in_strings, opt, rep, seq, star,
 )
 from .jsonschema_dfa import TooLargeError, ast_to_dfa, dfa_intersects
@@ -35,7 +36,7 @@ ANY_STRING_JSON = seq(Lit('"'), star(any_json_char()), Lit('"'))
 class Compiler:
     def __init__(self, flattener: Flattener, *, strict: bool = False, whitespace: str = "compact",
                  any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128,
-                 max_items: int = 32, indent: int = 2):
+                 max_items: int = 32, indent: int = 2, exact_recursion: bool = False):
         if whitespace not in ("compact", "pretty"):
             raise ValueError("whitespace must be 'compact' or 'pretty'")
         self.fl = flattener
@@ -51,6 +52,11 @@ class Compiler:
         self._any: dict = {}
         self._check_compiler = None
         self._values: dict = {}
+        # With exact_recursion, a bare $ref back into a definition being expanded is a
+        # ``Ref`` to that definition, compiled once (``rules``); else the flattener expands
+        # it max_recursion levels.
+        self.exact_recursion = exact_recursion
+        self.rules: dict = {}
 
     # -- whitespace --------------------------------------------------------------------------
     def sep(self, depth: int) -> Node:
@@ -80,6 +86,10 @@ class Compiler:
         is reused wherever the way here holds none of the targets it followed: a shared
         definition expanded in many places is compiled once.
         """
+        if self.exact_recursion and len(subs) == 1:
+            ref = self._recursive_ref(subs[0], depth)
+            if ref is not None:
+                return ref
         key = (tuple(self._memo_key(x) for x in subs), depth)
         outer = {r for x in subs for r in x.refs}
         entries = self._values.get(key)
@@ -101,6 +111,27 @@ class Compiler:
             # ``subs`` kept alive with the entry: its ids stay unique
             self._values.setdefault(key, []).append((frozenset(targets), node, subs))
         return node
+
+    def _recursive_ref(self, sub, depth: int):
+        """A ``Ref`` when ``sub`` is a bare ``$ref`` to a definition being expanded, else None."""
+        s = sub.schema
+        if not (isinstance(s, dict) and isinstance(s.get("$ref"), str) and
+                (sub.draft < 2019 or all(k == "$ref" or k in ANNOTATIONS for k in s))):
+            return None
+        try:
+            t = self.fl.registry.resolve(sub, s["$ref"])
+        except ResolveError:
+            return None  # the flattener reports it
+        if self.fl.followed:
+            self.fl.followed[-1].add(t.ptr)  # the answer depends on the way here
+        if t.ptr not in sub.refs:
+            return None
+        key = (id(t.schema), t.ptr, t.base, t.draft)
+        if key not in self.rules:
+            self.problems.ok(sub.ptr, "$ref")
+            self.rules[key] = EMPTY  # a reference to itself while it compiles is a Ref too
+            self.rules[key] = self._value([replace(t, refs=(t.ptr,))], depth)
+        return Ref(key)
 
     def _memo_key(self, sub) -> tuple:
         """What ``sub``'s language depends on, but ``Sub.refs``: a bare ``$ref`` is its target."""

@@ -12,7 +12,7 @@ engine (``localguide.grammar``) then guides generation with the same language.
 from __future__ import annotations
 
 from .grammar.cfg import CFG, Terminal
-from .jsonschema_ast import EPS, Alt, Cls, Lit, Node, Rep, Seq
+from .jsonschema_ast import EPS, Alt, Cls, Lit, Node, Ref, Rep, Seq
 from .jsonschema_dfa import ast_to_dfa
 
 # A sub-expression of at most this many positions (characters, repetitions expanded)
@@ -41,7 +41,9 @@ def sizes(root: Node) -> dict[int, int]:
             stack.append((node, True))
             stack.extend((k, False) for k in kids if id(k) not in size)
             continue
-        if isinstance(node, Lit):
+        if isinstance(node, Ref):
+            n = 1 << 30  # a nonterminal, never inside a terminal
+        elif isinstance(node, Lit):
             n = len(node.text)
         elif isinstance(node, Cls):
             n = 1
@@ -55,9 +57,14 @@ def sizes(root: Node) -> dict[int, int]:
     return size
 
 
-def ast_to_cfg(root: Node, source: str = "JSON schema", terminal_size: int = TERMINAL_SIZE) -> CFG:
-    """The grammar of ``root``'s language (not normalized: ``grammar.cfg.normalize`` it)."""
-    size = sizes(root)
+def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON schema",
+               terminal_size: int = TERMINAL_SIZE) -> CFG:
+    """The grammar of ``root``'s language (not normalized: ``grammar.cfg.normalize`` it).
+
+    ``rules_of``: the node of each ``Ref`` key (``CompiledSchema.rules``).
+    """
+    rules_of = rules_of or {}
+    size = sizes(Seq((root,) + tuple(rules_of.values())))
     terminals: list[Terminal] = []
     by_language: dict[bytes, int] = {}
     rules: list[tuple[str, tuple]] = []
@@ -73,13 +80,19 @@ def ast_to_cfg(root: Node, source: str = "JSON schema", terminal_size: int = TER
             terminals.append(Terminal(f"t{t}", d))
         return t
 
-    stack = [(root, False)]
+    ref_names: dict = {}
+    stack = [(root, False)] + [(n, False) for n in rules_of.values()]
     while stack:
         node, ready = stack.pop()
         k = id(node)
         if k in sym:
             continue
-        if node is EPS:
+        if isinstance(node, Ref):
+            name = ref_names.get(node.key)
+            if name is None:
+                name = ref_names[node.key] = f"ref{len(ref_names)}"
+            sym[k] = name
+        elif node is EPS:
             sym[k] = None
         elif not isinstance(node, (Seq, Alt, Rep)) or size[k] <= terminal_size:
             sym[k] = terminal(node)
@@ -110,6 +123,9 @@ def ast_to_cfg(root: Node, source: str = "JSON schema", terminal_size: int = TER
                     rules.append((name, head + opt))
             sym[k] = name
         keep.append(node)
+    for key, name in ref_names.items():
+        body = sym[id(rules_of[key])]
+        rules.append((name, () if body is None else (body,)))
     start = sym[id(root)]
     if not isinstance(start, str):
         start = "document"

@@ -91,32 +91,33 @@ class Model:
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                  json_schema=None, strict: bool = False, whitespace: str = "compact",
-                 max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                 max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it.
 
-        ``strict``, ``whitespace``: JSON Schema options; ``max_ignored_run``: for a grammar, the
-        longest run of ``%ignore``d text in bytes (None: no limit). As ``compile_json_schema``
-        and ``compile_grammar``.
+        ``strict``, ``whitespace``, ``max_recursion`` (None: exact): JSON Schema options;
+        ``max_ignored_run``: for a grammar, the longest run of ``%ignore``d text in bytes
+        (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
         """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
-                                   strict=strict, whitespace=whitespace, max_ignored_run=max_ignored_run,
+                                   strict=strict, whitespace=whitespace, max_recursion=max_recursion,
+                                   max_ignored_run=max_ignored_run,
                                    max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
-               max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+               max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
         options = {}
         if json_schema is not None:
-            options = {"strict": strict, "whitespace": whitespace}
+            options = {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
         elif grammar is not None:
             options = {"max_ignored_run": max_ignored_run}
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)

@@ -44,6 +44,20 @@ def test_json_schema_file(smollm2, tmp_path):
     assert 1 <= json.loads(r.stdout)["n"] <= 9
 
 
+def test_exact_recursion(smollm2, tmp_path):
+    schema = {"$defs": {"n": {"type": "object", "additionalProperties": False, "required": ["v"], "properties": {
+        "v": {"enum": [1, 2]}, "k": {"type": "array", "maxItems": 1, "items": {"$ref": "#/$defs/n"}}}}},
+        "$ref": "#/$defs/n"}
+    path = tmp_path / "tree.json"
+    path.write_text(json.dumps(schema))
+    r = run("run", "--json-schema", str(path), "--exact-recursion", "--seed", "0", "A tree:")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["v"] in (1, 2)
+    bounded, exact = run("inspect", "-j", str(path)), run("inspect", "-j", str(path), "--exact-recursion")
+    assert "approximated" in bounded.stdout and "approximated" not in exact.stdout
+    assert "--exact-recursion applies" in run("run", "--regex", "a", "--exact-recursion", "x").stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["run", "missing.gguf", "hi"], "model file not found"),
     (["run", "--regex", "a(?=b)", "hi"], "lookahead is not supported at position 1"),

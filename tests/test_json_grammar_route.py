@@ -157,3 +157,98 @@ def test_tiny_schemas_as_grammars(smollm2_vocab, schema):
     idx = GrammarIndex(cfg, smollm2_vocab, "tiny")
     for v in ("x", 1, None, "", 2):
         assert idx.matches(json.dumps(v)) == jsonschema.Draft202012Validator(schema).is_valid(v)
+
+
+# -- exact recursion (max_recursion=None) ---------------------------------------------------------
+
+TREE = {"$defs": {"node": {"type": "object", "additionalProperties": False, "required": ["v"], "properties": {
+    "v": {"type": "integer", "minimum": -9, "maximum": 9},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}}},
+    "$ref": "#/$defs/node"}
+# mutual recursion through two definitions, and a $ref with a sibling keyword (still expanded)
+MUTUAL = {"$defs": {
+    "expr": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/call"}]},
+    "call": {"type": "object", "additionalProperties": False, "required": ["f", "args"], "properties": {
+        "f": {"enum": ["add", "neg"]}, "args": {"type": "array", "items": {"$ref": "#/$defs/expr"}}}}},
+    "type": "object", "required": ["main"], "additionalProperties": False,
+    "properties": {"main": {"$ref": "#/$defs/expr"}, "note": {"$ref": "#/$defs/call", "maxProperties": 2}}}
+
+
+def random_tree(rng: random.Random, depth: int):
+    n = {"v": rng.randrange(-9, 10) if rng.random() < 0.97 else 10}  # now and then out of range
+    if depth > 0 and rng.random() < 0.85:
+        n["kids"] = [random_tree(rng, depth - 1) for _ in range(3 if rng.random() < 0.03 else rng.choice([1, 2]))]
+    return n
+
+
+def random_expr(rng: random.Random, depth: int):
+    if depth == 0 or rng.random() < 0.2:
+        return rng.randrange(-99, 100) if rng.random() < 0.97 else rng.choice(["x", 1.5])
+    return {"f": "add" if rng.random() < 0.5 else rng.choice(["neg", "neg", "mul"]),
+            "args": [random_expr(rng, depth - 1) for _ in range(rng.choice([1, 1, 2]))]}
+
+
+@pytest.mark.parametrize("schema,make", [(TREE, lambda r: random_tree(r, 7)),
+                                         (MUTUAL, lambda r: {"main": random_expr(r, 7)})],
+                         ids=["tree", "mutual"])
+def test_exact_recursion_is_the_schemas_language(smollm2_vocab, schema, make):
+    """At any depth, a document is accepted exactly when jsonschema says it is valid."""
+    idx = compile_json_schema(schema, smollm2_vocab, max_recursion=None)
+    assert isinstance(idx, GrammarIndex)
+    bounded = build_dfa(schema)[0]
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(2)
+    deep_valid = 0
+    for _ in range(150):
+        doc = make(rng)
+        text = json.dumps(doc)
+        valid = validator.is_valid(doc)
+        assert idx.matches(text) == valid, text
+        deep_valid += valid and not bounded.matches(text.encode())  # beyond the bounded expansion
+        for t in mutations(text, rng, 3):
+            try:
+                d = json.loads(t)
+            except ValueError:
+                assert not idx.matches(t), t
+                continue
+            if not validator.is_valid(d):
+                assert not idx.matches(t), t  # never an invalid document
+            elif t == json.dumps(d):
+                assert idx.matches(t), t  # every valid one in json.dumps's layout
+    assert deep_valid > 5
+
+
+def test_exact_recursion_notes_and_limits():
+    from localguide.json_schema import SchemaError, inspect_schema, schema_to_ast
+
+    assert not schema_to_ast(TREE, max_recursion=None).approximated
+    assert schema_to_ast(TREE).approximated  # bounded by default
+    statuses = {(p, k): s for p, k, s in inspect_schema(TREE, max_recursion=None)}
+    assert "approximated" not in statuses.values()
+    with pytest.raises(SchemaError, match="compact"):
+        schema_to_ast(TREE, max_recursion=None, whitespace="pretty")
+    with pytest.raises(SchemaError, match="grammar"):
+        build_dfa(TREE, max_recursion=None)
+    # no recursion: the automaton as usual
+    dfa, cfg, _ = build_automaton({"type": "array", "items": {"type": "integer"}}, max_recursion=None)
+    assert dfa is not None and cfg is None
+
+
+def test_exact_recursion_on_the_model(model):
+    """Deep trees tokenized by the model are accepted; generated trees validate."""
+    idx = model.compile(json_schema=TREE, max_recursion=None)
+    stops = model.vocabulary.stop_ids
+    rng = random.Random(3)
+    for _ in range(4):
+        doc = random_tree(rng, 6)
+        if not jsonschema.Draft202012Validator(TREE).is_valid(doc):
+            continue
+        g = idx.guide()
+        for t in tokenize(model, json.dumps(doc)):
+            assert g.accepts(t)
+            g.advance(t)
+        assert np.isin(stops, g.allowed_token_ids()).all()
+    for seed in range(3):
+        text = model.generate("A tree as JSON:", json_schema=TREE, max_recursion=None, seed=seed, temperature=1.0,
+                              max_tokens=120)
+        jsonschema.validate(json.loads(text), TREE)
