@@ -153,34 +153,42 @@ class Grammar:
 
     # -- Earley sets ---------------------------------------------------------------------------
     def _make(self, kernel) -> "PState":
-        """Close ``kernel`` (entries (DFA state, origin state)) and intern the set."""
+        """Close ``kernel`` (entries (DFA state, origin state)) and intern the set.
+
+        An entry's key is ``(d << 32) | (origin uid + 1, 0 for this set)``: it dedups the
+        entries, and the sorted keys are the set's content key.
+        """
         dstates = self.dstates
         seen = set()
         entries = []
         work = []
-
-        def add(d, o, key):
-            """Enter (DFA state, origin) once under ``key``, with the predicted state it starts."""
-            if key in seen:
-                return
-            seen.add(key)
-            entries.append((d, o))
-            work.append((d, o))
-            p = dstates[d].pred
-            if p >= 0 and (p, 0) not in seen:
-                seen.add((p, 0))
-                entries.append((p, None))
-
         for d, o in kernel:
-            add(d, o, (d, 0 if o is None else id(o)))
+            k = (d << 32) | (0 if o is None else o.uid + 1)
+            if k in seen:
+                continue
+            seen.add(k)
+            entries.append((d, o))
+            if o is not None:
+                work.append((d, o))
+            p = dstates[d].pred
+            if p >= 0 and (p << 32) not in seen:
+                seen.add(p << 32)
+                entries.append((p, None))
         while work:
             d, o = work.pop()
-            if o is None:
-                continue  # started here: only empty derivations, already in the DFA states
             for a in dstates[d].complete:
                 for d2, o2 in o.waiting(a):
-                    add(d2, o2, (d2, id(o2)))
-        ckey = _content_key(entries)
+                    k = (d2 << 32) | (o2.uid + 1)
+                    if k in seen:
+                        continue
+                    seen.add(k)
+                    entries.append((d2, o2))
+                    work.append((d2, o2))
+                    p = dstates[d2].pred
+                    if p >= 0 and (p << 32) not in seen:
+                        seen.add(p << 32)
+                        entries.append((p, None))
+        ckey = tuple(sorted(seen))
         st = self._table.get(ckey)
         if st is None:
             st = PState(self, tuple(entries), self._uid)
@@ -269,9 +277,17 @@ class PState:
         except KeyError:
             pass
         if (self.allowed >> t) & 1:
-            shifts = self.g.shifts
-            kernel = [(sh[t], self if o is None else o) for d, o in self.entries for sh in (shifts(d),) if t in sh]
-            res = self.g._make(kernel)
+            g = self.g
+            dstates = g.dstates
+            kernel = []
+            for d, o in self.entries:
+                sh = dstates[d].shift
+                if sh is None:
+                    sh = g.shifts(d)
+                d2 = sh.get(t)
+                if d2 is not None:
+                    kernel.append((d2, self if o is None else o))
+            res = g._make(kernel)
         elif (self.g.ignore_mask >> t) & 1:
             res = self
         else:
