@@ -170,3 +170,32 @@ def language_samples(pair: tuple[str, str]) -> st.SearchStrategy[str]:
     """Strings fully matching ``pair[0]`` (drawn through the escape-free ``pair[1]``)."""
     pattern, plain = pair
     return st.from_regex(re.compile(plain), fullmatch=True).filter(lambda s: matches(pattern, s))
+
+
+# -- JSON Schemas ---------------------------------------------------------------------------
+
+SCHEMA_LEAVES = [
+    {"type": "integer", "minimum": -5, "maximum": 120},
+    {"type": "string", "maxLength": 3},
+    {"type": "string", "pattern": "^[a-c]+x?$"},
+    {"type": "boolean"},
+    {"enum": ["a", 1, None]},
+    {"type": "number"},
+    {"const": {"k": [1, 2]}},
+]
+
+
+@st.composite
+def small_schemas(draw, depth: int = 2):
+    """Random schemas from a few leaves, objects, arrays and unions."""
+    if depth == 0 or draw(st.integers(0, 2)) == 0:
+        return draw(st.sampled_from(SCHEMA_LEAVES))
+    kind = draw(st.sampled_from(["object", "array", "anyOf"]))
+    if kind == "object":
+        names = draw(st.lists(st.sampled_from(["a", "b", "cd"]), min_size=1, max_size=3, unique=True))
+        props = {k: draw(small_schemas(depth - 1)) for k in names}
+        return {"type": "object", "properties": props, "required": names[: draw(st.integers(0, len(names)))],
+                "additionalProperties": False}
+    if kind == "array":
+        return {"type": "array", "items": draw(small_schemas(depth - 1)), "maxItems": draw(st.integers(0, 3))}
+    return {"anyOf": draw(st.lists(small_schemas(depth - 1), min_size=2, max_size=3))}

@@ -12,8 +12,11 @@ import random
 import jsonschema
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import random_walk, tokenize
+from strategies import small_schemas
 from localguide.grammar.compiled import GrammarIndex
 from localguide.json_schema import build_automaton, build_dfa, compile_json_schema
 from localguide.jsonschema_grammar import ast_to_cfg
@@ -252,3 +255,51 @@ def test_exact_recursion_on_the_model(model):
         text = model.generate("A tree as JSON:", json_schema=TREE, max_recursion=None, seed=seed, temperature=1.0,
                               max_tokens=120)
         jsonschema.validate(json.loads(text), TREE)
+
+
+def dfa_strings(dfa, rng: random.Random, n: int, max_len: int = 60) -> list[bytes]:
+    """Random strings of ``dfa``'s language: walks that stop at accepting states."""
+    out = []
+    trans, acc = dfa.transitions, dfa.accepting
+    for _ in range(n * 20):
+        if len(out) >= n:
+            break
+        s, buf = 0, bytearray()
+        while len(buf) < max_len:
+            if acc[s] and rng.random() < 0.25:
+                out.append(bytes(buf))
+                break
+            nxt = np.flatnonzero(trans[s] >= 0)
+            if len(nxt) == 0:
+                break
+            b = int(nxt[rng.randrange(len(nxt))])
+            buf.append(b)
+            s = int(trans[s, b])
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_schemas(), st.sampled_from([0, 4, 16]), st.randoms(use_true_random=False))
+def test_grammar_equals_automaton(smollm2_vocab, schema, terminal_size, rng):
+    """Property: the grammar route's language is the automaton's, however the AST is cut into
+    terminals (0: every node a rule). Completeness on the automaton's strings and their prefixes,
+    agreement on mutations, soundness of random walks over the grammar guide's tokens."""
+    from localguide.grammar.cfg import normalize
+    from localguide.json_schema import schema_to_ast
+    from localguide.jsonschema_dfa import ast_to_dfa
+
+    node = schema_to_ast(schema, any_depth=1, max_length=8, max_items=3).node
+    dfa = ast_to_dfa(node)
+    idx = GrammarIndex(normalize(ast_to_cfg(node, terminal_size=terminal_size)), smollm2_vocab, "schema")
+    for data in dfa_strings(dfa, rng, 12):
+        assert idx.matches(data), data
+        for i in range(0, len(data), 3):
+            assert idx.is_prefix(data[:i]), data[:i]
+        text = data.decode("utf-8", "surrogatepass")
+        for m in mutations(text, rng, 4):
+            b = m.encode("utf-8", "surrogatepass")
+            assert idx.matches(b) == dfa.matches(b), m
+            assert idx.is_prefix(b) == (dfa.run(b) >= 0), m
+    g = idx.guide(max_tokens=40)
+    tokens, stopped = random_walk(g, smollm2_vocab, rng, max_steps=41)
+    assert stopped and dfa.matches(b"".join(smollm2_vocab[t] for t in tokens))
