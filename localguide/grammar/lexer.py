@@ -277,7 +277,12 @@ class Scanner:
             return c
 
         def seed(mask: int) -> int:
-            return intern(self.r_base[[t for t in range(nt) if (mask >> t) & 1]])
+            terms = []
+            while mask:
+                low = mask & -mask
+                terms.append(low.bit_length() - 1)
+                mask ^= low
+            return intern(self.r_base[terms])
 
         every = (1 << nt) - 1
         ign_bit = g.ignore_mask
