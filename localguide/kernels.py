@@ -1285,7 +1285,7 @@ def _counting_order(keys, n_keys, perm):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, order,
                   ctrans, acc_offsets, acc_terms, seed_tab, ign, live_tab, rdist, origins, track,
                   vocab_size, max_cfg):

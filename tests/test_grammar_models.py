@@ -186,3 +186,19 @@ def test_bounded_cache_keeps_masks(model, name):
             assert a.allowed_token_ids().tolist() == b.allowed_token_ids().tolist()
     assert idx.flushes > 0
     assert peak <= idx.max_cached_states + growth
+
+
+def test_trees_built_on_threads_are_those_of_one_pass(model):
+    """Chunks of trees built on several threads and joined give exactly the arrays of one pass."""
+    from localguide.grammar.cfg import normalize
+    from localguide.grammar.earley import Grammar
+    from localguide.grammar.lexer import Scanner
+    from localguide.grammar.masks import build_trees
+    from localguide.grammar.sources import resolve, to_cfg
+
+    sc = Scanner(Grammar(normalize(to_cfg(*resolve("sql")))))
+    one = build_trees(sc, model.vocabulary, workers=1)
+    many = build_trees(sc, model.vocabulary, workers=3)
+    assert one.keys() == many.keys()
+    for k in one:
+        assert one[k].dtype == many[k].dtype and np.array_equal(one[k], many[k]), k

@@ -22,6 +22,9 @@ and unions of groups by the set of groups.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .. import kernels
@@ -32,14 +35,33 @@ TREE_KEYS = ("tr_seq", "tr_ch_off", "tr_ch_term", "tr_ch_node", "tr_node_grp", "
              "tr_grp_off", "tr_grp_tok", "tr_unres_off", "tr_unres_tok")
 
 
-def build_trees(scanner, vocabulary) -> dict:
-    """All trees of ``scanner`` over ``vocabulary``, as the flat arrays ``Trees`` loads."""
+def build_trees(scanner, vocabulary, workers: int | None = None) -> dict:
+    """All trees of ``scanner`` over ``vocabulary``, as the flat arrays ``Trees`` loads.
+
+    Trees are independent: chunks of them are built on ``workers`` threads (default: the
+    CPU count, at most 8) and joined; the arrays are those of one pass over all of them.
+    """
     sc = scanner
     origins = sc.single[sc.tree_reading]
+    track = sc.tree_track
+    fixed = (*vocabulary.trie.arrays, sc.trans, sc.acc_offsets, sc.acc_terms, sc.seed_tab, sc.ign, sc.live_tab,
+             sc.rdist)
+    n = len(origins)
+    workers = min(os.cpu_count() or 1, 8) if workers is None else workers
+    chunks = 1 if workers <= 1 or n < 64 else min(4 * workers, n // 16)
+    bounds = np.linspace(0, n, chunks + 1).astype(np.int64).tolist()
+
+    def part(i):
+        a, b = bounds[i], bounds[i + 1]
+        return kernels.grammar_trees(*fixed, origins[a:b], track[a:b], vocabulary.size, MAX_READINGS)
+
+    if chunks == 1:
+        parts = [part(0)]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(part, range(chunks)))
     (seq_parent, seq_term, tree_seq, grp_seq, grp_state, grp_lead, grp_off, grp_tok, unres_off,
-     unres_tok) = kernels.grammar_trees(*vocabulary.trie.arrays, sc.trans, sc.acc_offsets, sc.acc_terms,
-                                        sc.seed_tab, sc.ign, sc.live_tab, sc.rdist, origins, sc.tree_track,
-                                        vocabulary.size, MAX_READINGS)
+     unres_tok) = parts[0] if len(parts) == 1 else _join_trees(parts)
     n = len(seq_parent)
     # Keep only sequence nodes with a group at or below them (parents come before children).
     useful = np.zeros(n, bool)
@@ -65,6 +87,29 @@ def build_trees(scanner, vocabulary) -> dict:
             "tr_ch_node": edges[order].astype(np.int32), "tr_node_grp": node_grp,
             "tr_grp_state": grp_state, "tr_grp_lead": grp_lead, "tr_grp_off": grp_off, "tr_grp_tok": grp_tok,
             "tr_unres_off": unres_off, "tr_unres_tok": unres_tok}
+
+
+def _join_trees(parts) -> tuple:
+    """The outputs of ``kernels.grammar_trees`` on consecutive chunks of origins, as one."""
+    cols = [[] for _ in range(10)]
+    seq_base = tok_base = unres_base = 0
+    for sp, st, ts, gs, gst, gl, go, gt, uo, ut in parts:
+        cols[0].append(np.where(sp >= 0, sp + seq_base, -1).astype(sp.dtype))
+        cols[1].append(st)
+        cols[2].append(ts[:-1] + seq_base)
+        cols[3].append(gs + seq_base)
+        cols[4].append(gst)
+        cols[5].append(gl)
+        cols[6].append(go[:-1] + tok_base)
+        cols[7].append(gt)
+        cols[8].append(uo[:-1] + unres_base)
+        cols[9].append(ut)
+        seq_base += len(sp)
+        tok_base += len(gt)
+        unres_base += len(ut)
+    for i, end in ((2, seq_base), (6, tok_base), (8, unres_base)):
+        cols[i].append(np.array([end], cols[i][0].dtype))
+    return tuple(np.concatenate(c).astype(c[0].dtype, copy=False) for c in cols)
 
 
 class MaskEngine:
