@@ -361,13 +361,14 @@ class Scanner:
         acc = self.r_acc[rd]
         acc_tab[st_of[acc], terms[acc]] = True
         self.acc_tab = acc_tab
-        weights = [1 << t for t in range(nt)]
-        self.live = _bitmasks(self.live_tab, weights)
-        self.accepts = _bitmasks(acc_tab, weights)
-        self.accept_lists = [np.flatnonzero(row).tolist() for row in acc_tab]
+        self.live = _bitmasks(self.live_tab)
+        self.accepts = _bitmasks(acc_tab)
         self.acc_offsets = np.zeros(n + 1, np.int64)
         np.cumsum(acc_tab.sum(axis=1), out=self.acc_offsets[1:])
         self.acc_terms = np.nonzero(acc_tab)[1].astype(np.int32)
+        flat = self.acc_terms.tolist()
+        bounds = self.acc_offsets.tolist()
+        self.accept_lists = [flat[bounds[i]:bounds[i + 1]] for i in range(n)]
         self.is_ignore = np.zeros(nt, np.int8)
         if self.ign >= 0:
             self.is_ignore[self.ign] = 1
@@ -390,11 +391,7 @@ class Scanner:
         return len(self.r_term)
 
 
-def _bitmasks(tab: np.ndarray, weights: list[int]) -> list[int]:
-    out = []
-    for row in tab:
-        v = 0
-        for t in np.flatnonzero(row).tolist():
-            v |= weights[t]
-        out.append(v)
-    return out
+def _bitmasks(tab: np.ndarray) -> list[int]:
+    """Each row of a boolean table as an int whose bit ``t`` is column ``t``."""
+    packed = np.packbits(tab, axis=1, bitorder="little")
+    return [int.from_bytes(row.tobytes(), "little") for row in packed]
