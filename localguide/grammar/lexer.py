@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from .cfg import dfa_distances
 from .earley import Grammar
 from .errors import GrammarError
@@ -308,32 +309,13 @@ class Scanner:
                 seed_tab[a + 1, t] = seed((tri.get((a, t), 0) & real) | ign_bit)
         self.seed_tab = seed_tab
         self.single = np.array([intern(np.array([r])) for r in range(n_r)], np.int32)
-        rows = []
-        i = 0
-        while i < len(states):
-            rs = states[i]
-            m = r_next[rs]  # (k, 256)
-            k1 = h1[m].sum(axis=0)
-            k2 = h2[m].sum(axis=0)
-            uniq, first, inv = np.unique(k1 ^ (k2 * np.uint64(0x9E3779B97F4A7C15)), return_index=True,
-                                         return_inverse=True)
-            targets = np.empty(len(uniq), np.int32)
-            for j, col in enumerate(first.tolist()):
-                if k1[col] == 0 and k2[col] == 0:
-                    targets[j] = -1
-                    continue
-                key = (int(k1[col]), int(k2[col]))
-                c = ids.get(key)
-                if c is None:
-                    nxt = np.unique(m[:, col])
-                    c = intern(nxt[nxt < n_r])
-                targets[j] = c
-            rows.append(targets[inv.reshape(-1)])
-            i += 1
-        self.trans = np.stack(rows).astype(np.int32)
-        self.st_off = np.zeros(len(states) + 1, np.int64)
-        np.cumsum([len(s) for s in states], out=self.st_off[1:])
-        self.st_rd = np.concatenate(states).astype(np.int32)
+        off = np.zeros(len(states) + 1, np.int64)
+        np.cumsum([len(x) for x in states], out=off[1:])
+        rd = np.concatenate(states).astype(np.int32) if states else np.zeros(0, np.int32)
+        self.trans, self.st_off, self.st_rd = kernels.scanner_closure(r_next, h1, h2, off, rd, max_states)
+        if len(self.trans) == 0:
+            raise GrammarError(f"the terminals overlap too much: the scanner needs more than {max_states} states",
+                               source=g.cfg.source)
 
     def arrays(self) -> dict:
         """What ``Scanner(g, arrays=...)`` needs to skip the construction."""
