@@ -259,13 +259,14 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     if cache.available(grammar_path):  # a corrupt file is rebuilt
         return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
                               vocabulary, description)
-    if lazy is False or cache.available(Index.cache_path("json_schema", key, vocabulary)):
+    if cache.available(Index.cache_path("json_schema", key, vocabulary)):
         return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
                             vocabulary, description)
     dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
     if cfg is not None:
         return _grammar_index(grammar_path, lambda: cfg, vocabulary, description)
-    if dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or not lazy_possible(dfa, vocabulary):
+    if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \
+            not lazy_possible(dfa, vocabulary):
         return Index.cached("json_schema", key, lambda: dfa, vocabulary, description)
     return LazyIndex(dfa, vocabulary, lambda: Index.cached("json_schema", key, lambda: dfa, vocabulary, description),
                      description)

@@ -82,6 +82,14 @@ def test_large_automaton_takes_the_grammar_route():
     assert not any("too large" in note for _, _, note in compiled.approximated)
 
 
+def test_route_does_not_depend_on_laziness(smollm2_vocab):
+    """``lazy`` only chooses when an automaton's Index is built; the grammar route stays."""
+    for lazy in (False, True, None):
+        assert isinstance(compile_json_schema(WIDE, smollm2_vocab, max_states=SMALL_BUDGET, lazy=lazy), GrammarIndex)
+        assert isinstance(compile_json_schema(TREE, smollm2_vocab, max_recursion=None, lazy=lazy), GrammarIndex)
+    assert not isinstance(compile_json_schema(WIDE, smollm2_vocab, lazy=False), GrammarIndex)
+
+
 def test_same_language_as_the_automaton(smollm2_vocab):
     """Valid documents, their mutations and their prefixes: the grammar and the DFA agree on every one."""
     idx = compile_json_schema(WIDE, smollm2_vocab, max_states=SMALL_BUDGET)
