@@ -252,8 +252,9 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     except (TypeError, ValueError):
         schema_to_ast(doc, **options)  # the schema's own error, if it has one
         raise SchemaError("the schema (or resources) cannot be written as JSON") from None
-    # A cached index is served without compiling the schema again: an error would have
-    # kept it from being stored. On a miss, build_dfa raises the schema's errors.
+    # A cached index (the automaton's or the grammar's) is served without compiling the schema
+    # again: an error would have kept it from being stored. On a miss, build_automaton raises
+    # the schema's errors.
     description = "JSON schema"
     grammar_path = cache.key_path("json_schema_grammar", str(GRAMMAR_FORMAT), key, vocabulary.fingerprint)
     if cache.available(grammar_path):  # a corrupt file is rebuilt
