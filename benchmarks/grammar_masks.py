@@ -121,54 +121,72 @@ def walk(idx, token_lists, budget):
     return times, adv
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="smollm2,gemma3")
-    ap.add_argument("--grammars", default="json,sql,c")
-    ap.add_argument("--budget", type=int, default=None, help="max_tokens for the guides (default: none)")
-    args = ap.parse_args()
+def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None) -> list[dict]:
+    """One row per grammar for the model at ``path`` (see the module doc)."""
     import llama_cpp
 
     from localguide import Vocabulary
-    from localguide.grammar import compile_grammar
+    from localguide.grammar import compile_grammar, sources
     from localguide.vocabulary import quiet_stderr
 
+    with quiet_stderr():
+        llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    voc = Vocabulary.from_gguf(path)
     rows = []
-    for model, path in model_paths(args.models.split(",")).items():
-        with quiet_stderr():
-            llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
-        voc = Vocabulary.from_gguf(path)
-        for grammar in args.grammars.split(","):
+    saved = os.environ.get("LOCALGUIDE_CACHE_DIR")
+    try:
+        for grammar in grammars:
             with tempfile.TemporaryDirectory(prefix="lg-bench-") as tmp:
                 env = dict(os.environ, LOCALGUIDE_CACHE_DIR=tmp)
                 compile_time(path, "arithmetic", "cold", env)  # warm the vocabulary cache of this dir
                 cold = compile_time(path, grammar, "cold", env)
                 cached = compile_time(path, grammar, "cached", env)
                 os.environ["LOCALGUIDE_CACHE_DIR"] = tmp
-                from localguide.grammar import sources
-
                 sources._COMPILED.clear()
                 idx = compile_grammar(grammar, voc)  # loads the cache file
                 token_lists = [llama.tokenize(s.encode(), add_bos=False, special=False) for s in SAMPLES[grammar]]
-                first, adv1 = walk(idx, token_lists, args.budget)
-                warm, adv2 = walk(idx, token_lists, args.budget)
-            row = {"model": model, "grammar": grammar, "tokens": len(first), "cold_s": cold["cpu"],
+                first, adv1 = walk(idx, token_lists, budget)
+                warm, adv2 = walk(idx, token_lists, budget)
+                sources._COMPILED.clear()
+            row = {"model": model_name, "grammar": grammar, "tokens": len(first), "cold_s": cold["cpu"],
                    "trie_s": cold["trie"],
                    "cached_ms": cached["cpu"] * 1000, "first_p50": pct(first, 50), "first_p99": pct(first, 99),
                    "first_max": max(first), "warm_p50": pct(warm, 50), "warm_p99": pct(warm, 99),
                    "adv_first_p50": pct(adv1, 50), "adv_first_p99": pct(adv1, 99)}
             rows.append(row)
-            print(json.dumps(row), file=sys.stderr)
-    print(f"\nmasks: µs CPU per allowed_token_ids(); budget: {args.budget}\n")
+            log(json.dumps(row))
+    finally:
+        if saved is None:
+            os.environ.pop("LOCALGUIDE_CACHE_DIR", None)
+        else:
+            os.environ["LOCALGUIDE_CACHE_DIR"] = saved
+    return rows
+
+
+def table(rows) -> str:
     head = ("model", "grammar", "tokens", "cold s (+trie)", "cached ms", "first p50", "first p99", "first max",
             "warm p50", "warm p99", "advance p50/p99 (first)")
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        print(f"| {r['model']} | {r['grammar']} | {r['tokens']} | {r['cold_s']:.2f} (+{r['trie_s']:.2f}) | "
-              f"{r['cached_ms']:.0f} | "
-              f"{r['first_p50']:.0f} | {r['first_p99']:.0f} | {r['first_max']:.0f} | {r['warm_p50']:.1f} | "
-              f"{r['warm_p99']:.1f} | {r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f} |")
+        lines.append(f"| {r['model']} | {r['grammar']} | {r['tokens']} | {r['cold_s']:.2f} (+{r['trie_s']:.2f}) | "
+                     f"{r['cached_ms']:.0f} | "
+                     f"{r['first_p50']:.0f} | {r['first_p99']:.0f} | {r['first_max']:.0f} | {r['warm_p50']:.1f} | "
+                     f"{r['warm_p99']:.1f} | {r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--grammars", default="json,sql,c")
+    ap.add_argument("--budget", type=int, default=None, help="max_tokens for the guides (default: none)")
+    args = ap.parse_args()
+    rows = []
+    for model, path in model_paths(args.models.split(",")).items():
+        rows += measure(path, model, args.grammars.split(","), args.budget,
+                        log=lambda m: print(m, file=sys.stderr))
+    print(f"\nmasks: µs CPU per allowed_token_ids(); budget: {args.budget}\n")
+    print(table(rows))
 
 
 if __name__ == "__main__":

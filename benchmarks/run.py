@@ -18,6 +18,8 @@ Sections (``--sections``, comma separated; all by default), for each model (``--
   (llama.cpp API) and through each engine's own mask + advance API.
 * ``compile``: cold index build (empty disk cache, empty DFA cache) and cached load for
   localguide; outlines-core ``Index``; llguidance matcher + first mask.
+* ``grammar``: the grammar engine on json, sql and c (``grammar_masks.py``): compile cold and
+  cached in fresh processes, and the masks of a first and a second walk of sample texts.
 * ``cli``: ``python cli.py run --regex '\\d+' PROMPT --max-tokens 1`` with warm caches, time to
   the first byte on stdout.
 
@@ -67,6 +69,7 @@ import localguide.sampler as lg_sampler  # noqa: E402
 from localguide.regex import regex_to_dfa  # noqa: E402
 from localguide.sampler import Sampling  # noqa: E402
 
+import grammar_masks  # noqa: E402
 import maskbench  # noqa: E402
 import peers  # noqa: E402
 
@@ -105,6 +108,7 @@ PROMPTS = {
 }
 SAMPLING = Sampling(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05)
 GUIDE_COST_PATTERNS = ("date", "email", "ipv4", "float")  # the four; words is for the e2e race
+GRAMMAR_MASKS = ("json", "sql", "c")  # the grammars of the mask and compile targets
 TARGETS = {
     "ratio": 0.97,       # constrained / unconstrained tokens/s
     "p50_us": 10.0,      # per-token guide cost
@@ -833,6 +837,15 @@ def model_report(name: str, r: dict) -> str:
             f"{k} {v * 1e3:,.0f}" for k, v in c["one_off"].items()) + ".")
     if "maskbench" in r:
         parts.append(maskbench.report(name, r["maskbench"]))
+    if r.get("grammar_masks"):
+        parts.append(f"### Grammar engine: compile and per-token masks ({name})\n"
+                     "`cold` = `compile_grammar` in a fresh process with an empty disk cache (numba's machine-code "
+                     "cache warm), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
+                     "`allowed_token_ids()` while the model's own tokenization of sample texts (2-3 per grammar, "
+                     "`benchmarks/grammar_masks.py`) is walked through a guide of the cached index: `first` is the "
+                     "first walk in the process (every parser state new), `warm` the same walk again. `first max` "
+                     "includes numba's one-time start in the process (its first kernel call) where the walk makes it.\n\n"
+                     + grammar_masks.table(r["grammar_masks"]))
     if "cli" in r:
         c = r["cli"]
         parts.append(f"### CLI, warm caches\n`{c['command']}`: first token after **{c['first']:.2f} s** "
@@ -879,6 +892,19 @@ def targets_report(results: dict) -> str:
                          ", ".join(f"{k.split()[-1]} {x['ratio']:.3f} ({x['tokens']:.0f} tokens/run)"
                                    for k, x in gram) + (f"; opportunistic: {', '.join(opp)}" if opp else ""),
                          ok(worst, lambda v: v >= 0.95)])
+        gm = r.get("grammar_masks")
+        if gm:
+            worst50 = max(gm, key=lambda x: x["first_p50"])
+            worst99 = max(gm, key=lambda x: x["first_p99"])
+            rows.append([name, "grammar masks (json, sql, c), first pass: p50 ≤ 50 µs, p99 ≤ 1 ms",
+                         ", ".join(f"{x['grammar']} {x['first_p50']:,.0f} / {x['first_p99']:,.0f} µs" for x in gm)
+                         + "; warm pass p50 ≤ " + f"{max(x['warm_p50'] for x in gm):.1f} µs",
+                         ok(max(worst50["first_p50"] / 50, worst99["first_p99"] / 1000), lambda v: v <= 1)])
+            cold = max(x["cold_s"] for x in gm)
+            cached = max(x["cached_ms"] for x in gm)
+            rows.append([name, "grammar compile (json, sql, c): ≤ 2 s cold, ≤ 50 ms cached",
+                         f"cold ≤ {cold:.2f} s, cached ≤ {cached:.0f} ms",
+                         ok(max(cold / 2, cached / 50), lambda v: v <= 1)])
         mb = r.get("maskbench")
         if mb:
             rows.append([name, "MaskBench time to first mask p50 ≤ 50 ms, p99 ≤ 2 s (cold)",
@@ -992,8 +1018,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="also write the raw results as JSON")
     ap.add_argument("--models", default="smollm2,gemma",
                     help="comma separated: smollm2, gemma, or .gguf paths (default: smollm2,gemma)")
-    ap.add_argument("--sections", default="compile,e2e,guide,maskbench,cli",
-                    help="comma separated subset of compile,e2e,guide,maskbench,cli")
+    ap.add_argument("--sections", default="compile,e2e,guide,maskbench,grammar,cli",
+                    help="comma separated subset of compile,e2e,guide,maskbench,grammar,cli")
     ap.add_argument("--maskbench", type=int, help="MaskBench schemas timed (default 60, quick 20)")
     ap.add_argument("--runs", type=int, help="runs per e2e configuration (default 5, quick 3)")
     ap.add_argument("--tokens", type=int, help="tokens per e2e run (default 64, quick 32)")
@@ -1071,6 +1097,10 @@ def main(argv=None) -> int:
             r["maskbench"] = maskbench.run(path, maskbench.sample_files(cfg.maskbench), 20.0, log)
             r["maskbench"].pop("rows")
             log(f"  maskbench: {time.perf_counter() - t_sec:.0f} s")
+        if "grammar" in sections:
+            t_sec = time.perf_counter()
+            r["grammar_masks"] = grammar_masks.measure(path, name, GRAMMAR_MASKS)
+            log(f"  grammar masks: {time.perf_counter() - t_sec:.0f} s")
         if "cli" in sections:
             t_sec = time.perf_counter()
             bench_cli(path, name == "smollm2", cfg, notes, r, warm=False)
