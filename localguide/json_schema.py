@@ -159,39 +159,44 @@ def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bo
     from .jsonschema_dfa import TooLargeError, ast_to_dfa
 
     doc = _load(schema)
+    full = None  # the AST of the full bounds, when already compiled
     if options.get("max_recursion", 3) is None:
-        compiled = schema_to_ast(doc, **options)
-        if compiled.rules:  # recursion found: a grammar
+        full = schema_to_ast(doc, **options)
+        if full.rules:  # recursion found: a grammar
             if not grammar:
                 raise SchemaError("with exact recursion (max_recursion=None) this schema needs the grammar "
                                   "engine: use compile_json_schema")
-            cfg, _ = _grammar(compiled)
+            cfg, _ = _grammar(full)
             if cfg is None:
                 raise SchemaError("no JSON document satisfies this schema")
-            return None, cfg, compiled
-        options = dict(options, max_recursion=3)  # no recursion: nothing is bounded by it
+            return None, cfg, full
+        # No recursion: that AST is the one of max_recursion=3, which the levels below tighten.
+        options = dict(options, max_recursion=3)
     last = None
-    full = None
+    big_cfg = None  # the full bounds' grammar, too large to come before the tightened automata
     for level in _LEVELS:
         opts = dict(options)
         for k, v in level.items():
             opts[k] = min(v, opts.get(k, v)) if opts.get(k) is not None else v
-        compiled = schema_to_ast(doc, **opts)
+        compiled = full if (full is not None and not level) else schema_to_ast(doc, **opts)
+        if not level:
+            full = compiled
         try:
             dfa = ast_to_dfa(compiled.node, max_states=max_states)
         except TooLargeError as e:
             last = e
             if grammar and not level:
-                full = _grammar(compiled)
-                if full[0] is not None and full[1] <= GRAMMAR_STATES:
-                    return None, full[0], compiled
+                cfg, states = _grammar(compiled)
+                if cfg is not None and states <= GRAMMAR_STATES:
+                    return None, cfg, compiled
+                big_cfg = cfg
             continue
         if level:
             compiled.approximated.append(("", "", "the automaton was too large: nesting, lengths and counts "
                                                   f"bounded by {level}"))
         return dfa, None, compiled
-    if full is not None and full[0] is not None:
-        return None, full[0], schema_to_ast(doc, **options)
+    if big_cfg is not None:
+        return None, big_cfg, full
     raise SchemaError(f"the schema's automaton is too large ({last})"
                       + ("" if grammar else "; a grammar-based engine is needed"))
 

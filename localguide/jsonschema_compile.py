@@ -86,65 +86,56 @@ class Compiler:
         is reused wherever the way here holds none of the targets it followed: a shared
         definition expanded in many places is compiled once.
         """
-        if self.exact_recursion and len(subs) == 1:
-            ref = self._recursive_ref(subs[0], depth)
+        targets = [self._bare_ref_target(x) for x in subs]
+        if self.exact_recursion and len(subs) == 1 and targets[0] is not None:
+            ref = self._recursive_ref(subs[0], targets[0], depth)
             if ref is not None:
                 return ref
-        key = (tuple(self._memo_key(x) for x in subs), depth)
+        key = (tuple(_memo_key(x if t is None else t, t is not None) for x, t in zip(subs, targets)), depth)
         outer = {r for x in subs for r in x.refs}
         entries = self._values.get(key)
         if entries is not None:
-            for targets, node, _ in entries:
-                if outer.isdisjoint(targets):
+            for followed, node, _ in entries:
+                if outer.isdisjoint(followed):
                     if self.fl.followed:
-                        self.fl.followed[-1] |= targets
+                        self.fl.followed[-1] |= followed
                     return node
-        followed = self.fl.followed
-        followed.append(set())
+        stack = self.fl.followed
+        stack.append(set())
         try:
             node = self._value(subs, depth)
         finally:
-            targets = followed.pop()
-        if followed:
-            followed[-1] |= targets
-        if outer.isdisjoint(targets):
+            followed = stack.pop()
+        if stack:
+            stack[-1] |= followed
+        if outer.isdisjoint(followed):
             # ``subs`` kept alive with the entry: its ids stay unique
-            self._values.setdefault(key, []).append((frozenset(targets), node, subs))
+            self._values.setdefault(key, []).append((frozenset(followed), node, subs))
         return node
 
-    def _recursive_ref(self, sub, depth: int):
-        """A ``Ref`` when ``sub`` is a bare ``$ref`` to a definition being expanded, else None."""
+    def _bare_ref_target(self, sub):
+        """The target of ``sub`` when it is a bare ``$ref`` (nothing but annotations beside it), else None."""
         s = sub.schema
         if not (isinstance(s, dict) and isinstance(s.get("$ref"), str) and
                 (sub.draft < 2019 or all(k == "$ref" or k in ANNOTATIONS for k in s))):
             return None
         try:
-            t = self.fl.registry.resolve(sub, s["$ref"])
+            return self.fl.registry.resolve(sub, s["$ref"])
         except ResolveError:
             return None  # the flattener reports it
+
+    def _recursive_ref(self, sub, t, depth: int):
+        """A ``Ref`` when the bare ``$ref`` ``sub`` (to ``t``) leads back into a definition being expanded."""
         if self.fl.followed:
             self.fl.followed[-1].add(t.ptr)  # the answer depends on the way here
         if t.ptr not in sub.refs:
             return None
-        key = (id(t.schema), t.ptr, t.base, t.draft)
+        key = _memo_key(t)
         if key not in self.rules:
             self.problems.ok(sub.ptr, "$ref")
             self.rules[key] = EMPTY  # a reference to itself while it compiles is a Ref too
             self.rules[key] = self._value([replace(t, refs=(t.ptr,))], depth)
         return Ref(key)
-
-    def _memo_key(self, sub) -> tuple:
-        """What ``sub``'s language depends on, but ``Sub.refs``: a bare ``$ref`` is its target."""
-        s = sub.schema
-        if isinstance(s, dict) and isinstance(s.get("$ref"), str) and \
-                (sub.draft < 2019 or all(k == "$ref" or k in ANNOTATIONS for k in s)):
-            try:
-                t = self.fl.registry.resolve(sub, s["$ref"])
-            except ResolveError:
-                pass
-            else:
-                return id(t.schema), t.ptr, t.base, t.draft, "$ref"
-        return id(sub.schema), sub.ptr, sub.base, sub.draft
 
     def _value(self, subs: list, depth: int) -> Node:
         if depth > MAX_DEPTH:
@@ -722,6 +713,11 @@ class Compiler:
                     new[k] = alt(new.get(k, EMPTY), x)
             by = new
         return alt(*[x for c, x in by.items() if c >= max(lo, 1)])
+
+
+def _memo_key(sub, via_ref: bool = False) -> tuple:
+    """What ``sub``'s language depends on, but ``Sub.refs``; ``via_ref``: reached by a bare ``$ref``."""
+    return (id(sub.schema), sub.ptr, sub.base, sub.draft) + (("$ref",) if via_ref else ())
 
 
 def _nullable_join(slots, lo) -> bool:
