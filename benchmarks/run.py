@@ -298,6 +298,7 @@ def bench_e2e(model, partner, cfg, notes, indexes, llg_tok, out):
         try:
             t0 = time.perf_counter()
             gindex = model.compile(grammar=text)
+            gindex.complete()  # every subterminal tree: the whole compile, and nothing left to overlap the runs
             out.setdefault("grammar_compile", {})[key] = time.perf_counter() - t0
         except Exception as e:  # noqa: BLE001 - optional: the grammar engine may be absent
             note(notes, f"localguide grammar `{key}` skipped: {type(e).__name__}: {e}")
@@ -315,6 +316,7 @@ def bench_e2e(model, partner, cfg, notes, indexes, llg_tok, out):
     for key in ("sql", "c"):
         t0 = time.perf_counter()
         gindex = model.compile(grammar=key)
+        gindex.complete()
         out.setdefault("grammar_compile", {})[key] = time.perf_counter() - t0
         configs[f"localguide grammar {key}"] = (key, "localguide", T, lambda g=gindex: (g.guide(), [], None))
         if OPPORTUNISTIC:
@@ -840,7 +842,8 @@ def model_report(name: str, r: dict) -> str:
     if r.get("grammar_masks"):
         parts.append(f"### Grammar engine: compile and per-token masks ({name})\n"
                      "`cold` = `compile_grammar` in a fresh process with an empty disk cache (numba's machine-code "
-                     "cache warm), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
+                     "cache warm) with every subterminal tree built (`cold to mask`: up to the first mask; the index "
+                     "builds trees when first needed), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
                      "`allowed_token_ids()` while the model's own tokenization of sample texts (2-3 per grammar, "
                      "`benchmarks/grammar_masks.py`) is walked through a guide of the cached index: `first` is the "
                      "first walk in the process (every parser state new), `warm` the same walk again. `first max` "
@@ -902,8 +905,10 @@ def targets_report(results: dict) -> str:
                          ok(max(worst50["first_p50"] / 50, worst99["first_p99"] / 1000), lambda v: v <= 1)])
             cold = max(x["cold_s"] for x in gm)
             cached = max(x["cached_ms"] for x in gm)
+            first = max(x.get("cold_first_s", x["cold_s"]) for x in gm)
             rows.append([name, "grammar compile (json, sql, c): ≤ 2 s cold, ≤ 50 ms cached",
-                         f"cold ≤ {cold:.2f} s, cached ≤ {cached:.0f} ms",
+                         f"cold ≤ {cold:.2f} s with every tree (to the first mask ≤ {first:.2f} s), "
+                         f"cached ≤ {cached:.0f} ms",
                          ok(max(cold / 2, cached / 50), lambda v: v <= 1)])
         mb = r.get("maskbench")
         if mb:

@@ -31,7 +31,7 @@ from . import __version__
 
 _warned = False
 _BACKGROUND_BYTES = 1 << 20  # smaller files are written at once: it costs less than a thread
-_pending: dict[Path, tuple[threading.Thread, dict]] = {}
+_pending: dict[Path, tuple[threading.Thread, dict | None]] = {}  # arrays None: being computed
 _lock = threading.Lock()
 
 
@@ -150,10 +150,27 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
 def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
            check: Callable[[dict], bool] = lambda arrays: True) -> dict[str, np.ndarray]:
     """Load the arrays at ``path``, or build and store them. ``check`` rejects a stale or broken load."""
+    arrays = load_checked(path, check)
+    if arrays is not None:
+        return arrays
+    arrays = build()
+    if sum(a.nbytes for a in arrays.values()) < _BACKGROUND_BYTES:
+        save(path, arrays)
+    else:
+        _save_in_background(path, arrays)
+    return arrays
+
+
+def load_checked(path: Path, check: Callable[[dict], bool] = lambda arrays: True) -> dict[str, np.ndarray] | None:
+    """The arrays at ``path`` if there and passing ``check`` (else None: a corrupt file is
+    reported once and removed). A write still pending in this process is served from
+    memory, or waited for while its arrays are being computed (``save_later``)."""
     with _lock:
         pending = _pending.get(path)
     if pending is not None:
-        return pending[1]
+        if pending[1] is not None:
+            return pending[1]
+        pending[0].join()
     arrays = load(path)
     if arrays is not None:
         try:
@@ -162,12 +179,16 @@ def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
         except (KeyError, ValueError, IndexError):
             pass
         _warn(f"localguide: cache file {path} is corrupt (unexpected content); rebuilding it")
-    arrays = build()
-    if sum(a.nbytes for a in arrays.values()) < _BACKGROUND_BYTES:
-        save(path, arrays)
-    else:
-        _save_in_background(path, arrays)
-    return arrays
+    return None
+
+
+def save_later(path: Path, make: Callable[[], dict[str, np.ndarray]]) -> None:
+    """Compute ``make()`` and store it at ``path``, in a background thread (``flush()`` waits for it).
+
+    For an object that answers before it is complete (a lazy grammar index): its arrays
+    are written once it is. An error in ``make`` leaves no file (the next process builds).
+    """
+    _save_in_background(path, None, make)
 
 
 def available(path: Path) -> bool:
@@ -178,10 +199,12 @@ def available(path: Path) -> bool:
     return path.exists()
 
 
-def _save_in_background(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def _save_in_background(path: Path, arrays: dict[str, np.ndarray] | None, make=None) -> None:
     def write():
         try:
-            save(path, arrays)
+            save(path, arrays if make is None else make())
+        except Exception as e:  # the caller already has its object: only the file is lost
+            _warn(f"localguide: could not prepare cache file {path} ({type(e).__name__}: {e})")
         finally:
             with _lock:
                 if _pending.get(path, (None,))[0] is thread:

@@ -212,3 +212,40 @@ def test_damaged_files_are_reported_corrupt(tmp_path, monkeypatch, damage):
     with pytest.warns(RuntimeWarning, match="corrupt"):
         assert cache.load(path) is None
     assert not path.exists()
+
+
+def test_save_later_is_waited_for_and_served(fresh_cache):
+    """A file whose arrays are still being computed: readers wait for it, ``flush`` too."""
+    import threading
+
+    release = threading.Event()
+    path = cache.key_path("test", "later")
+
+    def make():
+        release.wait(10)
+        return {"a": np.arange(5, dtype=np.int64)}
+
+    cache.save_later(path, make)
+    assert cache.available(path) and not path.exists()
+    got = []
+    reader = threading.Thread(target=lambda: got.append(cache.load_checked(path)))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive() and not got  # waiting for ``make``
+    release.set()
+    reader.join(10)
+    np.testing.assert_array_equal(got[0]["a"], np.arange(5))
+    cache.flush()
+    assert path.exists() and not cache._pending
+
+
+def test_save_later_failure_leaves_no_file(fresh_cache):
+    path = cache.key_path("test", "fails")
+
+    def make():
+        raise ValueError("boom")
+
+    with pytest.warns(RuntimeWarning, match="could not prepare cache file"):
+        cache.save_later(path, make)
+        cache.flush()
+    assert not path.exists() and cache.load_checked(path) is None

@@ -202,3 +202,71 @@ def test_trees_built_on_threads_are_those_of_one_pass(model):
     assert one.keys() == many.keys()
     for k in one:
         assert one[k].dtype == many[k].dtype and np.array_equal(one[k], many[k]), k
+
+
+@pytest.mark.parametrize("name", ["sql", "c"])
+def test_lazy_trees_give_the_masks_of_all_trees(model, name):
+    """Trees built when first needed, while another thread completes the rest, give the masks
+    of an index built whole; its arrays then load into an index with the same masks."""
+    import threading
+
+    from localguide.grammar.cfg import normalize
+    from localguide.grammar.compiled import GrammarIndex
+    from localguide.grammar.sources import resolve, to_cfg
+
+    cfg = normalize(to_cfg(*resolve(name)), 32)
+    whole = GrammarIndex(cfg, model.vocabulary)
+    lazy = GrammarIndex(cfg, model.vocabulary, lazy=True)
+    assert lazy.engine.tree_root.count(-1) == lazy.engine.n_trees
+    rng = random.Random(3)
+    text = {"sql": SAMPLES["sql"][0], "c": "int f(int a) { return a * 2 + g(a, 1); }"}[name]
+    tokens = model.llama.tokenize(text.encode(), add_bos=False, special=False)
+
+    def walk(a, b, n_random):
+        ga, gb = a.guide(), b.guide()
+        for t in tokens:
+            ma, mb = ga.allowed_token_ids(), gb.allowed_token_ids()
+            assert np.array_equal(ma, mb)
+            for u in rng.sample(ma.tolist(), min(n_random, len(ma))):  # reach other scanner states too
+                ca, cb = ga.copy(), gb.copy()
+                ca.advance(u)
+                cb.advance(u)
+                assert np.array_equal(ca.allowed_token_ids(), cb.allowed_token_ids())
+            ga.advance(t)
+            gb.advance(t)
+        assert ga.is_accepting() and gb.is_accepting()
+
+    walk(whole, lazy, 2)
+    partly = lazy.engine.n_trees - lazy.engine.tree_root.count(-1)
+    assert 0 < partly < lazy.engine.n_trees
+    done = threading.Thread(target=lazy.complete)
+    done.start()
+    walk(whole, lazy, 1)  # while the rest is built
+    done.join()
+    assert lazy.engine.complete_trees
+    again = GrammarIndex.from_arrays(lazy.arrays(), model.vocabulary)
+    walk(whole, again, 2)
+
+
+def test_lazy_compile_writes_the_cache_when_complete(model, tmp_path, monkeypatch):
+    from localguide import cache
+    from localguide.grammar import sources
+
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sources, "_COMPILED", {})
+    idx = compile_grammar("sql", model.vocabulary)
+    idx.guide().allowed_token_ids()
+    cache.flush()
+    assert idx.engine.complete_trees
+    files = [f for f in tmp_path.iterdir() if f.name.startswith("grammar-")]
+    assert len(files) == 1
+    monkeypatch.setattr(sources, "_COMPILED", {})
+    loaded = compile_grammar("sql", model.vocabulary)
+    assert loaded is not idx and loaded.engine.complete_trees
+    g1, g2 = idx.guide(), loaded.guide()
+    for t in model.llama.tokenize(SAMPLES["sql"][0].encode(), add_bos=False, special=False):
+        assert np.array_equal(g1.allowed_token_ids(), g2.allowed_token_ids())
+        g1.advance(t)
+        g2.advance(t)
+    eager = compile_grammar("c", model.vocabulary, lazy=False)
+    assert eager.engine.complete_trees

@@ -238,12 +238,14 @@ def test_budget_always_ends_complete(grammar, tokens):
 
 def test_disk_cache_roundtrip(tmp_path, monkeypatch):
     """A grammar loaded from the disk cache gives the same masks as the one built."""
+    from localguide import cache
     from localguide.grammar import sources
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(sources, "_COMPILED", {})
     vocab = Vocabulary.from_tokens(JSON_TOKENS, stop_ids=[0])
     built = compile_grammar(JSONISH, vocab, max_ignored_run=3)
+    cache.flush()  # a lazy index writes its file once its trees are complete
     assert list(tmp_path.glob("grammar-*"))
     sources._COMPILED.clear()
     loaded = compile_grammar(JSONISH, vocab, max_ignored_run=3)

@@ -58,8 +58,13 @@ class GState:
 class GrammarIndex:
     """A compiled grammar. ``guide()`` makes a cursor; shareable between guides (not threads)."""
 
-    def __init__(self, cfg: CFG, vocabulary, description: str = "grammar", arrays: dict | None = None):
-        """From a *normalized* ``cfg`` (``cfg.normalize``); ``arrays`` from ``arrays()`` skip the work."""
+    def __init__(self, cfg: CFG, vocabulary, description: str = "grammar", arrays: dict | None = None,
+                 lazy: bool = False):
+        """From a *normalized* ``cfg`` (``cfg.normalize``); ``arrays`` from ``arrays()`` skip the work.
+
+        ``lazy``: build each subterminal tree when a mask first needs it, not all of them
+        now (``complete()`` builds the rest; ``arrays()`` does it first).
+        """
         self.cfg = cfg
         self.grammar = Grammar(cfg)
         self.scanner = Scanner(self.grammar, arrays=arrays)
@@ -67,8 +72,10 @@ class GrammarIndex:
         self.vocab_size = vocabulary.size
         self.stop_ids = vocabulary.stop_ids
         self.description = description
-        trees = {k: arrays[k] for k in TREE_KEYS} if arrays is not None else build_trees(self.scanner, vocabulary)
-        self._tree_arrays = trees
+        if arrays is not None:
+            trees = {k: arrays[k] for k in TREE_KEYS}
+        else:
+            trees = None if lazy else build_trees(self.scanner, vocabulary)
         self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable)
         sc = self.scanner
         self._trans = sc.trans.tolist()
@@ -92,12 +99,16 @@ class GrammarIndex:
 
     # -- persistence ---------------------------------------------------------------------
     def arrays(self) -> dict:
-        """Everything needed to rebuild this index (``from_arrays``), as numpy arrays."""
+        """Everything needed to rebuild this index (``from_arrays``), as numpy arrays; completes the trees."""
         out = {"format": np.array([FORMAT])}
         out.update(cfg_arrays(self.cfg))
         out.update(self.scanner.arrays())
-        out.update(self._tree_arrays)
+        out.update(self.engine.tree_arrays())
         return out
+
+    def complete(self) -> None:
+        """Build the subterminal trees that a lazy index has not built yet (thread-safe)."""
+        self.engine.complete()
 
     @classmethod
     def from_arrays(cls, arrays: dict, vocabulary, description: str = "grammar") -> "GrammarIndex":

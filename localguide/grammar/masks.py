@@ -23,7 +23,7 @@ and unions of groups by the set of groups.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
 
 import numpy as np
 
@@ -35,15 +35,19 @@ TREE_KEYS = ("tr_seq", "tr_ch_off", "tr_ch_term", "tr_ch_node", "tr_node_grp", "
              "tr_grp_off", "tr_grp_tok", "tr_unres_off", "tr_unres_tok")
 
 
-def build_trees(scanner, vocabulary, workers: int | None = None) -> dict:
-    """All trees of ``scanner`` over ``vocabulary``, as the flat arrays ``Trees`` loads.
+def build_trees(scanner, vocabulary, workers: int | None = None, trees=None) -> dict:
+    """The trees ``trees`` (default: all) of ``scanner`` over ``vocabulary``, as flat arrays.
 
+    ``tr_seq`` holds the root node of each tree of ``trees`` in order, then the node count.
     Trees are independent: chunks of them are built on ``workers`` threads (default: the
     CPU count, at most 8) and joined; the arrays are those of one pass over all of them.
     """
     sc = scanner
     origins = sc.single[sc.tree_reading]
     track = sc.tree_track
+    if trees is not None:
+        trees = np.asarray(trees, np.int64)
+        origins, track = origins[trees], track[trees]
     fixed = (*vocabulary.trie.arrays, sc.trans, sc.acc_offsets, sc.acc_terms, sc.seed_tab, sc.ign, sc.live_tab,
              sc.rdist)
     n = len(origins)
@@ -58,8 +62,7 @@ def build_trees(scanner, vocabulary, workers: int | None = None) -> dict:
     if chunks == 1:
         parts = [part(0)]
     else:
-        with ThreadPoolExecutor(workers) as pool:
-            parts = list(pool.map(part, range(chunks)))
+        parts = _run_threads(part, chunks, workers)
     (seq_parent, seq_term, tree_seq, grp_seq, grp_state, grp_lead, grp_off, grp_tok, unres_off,
      unres_tok) = parts[0] if len(parts) == 1 else _join_trees(parts)
     n = len(seq_parent)
@@ -89,6 +92,38 @@ def build_trees(scanner, vocabulary, workers: int | None = None) -> dict:
             "tr_unres_off": unres_off, "tr_unres_tok": unres_tok}
 
 
+def _run_threads(fn, n: int, workers: int) -> list:
+    """``[fn(i) for i in range(n)]`` on ``workers`` threads.
+
+    Plain threads, not ``concurrent.futures``: this also runs in a background thread that may
+    still be working while the interpreter shuts down, when executors refuse new work.
+    """
+    out: list = [None] * n
+    errors: list = []
+    todo = iter(range(n))
+    lock = threading.Lock()
+
+    def work():
+        while not errors:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                out[i] = fn(i)
+            except BaseException as e:
+                errors.append(e)
+
+    threads = [threading.Thread(target=work, name="localguide-trees") for _ in range(min(workers, n))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
 def _join_trees(parts) -> tuple:
     """The outputs of ``kernels.grammar_trees`` on consecutive chunks of origins, as one."""
     cols = [[] for _ in range(10)]
@@ -113,35 +148,40 @@ def _join_trees(parts) -> tuple:
 
 
 class MaskEngine:
-    """Computes and caches ``mask(P, c)`` for one compiled grammar and vocabulary."""
+    """Computes and caches ``mask(P, c)`` for one compiled grammar and vocabulary.
 
-    def __init__(self, scanner, vocabulary, arrays: dict, viable=None):
+    The trees come from ``arrays`` (``build_trees`` of all of them, or a cache file) or,
+    with ``arrays=None``, are built when a mask first needs them (``tree_root``);
+    ``complete()`` builds the rest. Parts are appended under a lock, the root of a tree
+    last, so a thread may complete the trees while another computes masks.
+    """
+
+    def __init__(self, scanner, vocabulary, arrays: dict | None, viable=None):
         sc = self.scanner = scanner
         self.viable = viable  # viable(p, c, data) -> bool, for tokens left unresolved
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
         self.ign = sc.ign
         self.ign_bit = (1 << sc.ign) if sc.ign >= 0 else 0
-        self.tree_root = arrays["tr_seq"][:-1].tolist()
-        self.ch_off = arrays["tr_ch_off"].tolist()
-        self.ch_term = arrays["tr_ch_term"].tolist()
-        self.ch_node = arrays["tr_ch_node"].tolist()
-        self.node_grp = arrays["tr_node_grp"].tolist()
-        self.node_sets: list = [None] * (len(self.node_grp) - 1)
-        live = sc.live
-        self.grp_live = [live[c] for c in arrays["tr_grp_state"].tolist()]
-        self.grp_state = arrays["tr_grp_state"]
-        self.grp_state_l = self.grp_state.tolist()
-        self.grp_lead = arrays["tr_grp_lead"].tolist()
-        self.grp_off = arrays["tr_grp_off"]
-        self.grp_off_l = self.grp_off.tolist()
-        self.grp_tok = arrays["tr_grp_tok"]
-        self.grp_tok.flags.writeable = False
-        uo = arrays["tr_unres_off"]
-        ut = arrays["tr_unres_tok"]
-        self.unresolved = {}  # tree -> tokens to check one by one
-        for i in np.flatnonzero(np.diff(uo)).tolist():
-            self.unresolved[i] = ut[uo[i]:uo[i + 1]].tolist()
+        self._live = sc.live
+        self.n_trees = len(sc.tree_reading)
+        self.tree_root = [-1] * self.n_trees
+        self._missing = self.n_trees
+        self.ch_off = [0]
+        self.ch_term: list = []
+        self.ch_node: list = []
+        self.node_grp = [0]
+        self.node_sets: list = []
+        self.grp_live: list = []
+        self.grp_state_l: list = []
+        self.grp_lead: list = []
+        self.grp_off_l = [0]
+        self.grp_off = np.zeros(1, np.int64)  # buffers, filled up to ``grp_off_l``'s length / last value
+        self.grp_tok = np.zeros(0, np.int32)
+        self.unresolved: dict = {}  # tree -> tokens to check one by one
+        self._install_lock = threading.Lock()
+        if arrays is not None:
+            self._install(arrays, range(self.n_trees))
         self.tree_of = sc.tree_of.tolist()
         self.tree_lim = sc.tree_lim.tolist()
         self.r_term = sc.r_term.tolist()
@@ -153,6 +193,81 @@ class MaskEngine:
         self._large: dict = {}
         self.mask_bytes = 0  # held by the two caches above
         self._marks = np.zeros(self.vocab_size, np.uint8)  # scratch of ``kernels.union_groups``
+
+    # -- the trees -----------------------------------------------------------------------
+    def _install(self, tr: dict, trees) -> None:
+        """Append the arrays ``tr`` of ``trees`` (``build_trees``); trees already there keep theirs."""
+        with self._install_lock:
+            n_nodes = len(self.node_grp) - 1
+            n_edges = len(self.ch_term)
+            n_grp = len(self.grp_live)
+            n_tok = self.grp_off_l[-1]
+            self.ch_off += (tr["tr_ch_off"][1:] + n_edges).tolist()
+            self.ch_term += tr["tr_ch_term"].tolist()
+            self.ch_node += (tr["tr_ch_node"] + n_nodes).tolist()
+            self.node_grp += (tr["tr_node_grp"][1:] + n_grp).tolist()
+            self.node_sets += [None] * (len(tr["tr_node_grp"]) - 1)
+            live = self._live
+            states = tr["tr_grp_state"].tolist()
+            self.grp_live += [live[c] for c in states]
+            self.grp_state_l += states
+            self.grp_lead += tr["tr_grp_lead"].tolist()
+            off = tr["tr_grp_off"][1:] + n_tok
+            tok = tr["tr_grp_tok"]
+            if n_tok == 0 and len(self.grp_tok) == 0:
+                self.grp_tok = tok  # adopted as is (a cache file's arrays stay memory-mapped)
+            else:
+                self.grp_tok = _appended(self.grp_tok, n_tok, tok)
+            self.grp_off = _appended(self.grp_off, n_grp + 1, off)
+            self.grp_off_l += off.tolist()
+            uo, ut = tr["tr_unres_off"], tr["tr_unres_tok"]
+            trees = list(trees)
+            for i in np.flatnonzero(np.diff(uo)).tolist():
+                self.unresolved.setdefault(trees[i], ut[uo[i]:uo[i + 1]].tolist())
+            # The roots last: a tree is used only once all of its arrays are in place.
+            for t, r in zip(trees, (tr["tr_seq"][:-1] + n_nodes).tolist()):
+                if self.tree_root[t] < 0:
+                    self.tree_root[t] = r
+                    self._missing -= 1
+
+    def root(self, tree: int) -> int:
+        """The root node of ``tree``, built now if it is not yet."""
+        r = self.tree_root[tree]
+        if r < 0:
+            self._install(build_trees(self.scanner, self.vocabulary, workers=1, trees=[tree]), [tree])
+            r = self.tree_root[tree]
+        return r
+
+    @property
+    def complete_trees(self) -> bool:
+        return self._missing == 0
+
+    def complete(self, workers: int | None = None) -> None:
+        """Build every tree not built yet."""
+        missing = [t for t, r in enumerate(self.tree_root) if r < 0]
+        if missing:
+            self._install(build_trees(self.scanner, self.vocabulary, workers, trees=missing), missing)
+
+    def tree_arrays(self) -> dict:
+        """All trees as ``build_trees`` arrays (tree order), completing them first."""
+        self.complete()
+        with self._install_lock:
+            n_grp = len(self.grp_live)
+            uo = np.zeros(self.n_trees + 1, np.int64)
+            ut = []
+            for t in range(self.n_trees):
+                ut += self.unresolved.get(t, ())
+                uo[t + 1] = len(ut)
+            return {"tr_seq": np.array(self.tree_root + [len(self.node_grp) - 1], np.int64),
+                    "tr_ch_off": np.array(self.ch_off, np.int64),
+                    "tr_ch_term": np.array(self.ch_term, np.int32),
+                    "tr_ch_node": np.array(self.ch_node, np.int32),
+                    "tr_node_grp": np.array(self.node_grp, np.int64),
+                    "tr_grp_state": np.array(self.grp_state_l, np.int32),
+                    "tr_grp_lead": np.array(self.grp_lead, np.int32),
+                    "tr_grp_off": self.grp_off[:n_grp + 1].copy(),
+                    "tr_grp_tok": np.array(self.grp_tok[:self.grp_off_l[-1]]),
+                    "tr_unres_off": uo, "tr_unres_tok": np.array(ut, np.int32)}
 
     def flush(self) -> None:
         """Forget the cached unions (kept groups live on the parser states: ``Grammar.flush``)."""
@@ -176,7 +291,9 @@ class MaskEngine:
         return len(self.grp_live)
 
     def group_tokens(self, g: int) -> np.ndarray:
-        return self.grp_tok[self.grp_off_l[g]:self.grp_off_l[g + 1]]
+        out = self.grp_tok[self.grp_off_l[g]:self.grp_off_l[g + 1]]
+        out.flags.writeable = False
+        return out
 
     # -- kept groups -------------------------------------------------------------------------
     def kept(self, p, r: int) -> tuple:
@@ -213,7 +330,7 @@ class MaskEngine:
         ch_off, ch_term, ch_node = self.ch_off, self.ch_term, self.ch_node
         tree = self.tree_of[r]
         lim = self.tree_lim[r]
-        stack = [(self.tree_root[tree], p)]
+        stack = [(self.root(tree), p)]
 
         def keep(s, al, where):
             """Keep node ``s``'s groups whose readings are viable when ``al`` terminals may follow."""
@@ -313,8 +430,7 @@ class MaskEngine:
         off = self.grp_off_l
         groups = [g for g in key if g >= 0]
         if len(groups) == len(key) and len(groups) == 1:
-            g = groups[0]
-            return self.grp_tok[off[g]:off[g + 1]]
+            return self.group_tokens(groups[0])
         extra = np.array(sorted(-1 - g for g in key if g < 0), np.int32)
         # The few large groups that hold most of a big mask recur together from mask to mask:
         # their union is cached by the combination, and the rest is merged into it.
@@ -333,6 +449,20 @@ class MaskEngine:
         out = kernels.union_groups(self.grp_off, self.grp_tok, np.array(groups, np.int64), extra, self._marks)
         out.flags.writeable = False
         return out
+
+
+def _appended(buf: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
+    """``buf[:n]`` followed by ``new``, in ``buf`` when it has room (else a buffer twice as large).
+
+    Readers hold ``buf`` and read only its first ``n`` items, which never change.
+    """
+    end = n + len(new)
+    if end > len(buf) or not buf.flags.writeable:
+        grown = np.empty(max(end, 2 * len(buf)), buf.dtype)
+        grown[:n] = buf[:n]
+        buf = grown
+    buf[n:end] = new
+    return buf
 
 
 def insert_sorted(base: np.ndarray, small: np.ndarray) -> np.ndarray:

@@ -83,13 +83,18 @@ def to_cfg(text: str, kind: str, source: str, start: str | None = None):
 
 
 def compile_grammar(grammar, vocabulary, *, start: str | None = None,
-                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN) -> GrammarIndex:
+                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN, lazy: bool = True) -> GrammarIndex:
     """Compile ``grammar`` (Lark text, GBNF text, a ``.lark``/``.gbnf`` path, or a shipped name).
 
     ``max_ignored_run``: the longest run of ignored text (``%ignore``) allowed, in bytes
     (None: unbounded). A deliberate restriction of the grammar's language, so that no
     constraint ever allows endless whitespace; also, a sentence never ends with
     ignored text. Grammars without ``%ignore`` (GBNF) are not affected.
+
+    ``lazy``: on a cache miss, return once the scanner is built; each subterminal tree
+    is built when a mask first needs it, while a background thread builds the rest and
+    then writes the cache file (``localguide.cache.flush()`` waits for it). False: build
+    everything first.
 
     Raises ``GrammarError`` (with line and column where the grammar text has them).
     """
@@ -102,16 +107,25 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
     if idx is None:
         path = cache.key_path("grammar", str(FORMAT), digest, kind, str(start), str(max_ignored_run),
                               vocabulary.fingerprint)
-        built = []
 
-        def build():
+        def make_cfg():
             from .cfg import normalize
 
-            cfg = normalize(to_cfg(text, kind, desc, start), max_ignored_run)
-            built.append(GrammarIndex(cfg, vocabulary, desc))
-            return built[0].arrays()
+            return normalize(to_cfg(text, kind, desc, start), max_ignored_run)
 
-        arrays = cache.cached(path, build, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
-        idx = built[0] if built else GrammarIndex.from_arrays(arrays, vocabulary, desc)
-        _COMPILED[key] = idx
+        idx = _COMPILED[key] = cached_index(path, make_cfg, vocabulary, desc, lazy)
+    return idx
+
+
+def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool) -> GrammarIndex:
+    """The ``GrammarIndex`` of ``make_cfg()`` (a normalized CFG), from the disk cache at ``path``
+    when there; else built (``lazy``: trees on demand, the rest and the file in the background)."""
+    arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
+    if arrays is not None:
+        return GrammarIndex.from_arrays(arrays, vocabulary, description)
+    idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
+    if lazy:
+        cache.save_later(path, idx.arrays)
+    else:
+        cache.cached(path, idx.arrays)
     return idx
