@@ -141,22 +141,17 @@ def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
     return dfa, compiled
 
 
-# After the full-bounds automaton is found too large, a grammar whose terminal DFAs have at
-# most this many states in all is compiled at once (about a second on a 262k vocabulary):
-# the exact language instead of tighter bounds. Larger grammars come last, after the
-# tightened automata.
-GRAMMAR_STATES = 3000
 
 
 def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bool = True, **options):
     """(ByteDFA or None, CFG or None, CompiledSchema): how ``schema`` is best enforced.
 
     The DFA of the full bounds when it fits ``max_states``; else, with ``grammar``, the
-    grammar of the same language (``jsonschema_grammar``) when it is small; else the DFA
-    of tightened bounds (``_LEVELS``); else the grammar, however large. SchemaError when
+    grammar of the same language (``jsonschema_grammar``): exact, where tighter bounds
+    would approximate; else the DFA of tightened bounds (``_LEVELS``). SchemaError when
     nothing fits.
     """
-    from .jsonschema_dfa import TooLargeError, ast_to_dfa
+    from .jsonschema_dfa import Builder, TooLargeError
 
     doc = _load(schema)
     full = None  # the AST of the full bounds, when already compiled
@@ -166,52 +161,48 @@ def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bo
             if not grammar:
                 raise SchemaError("with exact recursion (max_recursion=None) this schema needs the grammar "
                                   "engine: use compile_json_schema")
-            cfg, _ = _grammar(full)
+            cfg = _grammar(full)
             if cfg is None:
                 raise SchemaError("no JSON document satisfies this schema")
             return None, cfg, full
         # No recursion: that AST is the one of max_recursion=3, which the levels below tighten.
         options = dict(options, max_recursion=3)
     last = None
-    big_cfg = None  # the full bounds' grammar, too large to come before the tightened automata
     for level in _LEVELS:
         opts = dict(options)
         for k, v in level.items():
             opts[k] = min(v, opts.get(k, v)) if opts.get(k) is not None else v
         compiled = full if (full is not None and not level) else schema_to_ast(doc, **opts)
-        if not level:
-            full = compiled
+        # With the grammar to fall back on, a hopeless automaton is given up early.
+        builder = Builder(compiled.node, max_states, give_up=2.0 if grammar and not level else None)
         try:
-            dfa = ast_to_dfa(compiled.node, max_states=max_states)
+            dfa = builder.dfa(compiled.node)
         except TooLargeError as e:
             last = e
             if grammar and not level:
-                cfg, states = _grammar(compiled)
-                if cfg is not None and states <= GRAMMAR_STATES:
+                cfg = _grammar(compiled, builder)
+                if cfg is not None:
                     return None, cfg, compiled
-                big_cfg = cfg
             continue
         if level:
             compiled.approximated.append(("", "", "the automaton was too large: nesting, lengths and counts "
                                                   f"bounded by {level}"))
         return dfa, None, compiled
-    if big_cfg is not None:
-        return None, big_cfg, full
     raise SchemaError(f"the schema's automaton is too large ({last})"
                       + ("" if grammar else "; a grammar-based engine is needed"))
 
 
-def _grammar(compiled):
-    """(normalized CFG or None, terminal states) for a compiled schema."""
+def _grammar(compiled, builder=None):
+    """The normalized CFG of a compiled schema, or None when it has no sentence (``builder``:
+    see ``ast_to_cfg``)."""
     from .grammar.cfg import normalize
     from .grammar.errors import GrammarError
-    from .jsonschema_grammar import ast_to_cfg, terminal_states
+    from .jsonschema_grammar import ast_to_cfg
 
     try:
-        cfg = normalize(ast_to_cfg(compiled.node, compiled.rules))
+        return normalize(ast_to_cfg(compiled.node, compiled.rules, builder=builder))
     except GrammarError:
-        return None, 0
-    return cfg, terminal_states(cfg)
+        return None
 
 
 def schema_dfa(schema, **options):
@@ -228,7 +219,10 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     A large schema not yet in the cache gives a ``LazyIndex`` (``localguide.lazy``): its
     guides answer at once, state by state, while the whole Index is built and cached in
     the background (``.index()`` waits for it). ``lazy``: True or False forces the choice;
-    None (the default) makes it for automata of more than ``LAZY_STATES`` states.
+    None (the default) makes it for automata of more than ``LAZY_STATES`` states. A schema
+    on the grammar route (below) is lazy unless ``lazy`` is False: its subterminal trees
+    are built when first needed, the rest in the background (``localguide.cache.flush()``
+    waits for them and the cache file).
 
     ``strict``: objects that list properties allow no others unless the schema says so
     (``additionalProperties`` defaults to false). ``whitespace``: ``"compact"`` (one
@@ -264,13 +258,13 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     grammar_path = cache.key_path("json_schema_grammar", str(GRAMMAR_FORMAT), key, vocabulary.fingerprint)
     if cache.available(grammar_path):  # a corrupt file is rebuilt
         return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
-                              vocabulary, description)
+                              vocabulary, description, lazy is not False)
     if cache.available(Index.cache_path("json_schema", key, vocabulary)):
         return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
                             vocabulary, description)
     dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
     if cfg is not None:
-        return _grammar_index(grammar_path, lambda: cfg, vocabulary, description)
+        return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False)
     if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \
             not lazy_possible(dfa, vocabulary):
         return Index.cached("json_schema", key, lambda: dfa, vocabulary, description)
@@ -282,22 +276,17 @@ LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
 GRAMMAR_FORMAT = 1
 
 
-def _grammar_index(path, make_cfg, vocabulary, description):
+def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):
     """The grammar engine's index of ``make_cfg()``, from the disk cache at ``path`` when there."""
-    from . import cache
-    from .grammar.compiled import GrammarIndex
+    from .grammar.sources import cached_index
 
-    built = []
-
-    def build():
-        cfg = make_cfg()
-        if cfg is None:  # not expected: the cache key holds the library version
+    def cfg():
+        got = make_cfg()
+        if got is None:  # not expected: the cache key holds the library version
             raise SchemaError("this schema's cached grammar no longer applies; clear the cache")
-        built.append(GrammarIndex(cfg, vocabulary, description))
-        return built[0].arrays()
+        return got
 
-    arrays = cache.cached(path, build, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
-    return built[0] if built else GrammarIndex.from_arrays(arrays, vocabulary, description)
+    return cached_index(path, cfg, vocabulary, description, lazy)
 
 
 MAX_PATTERN = 50_000_000

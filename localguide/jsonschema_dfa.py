@@ -30,7 +30,7 @@ class TooLargeError(Exception):
     """The automaton would exceed the state budget."""
 
 
-class _Builder:
+class Builder:
     """Builds minimal DFAs of AST nodes, each shared sub-expression once.
 
     A node's automaton is the determinization of a Glushkov-style glue of *atoms*:
@@ -40,8 +40,11 @@ class _Builder:
     (instance, sub-DFA state) pairs, numbered globally.
     """
 
-    def __init__(self, root: Node, max_states: int):
+    def __init__(self, root: Node, max_states: int, give_up: float | None = None):
+        """``give_up``: raise ``TooLargeError`` without determinizing when the sub-DFAs glued
+        together hold more than ``give_up * max_states`` states (see ``dfa``)."""
         self.max_states = max_states
+        self.give_up = give_up
         self.refs: dict[int, int] = {}
         self.memo: dict[int, ByteDFA] = {}  # by shape
         self.shapes: dict[int, int] = {}  # id(node) -> shape
@@ -127,6 +130,10 @@ class _Builder:
             follow: list[set] = []
             first, last, nul = self._glue(node, atoms, follow, root=True)
             atoms, follow, first, last = _merge_instances(atoms, follow, first, last)
+            # A guess, for callers with another way out: on MaskBench, no automaton whose
+            # glued sub-DFAs held more than 1.4 times the budget fitted in it.
+            if self.give_up is not None and sum(a.n_states for a in atoms) > self.give_up * self.max_states:
+                raise TooLargeError(f"more than {self.max_states} automaton states (estimated)")
             d = _determinize(atoms, follow, first, last, nul, self.max_states)
         self.memo[shape] = d
         return d
@@ -194,22 +201,59 @@ def _weight(node: Node, limit: int) -> int:
 
 
 def _merge_instances(atoms, follow, first, last):
-    """Merge instances of the same sub-DFA with the same future (a bisimulation of the glue)."""
+    """Merge instances of the same sub-DFA with the same future (a bisimulation of the glue).
+
+    Partition refinement from (sub-DFA, whether it may end), by the classes of what
+    follows. Only a class with a member whose successors moved is split again, and the
+    largest part keeps its number: a long sequence costs a pass per change, not a pass
+    over all instances per round.
+    """
     n = len(atoms)
     if n < 2:
         return atoms, follow, first, last
     keys: dict = {}
     cls = [keys.setdefault((id(atoms[i]), i in last), len(keys)) for i in range(n)]
-    count = len(keys)
-    if count == n:  # no two instances of one sub-DFA: nothing to merge
+    if len(keys) == n:  # no two instances of one sub-DFA: nothing to merge
         return atoms, follow, first, last
-    while True:
-        keys = {}
-        new = [keys.setdefault((cls[i], frozenset(cls[j] for j in follow[i])), len(keys)) for i in range(n)]
-        if len(keys) == count:
-            break
-        cls, count = new, len(keys)
-    if count == n:
+    members: list[set] = [set() for _ in keys]
+    for i in range(n):
+        members[cls[i]].add(i)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        for j in follow[i]:
+            preds[j].append(i)
+    # Class -> members whose successors moved since it was last split (all, at first). The
+    # other members still share one signature, computed once.
+    work = {c: set(m) for c, m in enumerate(members) if len(m) > 1}
+    while work:
+        c, dirty = work.popitem()
+        mem = members[c]
+        dirty &= mem
+        if len(mem) < 2 or not dirty:
+            continue
+        groups: dict = {}
+        for i in dirty:
+            groups.setdefault(frozenset([cls[j] for j in follow[i]]), set()).add(i)
+        clean = mem - dirty
+        if clean:
+            i = next(iter(clean))
+            groups.setdefault(frozenset([cls[j] for j in follow[i]]), set()).update(clean)
+        if len(groups) == 1:
+            continue
+        parts = sorted(groups.values(), key=len, reverse=True)
+        members[c] = parts[0]
+        moved = []
+        for part in parts[1:]:
+            c2 = len(members)
+            members.append(part)
+            for i in part:
+                cls[i] = c2
+            moved += part
+        for i in moved:
+            for p in preds[i]:
+                if len(members[cls[p]]) > 1:
+                    work.setdefault(cls[p], set()).add(p)
+    if len(members) == n:
         return atoms, follow, first, last
     rep: dict[int, int] = {}
     for i in range(n):
@@ -280,7 +324,7 @@ def _cls_dfa(ranges: tuple) -> ByteDFA:
 
 
 def _determinize(atoms: list, follow: list, first: set, last: set, nul: bool, max_states: int) -> ByteDFA:
-    """Subset construction over instances of minimal sub-DFAs (see ``_Builder``), compiled:
+    """Subset construction over instances of minimal sub-DFAs (see ``Builder``), compiled:
     ``kernels.subset_dfa`` (whose comment says what a subset holds), then minimized.
 
     An instance that has just entered its dead-end final state is represented by its
@@ -342,7 +386,7 @@ _final_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def ast_to_dfa(node: Node, max_states: int = 400_000) -> ByteDFA:
     """The minimal byte DFA of the strings of ``node``."""
-    return _Builder(node, max_states).dfa(node)
+    return Builder(node, max_states).dfa(node)
 
 
 def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .grammar.cfg import CFG, Terminal
 from .jsonschema_ast import EPS, Alt, Cls, Lit, Node, Ref, Rep, Seq
-from .jsonschema_dfa import ast_to_dfa
+from .jsonschema_dfa import Builder
 
 # A sub-expression of at most this many positions (characters, repetitions expanded)
 # becomes one terminal; larger ones become rules over smaller parts.
@@ -58,10 +58,12 @@ def sizes(root: Node) -> dict[int, int]:
 
 
 def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON schema",
-               terminal_size: int = TERMINAL_SIZE) -> CFG:
+               terminal_size: int = TERMINAL_SIZE, builder: Builder | None = None) -> CFG:
     """The grammar of ``root``'s language (not normalized: ``grammar.cfg.normalize`` it).
 
-    ``rules_of``: the node of each ``Ref`` key (``CompiledSchema.rules``).
+    ``rules_of``: the node of each ``Ref`` key (``CompiledSchema.rules``). ``builder``: the
+    ``jsonschema_dfa.Builder`` of a failed automaton of ``root`` (when ``rules_of`` is empty),
+    whose sub-DFAs are reused for the terminals (it is taken over).
     """
     rules_of = rules_of or {}
     size = sizes(Seq((root,) + tuple(rules_of.values())))
@@ -70,9 +72,14 @@ def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON sch
     rules: list[tuple[str, tuple]] = []
     sym: dict[int, object] = {}  # id(node) -> terminal index, nonterminal name, or None (the empty string)
     keep = []  # the nodes of ``sym``, alive so that their ids stay unique
+    # One builder for all terminals: equal sub-expressions (by structure) are built once.
+    if builder is None or rules_of:
+        builder = Builder(Seq((root,) + tuple(rules_of.values())), 1 << 30)
+    else:  # taken over: terminals have no state budget
+        builder.max_states, builder.give_up = 1 << 30, None
 
     def terminal(node: Node) -> int:
-        d = ast_to_dfa(node)
+        d = builder.dfa(node)
         key = d.transitions.tobytes() + d.accepting.tobytes()
         t = by_language.get(key)
         if t is None:
@@ -132,7 +139,3 @@ def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON sch
         rules.append((start, () if sym[id(root)] is None else (sym[id(root)],)))
     return CFG(terminals, rules, start, source=source)
 
-
-def terminal_states(cfg: CFG) -> int:
-    """The grammar engine's compile cost grows with this: the states of all terminal DFAs."""
-    return sum(t.dfa.n_states for t in cfg.terminals)

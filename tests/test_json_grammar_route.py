@@ -311,3 +311,67 @@ def test_grammar_equals_automaton(smollm2_vocab, schema, terminal_size, rng):
     g = idx.guide(max_tokens=40)
     tokens, stopped = random_walk(g, smollm2_vocab, rng, max_steps=41)
     assert stopped and dfa.matches(b"".join(smollm2_vocab[t] for t in tokens))
+
+
+def test_tightened_bounds_only_without_the_grammar_engine():
+    """With the grammar engine the full bounds stay (exact); ``build_dfa`` tightens them instead."""
+    budget = 1900  # WIDE's full bounds need 1970 states; tightened once, it fits
+    dfa, cfg, compiled = build_automaton(WIDE, max_states=budget)
+    assert dfa is None and cfg is not None and not any("too large" in n for _, _, n in compiled.approximated)
+    dfa, compiled = build_dfa(WIDE, max_states=budget)
+    assert dfa is not None and any("too large" in note for _, _, note in compiled.approximated)
+
+
+def test_early_give_up_and_reused_builder_give_the_same_grammar():
+    """A hopeless automaton is given up on an estimate; the grammar built with its builder's
+    sub-automata is the grammar built from scratch."""
+    from localguide.json_schema import schema_to_ast
+    from localguide.jsonschema_dfa import Builder, TooLargeError
+
+    node = schema_to_ast(WIDE).node
+    b = Builder(node, 20, give_up=2.0)
+    with pytest.raises(TooLargeError, match="estimated"):
+        b.dfa(node)
+    with pytest.raises(TooLargeError) as e:
+        Builder(node, 20).dfa(node)
+    assert "estimated" not in str(e.value)
+    fresh, reused = ast_to_cfg(node), ast_to_cfg(node, builder=b)
+    assert fresh.rules == reused.rules and fresh.start == reused.start
+    assert [t.dfa.transitions.tobytes() + t.dfa.accepting.tobytes() for t in fresh.terminals] == \
+           [t.dfa.transitions.tobytes() + t.dfa.accepting.tobytes() for t in reused.terminals]
+
+
+def _naive_merge_classes(atoms, follow, last):
+    """The coarsest partition refinement, round by round over all instances (the reference)."""
+    keys: dict = {}
+    cls = [keys.setdefault((id(atoms[i]), i in last), len(keys)) for i in range(len(atoms))]
+    while True:
+        keys = {}
+        new = [keys.setdefault((cls[i], frozenset(cls[j] for j in follow[i])), len(keys)) for i in range(len(atoms))]
+        if len(set(new)) == len(set(cls)):
+            return new
+        cls = new
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 30).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    st.lists(st.sets(st.integers(0, n - 1), max_size=3), min_size=n, max_size=n),
+    st.sets(st.integers(0, n - 1)))))
+def test_merge_instances_is_the_coarsest_bisimulation(graph):
+    """Property: instances merged exactly when the naive refinement puts them in one class."""
+    from localguide.jsonschema_dfa import _merge_instances
+
+    kinds, follow, last = graph
+    subs = [object(), object(), object()]
+    atoms = [subs[k] for k in kinds]
+    ref = _naive_merge_classes(atoms, follow, last)
+    new_atoms, new_follow, _, new_last = _merge_instances(atoms, [set(f) for f in follow], set(), set(last))
+    assert len(new_atoms) == len(set(ref))
+    # The merged glue is the quotient: each class's sub-DFA, end flag and successor classes.
+    rep = {}
+    for i, c in enumerate(ref):
+        rep.setdefault(c, i)
+    quotient = sorted((id(atoms[i]), i in last, tuple(sorted({ref[j] for j in follow[i]}))) for i in rep.values())
+    assert sorted(id(a) for a in new_atoms) == sorted(q[0] for q in quotient)
+    assert len(new_last) == len({ref[i] for i in last})
