@@ -84,6 +84,9 @@ def _load(schema):
 
 
 DEFAULT_MAX_STATES = 30_000
+# With a grammar engine, an AST of more than this many positions per state of the budget
+# goes to the grammar route without an automaton attempt (``build_automaton``).
+GRAMMAR_POSITIONS = 100
 # Successive approximations when the automaton would exceed the state budget.
 _LEVELS = (
     {},
@@ -152,6 +155,7 @@ def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bo
     nothing fits.
     """
     from .jsonschema_dfa import Builder, TooLargeError
+    from .jsonschema_grammar import sizes
 
     doc = _load(schema)
     full = None  # the AST of the full bounds, when already compiled
@@ -173,6 +177,14 @@ def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bo
         for k, v in level.items():
             opts[k] = min(v, opts.get(k, v)) if opts.get(k) is not None else v
         compiled = full if (full is not None and not level) else schema_to_ast(doc, **opts)
+        if grammar and not level:
+            # Hopeless automata are not even tried: on MaskBench, none of more than 3 million
+            # positions (characters, repetitions expanded) fitted 30,000 states.
+            size = sizes(compiled.node)
+            if size[id(compiled.node)] > GRAMMAR_POSITIONS * max_states:
+                cfg = _grammar(compiled, size=size)
+                if cfg is not None:
+                    return None, cfg, compiled
         # With the grammar to fall back on, a hopeless automaton is given up early.
         builder = Builder(compiled.node, max_states, give_up=2.0 if grammar and not level else None)
         try:
@@ -192,15 +204,15 @@ def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bo
                       + ("" if grammar else "; a grammar-based engine is needed"))
 
 
-def _grammar(compiled, builder=None):
-    """The normalized CFG of a compiled schema, or None when it has no sentence (``builder``:
-    see ``ast_to_cfg``)."""
+def _grammar(compiled, builder=None, size=None):
+    """The normalized CFG of a compiled schema, or None when it has no sentence (``builder``,
+    ``size``: see ``ast_to_cfg``)."""
     from .grammar.cfg import normalize
     from .grammar.errors import GrammarError
     from .jsonschema_grammar import ast_to_cfg
 
     try:
-        return normalize(ast_to_cfg(compiled.node, compiled.rules, builder=builder))
+        return normalize(ast_to_cfg(compiled.node, compiled.rules, builder=builder, size=size))
     except GrammarError:
         return None
 

@@ -58,15 +58,18 @@ def sizes(root: Node) -> dict[int, int]:
 
 
 def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON schema",
-               terminal_size: int = TERMINAL_SIZE, builder: Builder | None = None) -> CFG:
+               terminal_size: int = TERMINAL_SIZE, builder: Builder | None = None,
+               size: dict | None = None) -> CFG:
     """The grammar of ``root``'s language (not normalized: ``grammar.cfg.normalize`` it).
 
     ``rules_of``: the node of each ``Ref`` key (``CompiledSchema.rules``). ``builder``: the
     ``jsonschema_dfa.Builder`` of a failed automaton of ``root`` (when ``rules_of`` is empty),
-    whose sub-DFAs are reused for the terminals (it is taken over).
+    whose sub-DFAs are reused for the terminals (it is taken over); ``size``: ``sizes(root)``,
+    when already computed (and ``rules_of`` is empty).
     """
     rules_of = rules_of or {}
-    size = sizes(Seq((root,) + tuple(rules_of.values())))
+    if size is None or rules_of:
+        size = sizes(Seq((root,) + tuple(rules_of.values())))
     terminals: list[Terminal] = []
     by_language: dict[bytes, int] = {}
     rules: list[tuple[str, tuple]] = []

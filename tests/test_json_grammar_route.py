@@ -375,3 +375,24 @@ def test_merge_instances_is_the_coarsest_bisimulation(graph):
     quotient = sorted((id(atoms[i]), i in last, tuple(sorted({ref[j] for j in follow[i]}))) for i in rep.values())
     assert sorted(id(a) for a in new_atoms) == sorted(q[0] for q in quotient)
     assert len(new_last) == len({ref[i] for i in last})
+
+
+def test_hopeless_automaton_is_not_tried(monkeypatch):
+    """An AST of more than ``GRAMMAR_POSITIONS`` positions per budgeted state goes straight to
+    the grammar route; just under that, the automaton is attempted first."""
+    from localguide import jsonschema_dfa
+    from localguide.json_schema import GRAMMAR_POSITIONS, schema_to_ast
+    from localguide.jsonschema_grammar import sizes
+
+    node = schema_to_ast(WIDE).node
+    positions = sizes(node)[id(node)]
+    tried = []
+    real = jsonschema_dfa.Builder.dfa
+    # the attempt's builder has a give-up estimate; the grammar's terminals use another one
+    monkeypatch.setattr(jsonschema_dfa.Builder, "dfa",
+                        lambda self, n: (self.give_up is not None and tried.append(n)) or real(self, n))
+    budget = positions // GRAMMAR_POSITIONS - 1
+    dfa, cfg, _ = build_automaton(WIDE, max_states=budget)
+    assert cfg is not None and not tried
+    dfa, cfg, _ = build_automaton(WIDE, max_states=positions // GRAMMAR_POSITIONS + 1)
+    assert cfg is not None and tried  # attempted, too large all the same
