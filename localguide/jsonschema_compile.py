@@ -25,7 +25,7 @@ from .jsonschema_ast import (
 from .jsonschema_dfa import TooLargeError, ast_to_dfa, dfa_intersects
 from .jsonschema_flat import ANNOTATIONS, FALSE, NUMBER, Flat, Flattener, json_eq, type_atom
 from .jsonschema_numbers import NumberLimit, number_literal, number_node, to_fraction
-from .jsonschema_resolve import ResolveError
+from .jsonschema_resolve import Neg, ResolveError
 from .jsonschema_strings import ANY_STRING, PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length
 
 MAX_DEPTH = 48
@@ -391,7 +391,7 @@ class Compiler:
             hi = self.max_items
         item_subs = f.items
         if f.contains:
-            return self.array_contains(f, depth)
+            return self.array_contains(f, depth, lo, hi)
         item = self.item_value(item_subs, depth + 1, f.ptr)
         prefix = [self.value(p, depth + 1) for p in f.prefix]
         if f.unique is not None:
@@ -487,34 +487,78 @@ class Compiler:
         self.problems.approx(ptr, "uniqueItems", "items in the order the schema lists them")
         return self.wrap("[", "]", self.join([(x, False) for x in lits], sep, max(lo, 1), hi), lo == 0, depth)
 
-    def array_contains(self, f: Flat, depth: int) -> Node:
+    def array_contains(self, f: Flat, depth: int, lo: int, hi: int | None) -> Node:
+        """Arrays of ``lo``..``hi`` items of which ``minContains``..``maxContains`` match ``contains``.
+
+        The items are read by a small automaton over (items so far, matches so far), each
+        count saturating where it stops mattering; written as nested alternatives, with a
+        loop where a state repeats. Without ``maxContains`` any item may be skipped over;
+        with it, the items that do not match are the items' schema and ``not contains``.
+        Items that match are evaluated, so ``unevaluatedItems`` applies only to the others.
+        """
         if len(f.contains) > 1 or f.prefix or f.unique is not None:
             self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems or "
                                                    "another contains is not supported")
             return EMPTY
         sub, cmin, cmax, ptr = f.contains[0]
-        if cmin != 1 or cmax is not None:
-            self.problems.error(ptr, "minContains" if cmin != 1 else "maxContains",
-                                "minContains/maxContains are not supported")
+        if cmax is not None and cmax < cmin or hi is not None and lo > hi or hi is not None and cmin > hi:
+            return EMPTY
+        if max(lo, cmin, cmax or 0, hi or 0) > 64:
+            self.problems.error(ptr, "contains", "contains with counts above 64 (minItems, maxItems, "
+                                                 "minContains, maxContains) is not supported")
             return EMPTY
         item = self.item_value(f.items, depth + 1, f.ptr)
-        hit = self.value(f.items + [sub], depth + 1)
-        if hit is EMPTY:
-            return EMPTY
-        sep = self.sep(depth + 1)
-        lo, hi = max(f.min_items, 1), f.max_items
-        if hi is None and lo <= 1:
-            content = seq(star(seq(item, sep)), hit, star(seq(sep, item)))
-        elif hi is not None and hi <= 32:
-            parts = []
-            for before in range(hi):
-                parts.append(seq(rep(seq(item, sep), before, before), hit,
-                                 rep(seq(sep, item), max(0, lo - 1 - before), hi - 1 - before)))
-            content = alt(*parts)
+        if f.uneval_items:  # what ``contains`` matches is evaluated: unevaluatedItems does not apply
+            hit = self.value([sub], depth + 1)
+            item = alt(hit, item)
         else:
-            self.problems.error(ptr, "contains", "contains with minItems/maxItems is not supported here")
-            return EMPTY
-        return self.wrap("[", "]", content, False, depth)
+            hit = self.value(f.items + [sub], depth + 1)
+        if cmax is None:
+            miss = item
+        else:
+            miss = self.value(f.items + [replace(sub, schema=Neg(sub))], depth + 1)
+        sep = self.sep(depth + 1)
+        memo: dict = {}
+
+        def rest(c: int, h: int) -> Node:
+            """What may follow ``c`` items with ``h`` matches (each further item after a separator)."""
+            key = (c, h)
+            got = memo.get(key)
+            if got is not None:
+                return got
+            memo[key] = EMPTY  # a state that loops to itself is handled below, not by recursion
+            done = EPS if c >= lo and h >= cmin else EMPTY
+            if hi is not None and c >= hi:
+                memo[key] = done
+                return done
+            nc = c + 1 if hi is not None or c < lo else c
+            nh = h + 1 if cmax is not None or h < cmin else h
+            can_hit = cmax is None or h < cmax
+            if (nc, h) == key and (not can_hit or (nc, nh) == key):
+                # only loops left: any number of further items (matches, too, when they are free)
+                loop = star(seq(sep, item if can_hit else miss))
+                memo[key] = node = seq(loop, done) if done is EPS else EMPTY
+                return node
+            steps = [done]
+            if (nc, h) == key:  # more items that are not counted as matches, then a match
+                node = seq(star(seq(sep, miss)), alt(done, seq(sep, hit, rest(nc, nh))) if can_hit else done)
+                memo[key] = node
+                return node
+            steps.append(seq(sep, miss, rest(nc, h)))
+            if can_hit:
+                steps.append(seq(sep, hit, rest(nc, nh)))
+            memo[key] = node = alt(*steps)
+            return node
+
+        # the first item has no separator before it
+        c1 = 1 if hi is not None or lo > 0 else 0
+        first = [seq(miss, rest(c1, 0))]
+        if cmax is None or cmax > 0:
+            first.append(seq(hit, rest(c1, 1 if cmax is not None or cmin > 0 else 0)))
+        content = alt(*first) if hi is None or hi > 0 else EMPTY
+        if content is EMPTY:
+            return Lit("[]") if lo == 0 and cmin == 0 else EMPTY
+        return self.wrap("[", "]", content, lo == 0 and cmin == 0, depth)
 
     # -- objects --------------------------------------------------------------------------------
     def object(self, f: Flat, depth: int) -> Node:

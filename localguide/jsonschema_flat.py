@@ -79,7 +79,7 @@ class Flat:
     __slots__ = ("types", "enum", "not_enum", "lo", "lo_x", "hi", "hi_x", "mult", "min_len", "max_len",
                  "patterns", "formats", "prefix", "items", "has_items", "min_items", "max_items", "unique",
                  "contains", "props", "required", "additional", "has_additional", "patprops", "min_props",
-                 "max_props", "prop_names", "noeval", "noeval_items", "ptr")
+                 "max_props", "prop_names", "noeval", "noeval_items", "uneval_items", "ptr")
 
     def __init__(self, ptr: str = ""):
         self.types = ALL_TYPES
@@ -106,6 +106,7 @@ class Flat:
         self.prop_names: list = []
         self.noeval: set = set()
         self.noeval_items = False  # prefix/items from a negation (they evaluate nothing)
+        self.uneval_items = False  # ``items`` hold only unevaluatedItems (items that ``contains`` matches escape it)
         self.ptr = ptr
 
     def copy(self) -> "Flat":
@@ -209,6 +210,8 @@ def merge(a: Flat, b: Flat, fl: "Flattener") -> Flat | None:
     ev_b = set(b.props) - b.noeval
     f.noeval = (a.noeval - ev_b) | (b.noeval - ev_a) | ((a.noeval & b.noeval))
     f.noeval_items = a.noeval_items or b.noeval_items
+    f.uneval_items = (a.uneval_items or b.uneval_items) and not any(
+        x.has_items and not x.uneval_items for x in (a, b))
     # quick contradictions
     if f.lo is not None and f.hi is not None and (f.lo > f.hi or (f.lo == f.hi and (f.lo_x or f.hi_x))):
         f.types = f.types - NUMBER
@@ -367,6 +370,7 @@ class Flattener:
                 if not f.has_items:
                     f.items = f.items + u
                     f.has_items = True
+                    f.uneval_items = True
         return out
 
     def follow_ref(self, sub: Sub, kw: str, ref) -> Sub | None:

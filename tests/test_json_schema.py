@@ -338,13 +338,13 @@ def test_pattern_and_automaton_agree(schema):
 # -- errors and inspection ------------------------------------------------------------------------
 
 def test_unsupported_keywords_are_listed_with_pointers():
-    schema = {"properties": {"a": {"$dynamicRef": "#x"}, "b": {"type": "array", "contains": {}, "minContains": 2}},
+    schema = {"properties": {"a": {"$dynamicRef": "#x"}, "b": {"type": "array", "contains": {}, "minContains": 200}},
               "items": {"type": "string", "pattern": "(?=x)"}}
     with pytest.raises(UnsupportedSchemaError) as e:
         schema_to_regex(schema)
     msg = str(e.value)
     assert "#/properties/a/$dynamicRef" in msg
-    assert "#/properties/b/minContains" in msg
+    assert "#/properties/b/contains" in msg and "above 64" in msg
     assert "#/items/pattern" in msg
     assert isinstance(e.value, LocalguideError) and len(e.value.problems) == 3
 
@@ -466,3 +466,54 @@ def test_shared_definitions_are_compiled_once(monkeypatch):
         assert memo.transitions.tolist() == plain.transitions.tolist()
         assert memo.accepting.tolist() == plain.accepting.tolist()
     assert accepts(tree, '[{"v":1,"kids":[{"v":2}]},{"v":3,"other":2}]')
+
+
+# -- contains with counts -------------------------------------------------------------------------
+
+_CONTAINS_VALUES = [1, 2, "a", None, [], 1.5]
+
+
+def _contains_schemas():
+    from hypothesis import strategies as st
+
+    counts = st.one_of(st.none(), st.integers(0, 4))
+    sub = st.sampled_from([{"type": "integer"}, {"const": 2}, {"type": "string"}, {"enum": [1, None]}, True])
+    items = st.sampled_from([None, {"enum": [1, 2, "a"]}, {"type": ["integer", "string"]}])
+    uneval = st.sampled_from([None, False, {"type": "integer"}])
+    return st.tuples(sub, counts, counts, counts, counts, items, uneval)
+
+
+def test_contains_counts_match_jsonschema():
+    """Property: minContains/maxContains with minItems/maxItems, items and unevaluatedItems accept
+    exactly the arrays ``jsonschema`` accepts (all arrays of up to 6 values from a small set)."""
+    import itertools
+
+    import jsonschema
+    from hypothesis import given, settings
+
+    @settings(max_examples=60, deadline=None)
+    @given(_contains_schemas())
+    def check(params):
+        sub, cmin, cmax, lo, hi, items, uneval = params
+        schema = {"type": "array", "contains": sub}
+        for k, v in (("minContains", cmin), ("maxContains", cmax), ("minItems", lo), ("maxItems", hi)):
+            if v is not None:
+                schema[k] = v
+        if items is not None:
+            schema["items"] = items
+        if uneval is not None and items is None:
+            schema["unevaluatedItems"] = uneval
+        validator = jsonschema.Draft202012Validator(schema)
+        try:
+            dfa = schema_dfa(schema)
+        except SchemaError:  # no array: then jsonschema accepts none either
+            dfa = None
+        for n in range(6):
+            for arr in itertools.product(_CONTAINS_VALUES, repeat=n) if n <= 3 else \
+                    (random.Random(n).choices(_CONTAINS_VALUES, k=n) for _ in range(200)):
+                arr = list(arr)
+                want = validator.is_valid(arr)
+                got = dfa is not None and dfa.matches(json.dumps(arr).encode())
+                assert got == want, (schema, arr)
+
+    check()
