@@ -842,8 +842,8 @@ def model_report(name: str, r: dict) -> str:
     if r.get("grammar_masks"):
         parts.append(f"### Grammar engine: compile and per-token masks ({name})\n"
                      "`cold` = `compile_grammar` in a fresh process with an empty disk cache (numba's machine-code "
-                     "cache warm) with every subterminal tree built (`cold to mask`: up to the first mask; the index "
-                     "builds trees when first needed), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
+                     "cache warm) with every subterminal tree built (`cold to mask`: wall time to the first mask in another "
+                     "fresh process and empty cache; the index builds trees when first needed), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
                      "`allowed_token_ids()` while the model's own tokenization of sample texts (2-3 per grammar, "
                      "`benchmarks/grammar_masks.py`) is walked through a guide of the cached index: `first` is the "
                      "first walk in the process (every parser state new), `warm` the same walk again. `first max` "

@@ -180,6 +180,7 @@ class MaskEngine:
         self.grp_tok = np.zeros(0, np.int32)
         self.unresolved: dict = {}  # tree -> tokens to check one by one
         self._install_lock = threading.Lock()
+        self._complete_lock = threading.Lock()
         if arrays is not None:
             self._install(arrays, range(self.n_trees))
         self.tree_of = sc.tree_of.tolist()
@@ -243,10 +244,11 @@ class MaskEngine:
         return self._missing == 0
 
     def complete(self, workers: int | None = None) -> None:
-        """Build every tree not built yet."""
-        missing = [t for t, r in enumerate(self.tree_root) if r < 0]
-        if missing:
-            self._install(build_trees(self.scanner, self.vocabulary, workers, trees=missing), missing)
+        """Build every tree not built yet (a second caller waits for the first, not builds them again)."""
+        with self._complete_lock:
+            missing = [t for t, r in enumerate(self.tree_root) if r < 0]
+            if missing:
+                self._install(build_trees(self.scanner, self.vocabulary, workers, trees=missing), missing)
 
     def tree_arrays(self) -> dict:
         """All trees as ``build_trees`` arrays (tree order), completing them first."""
