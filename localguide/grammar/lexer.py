@@ -308,7 +308,17 @@ class Scanner:
                 f ^= low
                 seed_tab[a + 1, t] = seed((tri.get((a, t), 0) & real) | ign_bit)
         self.seed_tab = seed_tab
-        self.single = np.array([intern(np.array([r])) for r in range(n_r)], np.int32)
+        # One state per reading alone: its key is the reading's own hashes (as ``intern`` sums them).
+        self.single = np.empty(n_r, np.int32)
+        for r, key in enumerate(zip(h1[:n_r].tolist(), h2[:n_r].tolist())):
+            c = ids.get(key)
+            if c is None:
+                c = ids[key] = len(states)
+                states.append(np.array([r], np.int32))
+            self.single[r] = c
+        if len(states) > max_states:
+            raise GrammarError(f"the terminals overlap too much: the scanner needs more than {max_states} states",
+                               source=g.cfg.source)
         off = np.zeros(len(states) + 1, np.int64)
         np.cumsum([len(x) for x in states], out=off[1:])
         rd = np.concatenate(states).astype(np.int32) if states else np.zeros(0, np.int32)
