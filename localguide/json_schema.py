@@ -244,12 +244,23 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     a value left free by the schema may nest; ``max_length``/``max_items``: the largest
     ``maxLength``/``maxItems`` tracked exactly (larger bounds are lowered to these).
     ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:
-    the automaton budget; past it the schema goes to the grammar engine (a ``GrammarIndex``)
-    or its bounds are tightened (``build_automaton``).
+    the automaton budget; past it the schema goes to the grammar engine (a ``GrammarIndex``,
+    see ``build_automaton``). Python's cycle collector is paused while it compiles
+    (``localguide.gcpause``).
 
     Raises ``UnsupportedSchemaError`` (listing every keyword that cannot be honoured,
     with its JSON pointer) or ``SchemaError``.
     """
+    from .gcpause import paused
+
+    with paused():
+        return _compile_json_schema(schema, vocabulary, strict=strict, whitespace=whitespace,
+                                    max_recursion=max_recursion, any_depth=any_depth, max_length=max_length,
+                                    max_items=max_items, resources=resources, max_states=max_states, lazy=lazy)
+
+
+def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursion, any_depth, max_length,
+                         max_items, resources, max_states, lazy):
     from . import cache
     from .index import Index
     from .lazy import LazyIndex, lazy_possible

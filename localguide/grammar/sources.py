@@ -120,10 +120,13 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
 def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool) -> GrammarIndex:
     """The ``GrammarIndex`` of ``make_cfg()`` (a normalized CFG), from the disk cache at ``path``
     when there; else built (``lazy``: trees on demand, the rest and the file in the background)."""
-    arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
-    if arrays is not None:
-        return GrammarIndex.from_arrays(arrays, vocabulary, description)
-    idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
+    from ..gcpause import paused
+
+    with paused():
+        arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
+        if arrays is not None:
+            return GrammarIndex.from_arrays(arrays, vocabulary, description)
+        idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
     if lazy:
         cache.save_later(path, idx.arrays)
     else:

@@ -1,0 +1,36 @@
+"""Python's cycle collector paused while a compiler builds its structures.
+
+A schema or grammar compile allocates hundreds of thousands of small containers (AST
+nodes, rule tuples, dicts); each allocation burst triggers collections that traverse every
+live object, the caller's included. On MaskBench's largest schemas that is 0.2-0.4 s of a
+2 s compile. The compilers make no cyclic garbage worth collecting early, and the collector
+runs again as soon as the outermost compile returns.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_depth = 0
+_was_enabled = False
+
+
+@contextmanager
+def paused():
+    """Disable the cycle collector inside (nested and concurrent uses re-enable it once, at the end)."""
+    global _depth, _was_enabled
+    with _lock:
+        if _depth == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _was_enabled:
+                gc.enable()
