@@ -154,11 +154,16 @@ def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
     if arrays is not None:
         return arrays
     arrays = build()
+    store(path, arrays)
+    return arrays
+
+
+def store(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path``: at once when small, else in a background thread."""
     if sum(a.nbytes for a in arrays.values()) < _BACKGROUND_BYTES:
         save(path, arrays)
     else:
         _save_in_background(path, arrays)
-    return arrays
 
 
 def load_checked(path: Path, check: Callable[[dict], bool] = lambda arrays: True) -> dict[str, np.ndarray] | None:

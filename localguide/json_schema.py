@@ -144,8 +144,6 @@ def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
     return dfa, compiled
 
 
-
-
 def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bool = True, **options):
     """(ByteDFA or None, CFG or None, CompiledSchema): how ``schema`` is best enforced.
 

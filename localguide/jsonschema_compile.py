@@ -526,28 +526,21 @@ class Compiler:
             got = memo.get(key)
             if got is not None:
                 return got
-            memo[key] = EMPTY  # a state that loops to itself is handled below, not by recursion
             done = EPS if c >= lo and h >= cmin else EMPTY
-            if hi is not None and c >= hi:
-                memo[key] = done
-                return done
             nc = c + 1 if hi is not None or c < lo else c
             nh = h + 1 if cmax is not None or h < cmin else h
             can_hit = cmax is None or h < cmax
-            if (nc, h) == key and (not can_hit or (nc, nh) == key):
+            # Each step raises a count, except where one has saturated: that state loops.
+            if hi is not None and c >= hi:
+                node = done
+            elif (nc, h) == key and (not can_hit or (nc, nh) == key):
                 # only loops left: any number of further items (matches, too, when they are free)
-                loop = star(seq(sep, item if can_hit else miss))
-                memo[key] = node = seq(loop, done) if done is EPS else EMPTY
-                return node
-            steps = [done]
-            if (nc, h) == key:  # more items that are not counted as matches, then a match
+                node = seq(star(seq(sep, item if can_hit else miss)), done)
+            elif (nc, h) == key:  # more items that are not counted as matches, then a match
                 node = seq(star(seq(sep, miss)), alt(done, seq(sep, hit, rest(nc, nh))) if can_hit else done)
-                memo[key] = node
-                return node
-            steps.append(seq(sep, miss, rest(nc, h)))
-            if can_hit:
-                steps.append(seq(sep, hit, rest(nc, nh)))
-            memo[key] = node = alt(*steps)
+            else:
+                node = alt(done, seq(sep, miss, rest(nc, h)), seq(sep, hit, rest(nc, nh)) if can_hit else EMPTY)
+            memo[key] = node
             return node
 
         # the first item has no separator before it

@@ -130,5 +130,5 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool) -> Gr
     if lazy:
         cache.save_later(path, idx.arrays)
     else:
-        cache.cached(path, idx.arrays)
+        cache.store(path, idx.arrays())
     return idx
