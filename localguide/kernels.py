@@ -1822,3 +1822,350 @@ def py_scanner_closure(r_next, h1, h2, st_off, st_rd, max_states):
     np.cumsum([len(s) for s in states], out=off[1:])
     return (np.array(rows, np.int32).reshape(-1, 256), off,
             np.array([r for s in states for r in s], np.int32))
+
+
+# --- grammar masks: Earley sets and the tree walk, compiled ----------------------
+#
+# The twin of this section is the Python mask path itself (``MaskEngine`` with its
+# ``PState``s): tests compare the groups both keep, state by state.
+#
+# ``A`` is an arena of interned Earley sets, grown by the caller when a kernel says
+# ``EARLEY_GROW``: (meta [sets, entry keys, feed entries], set_off, set_keys (each set's
+# entry keys, sorted: DFA state << 32 | origin set + 1, 0 for the set itself),
+# set_allowed (terminal bit words), set_hash, ht (open addressing: set + 1), fk/fv
+# (memoized feeds: set * n_terminals + terminal + 1 -> set, EARLEY_REJECT)).
+# ``D`` is the LR(0) epsilon-DFA (``earley.Grammar``): allowed words, predicted
+# companion, completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words.
+# ``T`` holds the subterminal trees (``masks``) and the readings' tables.
+
+EARLEY_REJECT = -1
+EARLEY_GROW = -2
+EARLEY_UNRESOLVED = -3  # a tree has tokens to check one by one: the Python path answers
+EARLEY_NEED_TREE = -4  # minus the tree: build that tree and call again
+
+
+@njit(cache=True, inline="always")
+def _shift_to(sh_off, sh_sym, sh_to, d, sym):
+    lo = sh_off[d]
+    hi = sh_off[d + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        s = sh_sym[mid]
+        if s < sym:
+            lo = mid + 1
+        elif s > sym:
+            hi = mid
+        else:
+            return sh_to[mid]
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _keys_hash(keys, n):
+    h = np.uint64(14695981039346656037)
+    for i in range(n):
+        h = (h ^ np.uint64(keys[i])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True)
+def earley_intern(A, D, keys, n):
+    """The arena id of the set whose sorted entry keys are ``keys[:n]``: found, or added.
+
+    ``EARLEY_GROW`` when there is no room to add it.
+    """
+    meta, set_off, set_keys, set_allowed, set_hash, ht = A[0], A[1], A[2], A[3], A[4], A[5]
+    h = _keys_hash(keys, n)
+    mask = len(ht) - 1
+    i = np.int64(h & np.uint64(mask))
+    while ht[i] != 0:
+        s = ht[i] - 1
+        if set_hash[s] == h and set_off[s + 1] - set_off[s] == n:
+            b = set_off[s]
+            same = True
+            for j in range(n):
+                if set_keys[b + j] != keys[j]:
+                    same = False
+                    break
+            if same:
+                return s
+        i = (i + 1) & mask
+    ns = meta[0]
+    nk = meta[1]
+    if ns + 2 > len(set_off) or nk + n > len(set_keys) or 2 * (ns + 1) > len(ht):
+        return EARLEY_GROW
+    d_allowed = D[0]
+    nw = set_allowed.shape[1]
+    for w in range(nw):
+        set_allowed[ns, w] = 0
+    for j in range(n):
+        k = keys[j]
+        set_keys[nk + j] = k
+        d = k >> 32
+        for w in range(nw):
+            set_allowed[ns, w] |= d_allowed[d, w]
+    set_off[ns + 1] = nk + n
+    set_hash[ns] = h
+    ht[i] = ns + 1
+    meta[0] = ns + 1
+    meta[1] = nk + n
+    return ns
+
+
+@njit(cache=True)
+def earley_rehash(n_sets, set_hash, ht, fk, fv, old_fk, old_fv):
+    """Fill the new (larger, zeroed) tables ``ht`` and ``fk``/``fv`` from the arena's sets and
+    the old feed table."""
+    mask = len(ht) - 1
+    for s in range(n_sets):
+        i = np.int64(set_hash[s] & np.uint64(mask))
+        while ht[i] != 0:
+            i = (i + 1) & mask
+        ht[i] = s + 1
+    mask = len(fk) - 1
+    for j in range(len(old_fk)):
+        key = old_fk[j]
+        if key != 0:
+            i = _feed_slot(key, mask)
+            while fk[i] != 0:
+                i = (i + 1) & mask
+            fk[i] = key
+            fv[i] = old_fv[j]
+
+
+@njit(cache=True, inline="always")
+def _feed_slot(key, mask):
+    return np.int64(((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(29)) & np.uint64(mask))
+
+
+@njit(cache=True)
+def _earley_make(A, D, kd, ko, nk):
+    """Close the kernel entries ``(kd[i], ko[i])`` (DFA state, origin set) and intern the set."""
+    set_off, set_keys = A[1], A[2]
+    d_pred, comp_off, comp_nt, sh_off, sh_sym, sh_to = D[1], D[2], D[3], D[4], D[5], D[6]
+    keys = np.empty(16, np.int64)
+    n = 0
+    sd = np.empty(max(16, nk), np.int64)
+    so = np.empty(max(16, nk), np.int64)
+    m = nk
+    sd[:nk] = kd[:nk]
+    so[:nk] = ko[:nk]
+    while m > 0:
+        m -= 1
+        d = sd[m]
+        o = so[m]
+        key = (d << 32) | (o + 1)
+        dup = False
+        for j in range(n):
+            if keys[j] == key:
+                dup = True
+                break
+        if dup:
+            continue
+        if n == len(keys):
+            keys = _grow(keys, n)
+        keys[n] = key
+        n += 1
+        p = d_pred[d]
+        if p >= 0:
+            if m == len(sd):
+                sd = _grow(sd, m)
+                so = _grow(so, m)
+            sd[m] = p
+            so[m] = -1
+            m += 1
+        if o >= 0:
+            # completions: entries of the origin set waiting for each nonterminal completed here
+            for c in range(comp_off[d], comp_off[d + 1]):
+                a = comp_nt[c]
+                for e in range(set_off[o], set_off[o + 1]):
+                    k2 = set_keys[e]
+                    d2 = _shift_to(sh_off, sh_sym, sh_to, k2 >> 32, a)
+                    if d2 >= 0:
+                        o2 = (k2 & 0xFFFFFFFF) - 1
+                        if m == len(sd):
+                            sd = _grow(sd, m)
+                            so = _grow(so, m)
+                        sd[m] = d2
+                        so[m] = o if o2 < 0 else o2
+                        m += 1
+    srt = np.sort(keys[:n])
+    return earley_intern(A, D, srt, n)
+
+
+@njit(cache=True)
+def earley_feed(A, D, s, t):
+    """The set after terminal ``t`` from set ``s`` (memoized): ``EARLEY_REJECT``, or ``s``
+    itself for an ignored terminal the grammar does not take; ``EARLEY_GROW``."""
+    meta, set_off, set_keys, set_allowed, fk, fv = A[0], A[1], A[2], A[3], A[6], A[7]
+    sh_off, sh_sym, sh_to, ign_w = D[4], D[5], D[6], D[7]
+    key = s * (set_allowed.shape[1] * 64) + t + 1
+    mask = len(fk) - 1
+    i = _feed_slot(key, mask)
+    while fk[i] != 0:
+        if fk[i] == key:
+            return fv[i]
+        i = (i + 1) & mask
+    if 2 * (meta[2] + 1) > len(fk):
+        return EARLEY_GROW
+    if (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+        nk = set_off[s + 1] - set_off[s]
+        kd = np.empty(nk, np.int64)
+        ko = np.empty(nk, np.int64)
+        n = 0
+        for e in range(set_off[s], set_off[s + 1]):
+            k = set_keys[e]
+            d2 = _shift_to(sh_off, sh_sym, sh_to, k >> 32, t)
+            if d2 >= 0:
+                o = (k & 0xFFFFFFFF) - 1
+                kd[n] = d2
+                ko[n] = s if o < 0 else o
+                n += 1
+        res = _earley_make(A, D, kd, ko, n)
+        if res == EARLEY_GROW:
+            return res
+    elif (ign_w[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+        res = s
+    else:
+        res = EARLEY_REJECT
+    fk[i] = key
+    fv[i] = res
+    meta[2] += 1
+    return res
+
+
+@njit(cache=True, inline="always")
+def _any_allowed(set_allowed, q):
+    for w in range(set_allowed.shape[1]):
+        if set_allowed[q, w]:
+            return True
+    return False
+
+
+@njit(cache=True)
+def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
+    """(status, sorted groups) that the readings ``readings`` of a scanner state keep under
+    arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
+
+    Status 0, or ``EARLEY_GROW``, ``EARLEY_UNRESOLVED``, ``EARLEY_NEED_TREE - tree`` (no
+    groups then). ``gmarks`` is scratch, one byte per group, all zero (and left so).
+    """
+    set_allowed = A[3]
+    ign_w = D[7]
+    (ch_off, ch_term, ch_node, node_grp, grp_state, grp_lead, live_w, tree_root, tree_of, tree_lim, r_term,
+     r_acc, r_base, has_unres) = T
+    nw = set_allowed.shape[1]
+    out = np.empty(64, np.int64)
+    nout = 0
+    wq = np.empty(16, np.int64)  # (set, reading) pairs to walk
+    wr = np.empty(16, np.int64)
+    nwk = 0
+    for i in range(len(readings)):
+        r = readings[i]
+        t = r_term[r]
+        if ((set_allowed[p0, t >> 6] | ign_w[t >> 6]) >> np.uint64(t & 63)) & np.uint64(1):
+            if nwk == len(wq):
+                wq = _grow(wq, nwk)
+                wr = _grow(wr, nwk)
+            wq[nwk] = p0
+            wr[nwk] = r
+            nwk += 1
+    dq = np.empty(16, np.int64)  # pairs walked
+    dr = np.empty(16, np.int64)
+    nd = 0
+    ss = np.empty(64, np.int64)  # (tree node, set) stack
+    sq = np.empty(64, np.int64)
+    status = 0
+    while nwk > 0 and status == 0:
+        nwk -= 1
+        q0 = wq[nwk]
+        r = wr[nwk]
+        seen = False
+        for j in range(nd):
+            if dq[j] == q0 and dr[j] == r:
+                seen = True
+                break
+        if seen:
+            continue
+        if nd == len(dq):
+            dq = _grow(dq, nd)
+            dr = _grow(dr, nd)
+        dq[nd] = q0
+        dr[nd] = r
+        nd += 1
+        tree = tree_of[r]
+        root = tree_root[tree]
+        if root < 0:
+            status = EARLEY_NEED_TREE - tree
+            break
+        if has_unres[tree]:
+            status = EARLEY_UNRESOLVED
+            break
+        lim = tree_lim[r]
+        ss[0] = root
+        sq[0] = q0
+        m = 1
+        while m > 0:
+            m -= 1
+            s = ss[m]
+            q = sq[m]
+            if not _any_allowed(set_allowed, q):
+                continue
+            for g in range(node_grp[s], node_grp[s + 1]):
+                if gmarks[g] == 0 and grp_lead[g] <= lim:
+                    c = grp_state[g]
+                    for w in range(nw):
+                        if live_w[c, w] & (set_allowed[q, w] | ign_w[w]):
+                            gmarks[g] = 1
+                            if nout == len(out):
+                                out = _grow(out, nout)
+                            out[nout] = g
+                            nout += 1
+                            break
+            for k in range(ch_off[s], ch_off[s + 1]):
+                t = ch_term[k]
+                if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                    q2 = earley_feed(A, D, q, t)
+                    if q2 == EARLEY_GROW:
+                        status = EARLEY_GROW
+                        m = 0
+                        break
+                    if m == len(ss):
+                        ss = _grow(ss, m)
+                        sq = _grow(sq, m)
+                    ss[m] = ch_node[k]
+                    sq[m] = q2
+                    m += 1
+        if status != 0 or not r_acc[r]:
+            continue
+        # The lexeme may end right here, before the token's first byte.
+        t = r_term[r]
+        q2 = q0 if t == ign else earley_feed(A, D, q0, t)
+        if q2 == EARLEY_GROW:
+            status = EARLEY_GROW
+            break
+        if q2 < 0 or not _any_allowed(set_allowed, q2):
+            continue
+        firsts = []
+        if t != ign and ign >= 0:
+            firsts.append(r_base[ign])
+        for w in range(nw):
+            bits = set_allowed[q2, w]
+            b = 0
+            while bits:
+                if bits & np.uint64(1):
+                    firsts.append(r_base[w * 64 + b])
+                bits >>= np.uint64(1)
+                b += 1
+        for r2 in firsts:
+            if nwk == len(wq):
+                wq = _grow(wq, nwk)
+                wr = _grow(wr, nwk)
+            wq[nwk] = q2
+            wr[nwk] = r2
+            nwk += 1
+    for i in range(nout):
+        gmarks[out[i]] = 0
+    if status != 0:
+        return status, out[:0]
+    return 0, np.sort(out[:nout])

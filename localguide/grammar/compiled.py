@@ -76,7 +76,7 @@ class GrammarIndex:
             trees = {k: arrays[k] for k in TREE_KEYS}
         else:
             trees = None if lazy else build_trees(self.scanner, vocabulary)
-        self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable)
+        self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable, self.grammar)
         sc = self.scanner
         self._trans = [None] * sc.n_states  # rows as lists, converted when first used (all: 0.2 s at 12k states)
         self._live = sc.live
@@ -173,7 +173,9 @@ class GrammarIndex:
     # -- cache bounds -------------------------------------------------------------------
     def cache_size(self) -> tuple[int, int]:
         """(interned parser and guide states, bytes of cached masks) right now."""
-        return self.grammar.n_states + len(self._states), self.engine.mask_bytes + self._stop_bytes
+        core = self.engine.core
+        return (self.grammar.n_states + len(self._states) + (core.n_sets if core is not None else 0),
+                self.engine.mask_bytes + self._stop_bytes)
 
     def flush(self) -> None:
         """Forget every cached state, transition and mask; guides in use stay valid.

@@ -156,8 +156,9 @@ class MaskEngine:
     last, so a thread may complete the trees while another computes masks.
     """
 
-    def __init__(self, scanner, vocabulary, arrays: dict | None, viable=None):
+    def __init__(self, scanner, vocabulary, arrays: dict | None, viable=None, grammar=None):
         sc = self.scanner = scanner
+        self.grammar = grammar  # ``earley.Grammar``: with it, masks come from the compiled path when they can
         self.viable = viable  # viable(p, c, data) -> bool, for tokens left unresolved
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
@@ -179,6 +180,18 @@ class MaskEngine:
         self.grp_off = np.zeros(1, np.int64)  # buffers, filled up to ``grp_off_l``'s length / last value
         self.grp_tok = np.zeros(0, np.int32)
         self.unresolved: dict = {}  # tree -> tokens to check one by one
+        # The trees again as arrays for the compiled path (``arena``), filled up to the lists' lengths.
+        self.a_ch_off = np.zeros(1, np.int64)
+        self.a_ch_term = np.zeros(0, np.int32)
+        self.a_ch_node = np.zeros(0, np.int32)
+        self.a_node_grp = np.zeros(1, np.int64)
+        self.a_grp_state = np.zeros(0, np.int32)
+        self.a_grp_lead = np.zeros(0, np.int32)
+        self.a_root = np.full(self.n_trees, -1, np.int64)
+        self.a_unres = np.zeros(self.n_trees, np.uint8)
+        self.version = 0  # of the trees, raised by each ``_install``
+        self.core = None  # the compiled path (``arena.CompiledMasks``), built by the first mask
+        self._core_tried = grammar is None
         self._install_lock = threading.Lock()
         self._complete_lock = threading.Lock()
         if arrays is not None:
@@ -203,10 +216,19 @@ class MaskEngine:
             n_edges = len(self.ch_term)
             n_grp = len(self.grp_live)
             n_tok = self.grp_off_l[-1]
-            self.ch_off += (tr["tr_ch_off"][1:] + n_edges).tolist()
+            ch_off = tr["tr_ch_off"][1:] + n_edges
+            ch_node = (tr["tr_ch_node"] + n_nodes).astype(np.int32)
+            node_grp = tr["tr_node_grp"][1:] + n_grp
+            self.a_ch_off = _appended(self.a_ch_off, n_nodes + 1, ch_off)
+            self.a_ch_term = _appended(self.a_ch_term, n_edges, tr["tr_ch_term"])
+            self.a_ch_node = _appended(self.a_ch_node, n_edges, ch_node)
+            self.a_node_grp = _appended(self.a_node_grp, n_nodes + 1, node_grp)
+            self.a_grp_state = _appended(self.a_grp_state, n_grp, tr["tr_grp_state"])
+            self.a_grp_lead = _appended(self.a_grp_lead, n_grp, tr["tr_grp_lead"])
+            self.ch_off += ch_off.tolist()
             self.ch_term += tr["tr_ch_term"].tolist()
-            self.ch_node += (tr["tr_ch_node"] + n_nodes).tolist()
-            self.node_grp += (tr["tr_node_grp"][1:] + n_grp).tolist()
+            self.ch_node += ch_node.tolist()
+            self.node_grp += node_grp.tolist()
             self.node_sets += [None] * (len(tr["tr_node_grp"]) - 1)
             live = self._live
             states = tr["tr_grp_state"].tolist()
@@ -224,12 +246,16 @@ class MaskEngine:
             uo, ut = tr["tr_unres_off"], tr["tr_unres_tok"]
             trees = list(trees)
             for i in np.flatnonzero(np.diff(uo)).tolist():
-                self.unresolved.setdefault(trees[i], ut[uo[i]:uo[i + 1]].tolist())
+                if trees[i] not in self.unresolved:
+                    self.unresolved[trees[i]] = ut[uo[i]:uo[i + 1]].tolist()
+                    self.a_unres[trees[i]] = 1
             # The roots last: a tree is used only once all of its arrays are in place.
             for t, r in zip(trees, (tr["tr_seq"][:-1] + n_nodes).tolist()):
                 if self.tree_root[t] < 0:
                     self.tree_root[t] = r
+                    self.a_root[t] = r
                     self._missing -= 1
+            self.version += 1
 
     def root(self, tree: int) -> int:
         """The root node of ``tree``, built now if it is not yet."""
@@ -276,6 +302,8 @@ class MaskEngine:
         self.union_cache = {}
         self._large = {}
         self.mask_bytes = 0
+        if self.core is not None:
+            self.core.reset()
 
     def _node_sets(self, s: int) -> list:
         """The groups of tree node ``s`` by (live terminals, lead): [(live, lead, gids)]."""
@@ -408,12 +436,34 @@ class MaskEngine:
             return k
         al = p.allowed | self.ign_bit
         r_term = self.r_term
+        readings = [r for r in self.state_readings(c) if (al >> r_term[r]) & 1]
+        rkept = p.rkept
+        if not all(r in rkept for r in readings):  # else the Python walks are done (budget bounds)
+            if not self._core_tried:
+                from .arena import CompiledMasks
+
+                self.core = CompiledMasks.build(self.grammar, self)
+                self._core_tried = True
+            if self.core is not None:
+                k = self.core.mask_key(p, c)
+                if k is not None:
+                    p.masks[c] = k
+                    return k
         kept = []
-        for r in self.state_readings(c):
-            if (al >> r_term[r]) & 1:
-                kept += self.kept(p, r)
+        for r in readings:
+            kept += self.kept(p, r)
         k = p.masks[c] = tuple(sorted(set(kept)))
         return k
+
+    def mask_key_python(self, p, c: int) -> tuple:
+        """``mask_key`` by the Python path only (the compiled path's twin); caches kept groups only."""
+        al = p.allowed | self.ign_bit
+        kept = []
+        for r in self.state_readings(c):
+            if (al >> self.r_term[r]) & 1:
+                got = p.rkept.get(r)
+                kept += (got or self._kept(p, r))[0]
+        return tuple(sorted(set(kept)))
 
     def mask(self, p, c: int) -> np.ndarray:
         """Sorted token ids (no stop ids) that keep (parser state ``p``, scanner state ``c``) viable."""

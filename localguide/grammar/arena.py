@@ -1,0 +1,183 @@
+"""The compiled mask path: Earley sets in an arena and the tree walk, in numba.
+
+``MaskEngine.mask_key(P, c)`` walks the subterminal trees of scanner state ``c``'s
+readings, feeding the parser the terminals along each path. In Python that builds
+some fifty Earley sets per new token (``earley.PState``); here the same sets live
+in flat arrays (``kernels.earley_*``) and one kernel call does the whole walk.
+
+The sets are those of ``earley.Grammar``, from the same LR(0) ε-DFA, explored in
+full up front (a few hundred states for the shipped grammars; larger generated
+grammars keep the Python path). A ``PState`` is copied into the arena the first
+time a mask needs it, its origin sets first; arena sets are interned by content
+with origins by arena id, so a ``PState`` and the arena set made by feeding the
+same terminals are one set. Tokens that a tree leaves unresolved (checked one by
+one against the parser) send the mask to the Python path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels
+
+MAX_RULES = 5_000
+MAX_DSTATES = 20_000
+
+
+def _words(x: int, n: int) -> np.ndarray:
+    """Bit mask ``x`` as ``n`` little-endian 64-bit words."""
+    return np.frombuffer(x.to_bytes(8 * n, "little"), "<u8").astype(np.uint64)
+
+
+def _longer(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` followed by zeros, ``n`` rows in all."""
+    out = np.zeros((n,) + a.shape[1:], a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+class CompiledMasks:
+    """The compiled ``mask_key`` of one grammar index (not thread-safe, as the index)."""
+
+    initial_sets = 1024  # arena capacity to start with (a power of two), doubled as needed
+
+    def __init__(self, grammar, engine, tables):
+        self.grammar = grammar
+        self.engine = engine
+        self.D = tables
+        self.n_words = tables[0].shape[1]
+        self.ign = engine.ign
+        sc = engine.scanner
+        tab = np.packbits(sc.live_tab, axis=1, bitorder="little")
+        live = np.zeros((tab.shape[0], 8 * self.n_words), np.uint8)
+        live[:, :tab.shape[1]] = tab
+        self.live_w = live.view("<u8").astype(np.uint64)
+        self.readings = (sc.tree_of.astype(np.int64), sc.tree_lim.astype(np.int64), sc.r_term.astype(np.int64),
+                         sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
+        self._rd: dict = {}
+        self._T = None
+        self._T_version = -1
+        self._gmarks = np.zeros(0, np.uint8)
+        self.reset()
+
+    @classmethod
+    def build(cls, grammar, engine) -> "CompiledMasks | None":
+        """The compiled path for ``grammar``, or None when its ε-DFA is too large to explore up front."""
+        if len(grammar.rules) > MAX_RULES:
+            return None
+        ds = grammar.dstates
+        i = 0
+        while i < len(ds):
+            grammar.shifts(i)
+            i += 1
+            if len(ds) > MAX_DSTATES:
+                return None
+        w = max(1, (grammar.n_terminals + 63) // 64)
+        n = len(ds)
+        d_allowed = np.zeros((n, w), np.uint64)
+        comp, comp_off, sh_sym, sh_to, sh_off = [], [0], [], [], [0]
+        for d, st in enumerate(ds):
+            if st.allowed:
+                d_allowed[d] = _words(st.allowed, w)
+            comp += st.complete
+            comp_off.append(len(comp))
+            for sym, to in sorted(st.shift.items()):
+                sh_sym.append(sym)
+                sh_to.append(to)
+            sh_off.append(len(sh_sym))
+        tables = (d_allowed, np.array([st.pred for st in ds], np.int64), np.array(comp_off, np.int64),
+                  np.array(comp, np.int64), np.array(sh_off, np.int64), np.array(sh_sym, np.int64),
+                  np.array(sh_to, np.int64), _words(grammar.ignore_mask, w))
+        return cls(grammar, engine, tables)
+
+    # -- the arena ---------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget every arena set (with ``Grammar.flush``: parser states are copied in again)."""
+        self._aid: dict = {}  # PState uid -> arena id
+        n = self.initial_sets
+        self.A = (np.zeros(3, np.int64), np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64),
+                  np.zeros((n, self.n_words), np.uint64), np.zeros(n, np.uint64), np.zeros(4 * n, np.int64),
+                  np.zeros(8 * n, np.int64), np.zeros(8 * n, np.int64))
+
+    @property
+    def n_sets(self) -> int:
+        return int(self.A[0][0])
+
+    def _grow(self) -> None:
+        """Double what is at least half full (the entry keys when nothing else is); rehash."""
+        meta, set_off, set_keys, set_allowed, set_hash, _, fk, fv = self.A
+        ns, nk, nf = meta.tolist()
+        sets_full = 2 * (ns + 2) > len(set_off)
+        feeds_full = 4 * (nf + 1) > len(fk)
+        if sets_full:
+            cap = 2 * (len(set_off) - 1)
+            set_off = _longer(set_off, cap + 1)
+            set_allowed = _longer(set_allowed, cap)
+            set_hash = _longer(set_hash, cap)
+        if 2 * nk > len(set_keys) or not (sets_full or feeds_full):
+            set_keys = _longer(set_keys, 2 * len(set_keys))
+        ht = np.zeros(4 * (len(set_off) - 1), np.int64)
+        n = 2 * len(fk) if feeds_full else len(fk)
+        fk2, fv2 = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        kernels.earley_rehash(ns, set_hash, ht, fk2, fv2, fk, fv)
+        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2)
+
+    def aid(self, p) -> int:
+        """The arena id of parser state ``p``, copied in (origins first) if it is not there."""
+        aid = self._aid
+        got = aid.get(p.uid)
+        if got is not None:
+            return got
+        stack = [p]
+        while stack:
+            q = stack[-1]
+            if q.uid in aid:
+                stack.pop()
+                continue
+            missing = [o for _, o in q.entries if o is not None and o.uid not in aid]
+            if missing:
+                stack += missing
+                continue
+            keys = np.array(sorted((d << 32) | (0 if o is None else aid[o.uid] + 1) for d, o in q.entries), np.int64)
+            while True:
+                a = kernels.earley_intern(self.A, self.D, keys, len(keys))
+                if a != kernels.EARLEY_GROW:
+                    break
+                self._grow()
+            aid[q.uid] = a
+            stack.pop()
+        return aid[p.uid]
+
+    # -- masks ---------------------------------------------------------------------------
+    def _trees(self) -> tuple:
+        eng = self.engine
+        if self._T_version != eng.version:
+            with eng._install_lock:
+                n_nodes = len(eng.node_grp) - 1
+                n_edges = len(eng.ch_term)
+                n_grp = len(eng.grp_live)
+                self._T = (eng.a_ch_off[:n_nodes + 1], eng.a_ch_term[:n_edges], eng.a_ch_node[:n_edges],
+                           eng.a_node_grp[:n_nodes + 1], eng.a_grp_state[:n_grp], eng.a_grp_lead[:n_grp], self.live_w,
+                           eng.a_root, *self.readings, eng.a_unres)
+                self._T_version = eng.version
+                if len(self._gmarks) < n_grp:
+                    self._gmarks = np.zeros(2 * n_grp, np.uint8)
+        return self._T
+
+    def mask_key(self, p, c: int) -> tuple | None:
+        """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
+        rd = self._rd.get(c)
+        if rd is None:
+            rd = self._rd[c] = np.array(self.engine.state_readings(c), np.int64)
+        a = self.aid(p)
+        while True:
+            status, groups = kernels.earley_mask_groups(self.A, self.D, self._trees(), a, rd, self.ign,
+                                                        self._gmarks)
+            if status == 0:
+                return tuple(groups.tolist())
+            if status == kernels.EARLEY_GROW:
+                self._grow()
+            elif status == kernels.EARLEY_UNRESOLVED:
+                return None
+            else:
+                self.engine.root(kernels.EARLEY_NEED_TREE - status)

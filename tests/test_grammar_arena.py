@@ -1,0 +1,91 @@
+"""The compiled mask path (``grammar.arena``, Earley sets and tree walk in numba) keeps
+exactly the groups that the Python path (``PState`` and ``MaskEngine._kept``), its twin,
+keeps, on real vocabularies, also while it builds trees lazily, grows its arena, and
+after a flush."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import tokenize
+from test_grammar_formats import SAMPLES
+
+from localguide.grammar import sources
+from localguide.grammar.arena import CompiledMasks
+from localguide.grammar.cfg import normalize
+from localguide.grammar.compiled import GrammarIndex
+
+
+def lazy_index(name, vocab) -> GrammarIndex:
+    """A fresh index of shipped grammar ``name`` with no tree built yet (no disk cache)."""
+    text, kind, desc = sources.resolve(name)
+    return GrammarIndex(normalize(sources.to_cfg(text, kind, desc), 64), vocab, desc, lazy=True)
+
+
+def compare_walks(idx, model, texts, seed: int = 1) -> int:
+    """Walk the model's tokens of each text, with one-token detours to random allowed tokens;
+    at each state both paths agree on every configuration."""
+    eng = idx.engine
+    stops = set(model.vocabulary.stop_ids.tolist())
+    rng = random.Random(seed)
+    checked = 0
+
+    def check(g):
+        nonlocal checked
+        for p, c in g.state.configs:
+            got = eng.core.mask_key(p, c)
+            assert got is not None
+            assert got == eng.mask_key_python(p, c)
+            checked += 1
+
+    for text in texts:
+        g = idx.guide()
+        for t in tokenize(model, text):
+            check(g)
+            toks = [u for u in g.allowed_token_ids().tolist() if u not in stops]
+            for u in rng.sample(toks, min(2, len(toks))):
+                h = g.copy()
+                h.advance(u)
+                check(h)
+            g.advance(t)
+        check(g)
+    return checked
+
+
+@pytest.mark.parametrize("name", ["json", "sql", "c", "yaml", "arithmetic", "c-gbnf", "csv"])
+def test_compiled_masks_equal_python_path(model, name, monkeypatch):
+    monkeypatch.setattr(CompiledMasks, "initial_sets", 4)  # the arena grows many times
+    idx = lazy_index(name, model.vocabulary)
+    idx.guide().allowed_token_ids()
+    assert idx.engine.core is not None
+    assert compare_walks(idx, model, SAMPLES[name][0]) > 20
+    assert idx.engine.core.n_sets > 4
+
+
+def test_flush_resets_the_arena(smollm2, smollm2_vocab):
+    idx = lazy_index("sql", smollm2_vocab)
+    g = idx.guide()
+    for t in tokenize(smollm2, "SELECT a, b FROM t WHERE a > 1"):
+        g.allowed_token_ids()
+        g.advance(t)
+    core = idx.engine.core
+    assert core.n_sets > 0
+    idx.flush()
+    assert core.n_sets == 0
+    for p, c in g.state.configs:  # a guide from before the flush: its states are copied in again
+        assert core.mask_key(p, c) == idx.engine.mask_key_python(p, c)
+
+
+def test_large_grammars_keep_the_python_path(smollm2, smollm2_vocab, monkeypatch):
+    want = lazy_index("sql", smollm2_vocab)
+    h = want.guide()
+    h.allowed_token_ids()
+    monkeypatch.setattr("localguide.grammar.arena.MAX_DSTATES", 10)
+    idx = lazy_index("sql", smollm2_vocab)
+    g = idx.guide()
+    for t in tokenize(smollm2, "SELECT name FROM users"):
+        assert g.allowed_token_ids().tolist() == h.allowed_token_ids().tolist()
+        g.advance(t)
+        h.advance(t)
+    assert idx.engine.core is None and want.engine.core is not None
