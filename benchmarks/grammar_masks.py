@@ -13,9 +13,11 @@ For each model and grammar:
   tree when a mask first needs it, the rest in the background);
 * ``cached``: the same in another fresh process, loading the cache file the first one wrote;
 * masks: the model's own tokenization of sample texts is walked through a guide of the
-  cached index (``allowed_token_ids()`` then ``advance()`` for each token); ``first`` is
-  the first walk in that process (nothing computed yet), ``warm`` the same walk again.
-  With ``--budget N`` the guides get ``max_tokens=N`` (budget-aware masks).
+  cached index (``sampler_mask()``, the mask the llama.cpp sampler applies: a bitset of
+  the vocabulary, or ids where a budget binds; then ``advance()``, for each token);
+  ``first`` is the first walk in that process (nothing computed yet, numba's kernels
+  loaded), ``warm`` the same walk again. With ``--budget N`` the guides get
+  ``max_tokens=N`` (budget-aware masks).
 
 Times are CPU time of the process (``time.process_time``), which other work on a shared
 machine disturbs less than wall time; p50/p99 over all masks of the walk.
@@ -68,11 +70,11 @@ if mode != "cached":
     voc.trie  # shared with every other constraint; built once per process
 trie = time.process_time() - t0
 if mode == "first":  # numba's one-time start of the mask kernels, paid once per process, left out
-    compile_grammar("arithmetic", voc).guide().allowed_token_ids()
+    compile_grammar("arithmetic", voc).guide().sampler_mask()
 t0 = time.process_time(); w0 = time.perf_counter()
 idx = compile_grammar(sys.argv[2], voc)
 if mode == "first":
-    idx.guide().allowed_token_ids()
+    idx.guide().sampler_mask()
 elif mode == "cold":
     idx.complete()  # every tree (a background thread builds those the first masks did not need)
 print(json.dumps({"cpu": time.process_time() - t0, "wall": time.perf_counter() - w0, "trie": trie}))
@@ -113,17 +115,22 @@ def pct(xs, q):
 
 
 def walk(idx, token_lists, budget):
+    from localguide.kernels import MASK_BITS
+
     times, adv = [], []
     clock = time.process_time_ns
     for tokens in token_lists:
         g = idx.guide(max_tokens=budget)
         for t in tokens:
             a = clock()
-            allowed = g.allowed_token_ids()
+            mask, mode = g.sampler_mask()
             b = clock()
             times.append((b - a) / 1000)
-            i = allowed.searchsorted(t)
-            assert i < len(allowed) and allowed[i] == t, "a sample token is not allowed"
+            if mode == MASK_BITS:
+                assert (int(mask[t >> 6]) >> (t & 63)) & 1, "a sample token is not allowed"
+            else:
+                i = mask.searchsorted(t)
+                assert i < len(mask) and mask[i] == t, "a sample token is not allowed"
             a = clock()
             g.advance(t)
             adv.append((clock() - a) / 1000)
@@ -142,6 +149,8 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None) -
     with quiet_stderr():
         llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
     voc = Vocabulary.from_gguf(path)
+    # numba's one-time start of the mask kernels in this process (as in ``cold to mask``'s child)
+    compile_grammar("arithmetic", voc).guide().sampler_mask()
     rows = []
     saved = os.environ.get("LOCALGUIDE_CACHE_DIR")
     try:
@@ -197,7 +206,7 @@ def main():
     for model, path in model_paths(args.models.split(",")).items():
         rows += measure(path, model, args.grammars.split(","), args.budget,
                         log=lambda m: print(m, file=sys.stderr))
-    print(f"\nmasks: µs CPU per allowed_token_ids(); budget: {args.budget}\n")
+    print(f"\nmasks: µs CPU per sampler_mask(); budget: {args.budget}\n")
     print(table(rows))
 
 

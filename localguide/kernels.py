@@ -1993,6 +1993,19 @@ def _earley_make(A, D, kd, ko, nk):
     return earley_intern(A, D, srt, n)
 
 
+@njit(cache=True, inline="always")
+def _feed_memo(fk, fv, key):
+    """The memoized feed of ``key`` (``earley_feed``), ``EARLEY_GROW`` when there is none:
+    inlined, as a call that passes the arena costs more than the lookup."""
+    mask = len(fk) - 1
+    i = _feed_slot(key, mask)
+    while fk[i] != 0:
+        if fk[i] == key:
+            return fv[i]
+        i = (i + 1) & mask
+    return EARLEY_GROW
+
+
 @njit(cache=True)
 def earley_feed(A, D, s, t):
     """The set after terminal ``t`` from set ``s`` (memoized): ``EARLEY_REJECT``, or ``s``
@@ -2050,7 +2063,8 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
     Status 0, or ``EARLEY_GROW``, ``EARLEY_UNRESOLVED``, ``EARLEY_NEED_TREE - tree`` (no
     groups then). ``gmarks`` is scratch, one byte per group, all zero (and left so).
     """
-    set_allowed = A[3]
+    set_allowed, fk, fv = A[3], A[6], A[7]
+    n_bits = set_allowed.shape[1] * 64
     ign_w = D[7]
     (ch_off, ch_term, ch_node, node_grp, grp_state, grp_lead, live_w, tree_root, tree_of, tree_lim, r_term,
      r_acc, r_base, has_unres) = T
@@ -2070,9 +2084,9 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
             wq[nwk] = p0
             wr[nwk] = r
             nwk += 1
-    dq = np.empty(16, np.int64)  # pairs walked
-    dr = np.empty(16, np.int64)
+    done = np.zeros(64, np.int64)  # pairs walked
     nd = 0
+    n_r = len(r_term)
     ss = np.empty(64, np.int64)  # (tree node, set) stack
     sq = np.empty(64, np.int64)
     status = 0
@@ -2080,18 +2094,23 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
         nwk -= 1
         q0 = wq[nwk]
         r = wr[nwk]
-        seen = False
-        for j in range(nd):
-            if dq[j] == q0 and dr[j] == r:
-                seen = True
-                break
-        if seen:
+        # each (set, reading) pair once: a small open-addressing set of pair keys
+        if 2 * (nd + 1) > len(done):
+            old = done
+            done = np.zeros(2 * len(old), np.int64)
+            for j in range(len(old)):
+                if old[j] != 0:
+                    i = _feed_slot(old[j], len(done) - 1)
+                    while done[i] != 0:
+                        i = (i + 1) & (len(done) - 1)
+                    done[i] = old[j]
+        key = q0 * n_r + r + 1
+        i = _feed_slot(key, len(done) - 1)
+        while done[i] != 0 and done[i] != key:
+            i = (i + 1) & (len(done) - 1)
+        if done[i] == key:
             continue
-        if nd == len(dq):
-            dq = _grow(dq, nd)
-            dr = _grow(dr, nd)
-        dq[nd] = q0
-        dr[nd] = r
+        done[i] = key
         nd += 1
         tree = tree_of[r]
         root = tree_root[tree]
@@ -2125,7 +2144,9 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
             for k in range(ch_off[s], ch_off[s + 1]):
                 t = ch_term[k]
                 if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-                    q2 = earley_feed(A, D, q, t)
+                    q2 = _feed_memo(fk, fv, q * n_bits + t + 1)
+                    if q2 == EARLEY_GROW:
+                        q2 = earley_feed(A, D, q, t)
                     if q2 == EARLEY_GROW:
                         status = EARLEY_GROW
                         m = 0
@@ -2140,24 +2161,27 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
             continue
         # The lexeme may end right here, before the token's first byte.
         t = r_term[r]
-        q2 = q0 if t == ign else earley_feed(A, D, q0, t)
+        q2 = q0
+        if t != ign:
+            q2 = _feed_memo(fk, fv, q0 * n_bits + t + 1)
+            if q2 == EARLEY_GROW:
+                q2 = earley_feed(A, D, q0, t)
         if q2 == EARLEY_GROW:
             status = EARLEY_GROW
             break
         if q2 < 0 or not _any_allowed(set_allowed, q2):
             continue
-        firsts = []
-        if t != ign and ign >= 0:
-            firsts.append(r_base[ign])
-        for w in range(nw):
-            bits = set_allowed[q2, w]
-            b = 0
-            while bits:
-                if bits & np.uint64(1):
-                    firsts.append(r_base[w * 64 + b])
-                bits >>= np.uint64(1)
-                b += 1
-        for r2 in firsts:
+        # the first readings of what may follow: the ignored run (after a real terminal) and
+        # each terminal the parser allows
+        for b in range(-1, nw * 64):
+            if b < 0:
+                if t == ign or ign < 0:
+                    continue
+                r2 = r_base[ign]
+            elif (set_allowed[q2, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                r2 = r_base[b]
+            else:
+                continue
             if nwk == len(wq):
                 wq = _grow(wq, nwk)
                 wr = _grow(wr, nwk)
@@ -2169,3 +2193,138 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
     if status != 0:
         return status, out[:0]
     return 0, np.sort(out[:nout])
+
+
+# --- grammar masks as bitsets ------------------------------------------------------
+
+MASK_BITS = 2  # ``sampler_mask`` mode: a bitset of the vocabulary (0: allowed ids, 1: forbidden ids)
+
+
+@njit(cache=True)
+def keep_bits(data, words):
+    """Compact an ``int32[size, 3]`` view of (id, logit bits, p bits) records to the ids whose bit is
+    set in ``words``, keeping their order; return the new size. One pass, in any id order."""
+    j = 0
+    for i in range(data.shape[0]):
+        t = data[i, 0]
+        if (words[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+            if i != j:
+                data[j, 0] = data[i, 0]
+                data[j, 1] = data[i, 1]
+                data[j, 2] = data[i, 2]
+            j += 1
+    return j
+
+
+def py_keep_bits(data, words):
+    """Twin of ``keep_bits``."""
+    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+    return py_keep_candidates(data, allowed)
+
+
+@njit(cache=True)
+def mask_candidates_bits(array_address, words):
+    """``keep_bits`` on the ``llama_token_data_array`` at ``array_address``, in place; the new size."""
+    header = carray(_voidptr(array_address), (2,), np.int64)
+    data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
+    header[1] = keep_bits(data, words)
+    return header[1]
+
+
+@njit(cache=True)
+def union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
+    """Set in ``out`` the tokens of the groups in ``key`` (``-1 - t``: token ``t`` itself).
+
+    A group of at least ``big_min`` tokens is or-ed in from its bitset, row ``g_row[g]`` of
+    ``gw``, when it has one; returns the large groups that have none yet (set token by token).
+    """
+    missing = []
+    nw = len(out)
+    for k in range(len(key)):
+        g = key[k]
+        if g < 0:
+            t = -1 - g
+            out[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+            continue
+        lo = grp_off[g]
+        hi = grp_off[g + 1]
+        if hi - lo >= big_min:
+            r = g_row[g]
+            if r >= 0:
+                for w in range(nw):
+                    out[w] |= gw[r, w]
+                continue
+            missing.append(g)
+        for i in range(lo, hi):
+            t = grp_tok[i]
+            out[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    return np.array(missing, np.int64)
+
+
+def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
+    """Twin of ``union_bits``."""
+    missing = []
+    for g in (int(g) for g in key):
+        if g < 0:
+            toks = [-1 - g]
+        elif grp_off[g + 1] - grp_off[g] >= big_min and g_row[g] >= 0:
+            out |= gw[g_row[g]]
+            continue
+        else:
+            if grp_off[g + 1] - grp_off[g] >= big_min:
+                missing.append(g)
+            toks = grp_tok[grp_off[g]:grp_off[g + 1]].tolist()
+        for t in toks:
+            out[t >> 6] = int(out[t >> 6]) | (1 << (t & 63))
+    return np.array(missing, np.int64)
+
+
+@njit(cache=True)
+def earley_masks(A, D, T, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ign, gmarks):
+    """``earley_mask_groups`` for several configurations at once, after interning new sets.
+
+    The new sets come first, in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k``
+    in ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
+    ``-2 - j`` (new set ``j < i``). Configuration ``c`` is (set ``cfg_ref[c]``, a reference,
+    readings ``cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]]``).
+
+    Returns (status, arena ids of the new sets, per configuration offsets into the groups
+    and whether its trees left tokens unresolved, groups). Status 0, ``EARLEY_GROW`` or
+    ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets interned so far).
+    """
+    n_new = len(x_off) - 1
+    aids = np.empty(n_new, np.int64)
+    n_cfg = len(cfg_ref)
+    g_off = np.zeros(n_cfg + 1, np.int64)
+    unres = np.zeros(n_cfg, np.uint8)
+    groups = np.empty(0, np.int64)
+    for i in range(n_new):
+        n = x_off[i + 1] - x_off[i]
+        keys = np.empty(n, np.int64)
+        for j in range(n):
+            k = x_off[i] + j
+            o = x_ref[k]
+            if o < -1:
+                o = aids[-2 - o]
+            keys[j] = (x_d[k] << 32) | (o + 1)
+        keys.sort()
+        a = earley_intern(A, D, keys, n)
+        if a == EARLEY_GROW:
+            return a, aids, g_off, unres, groups
+        aids[i] = a
+    for c in range(n_cfg):
+        p = cfg_ref[c]
+        if p < 0:
+            p = aids[-2 - p]
+        status, got = earley_mask_groups(A, D, T, p, cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]], ign, gmarks)
+        if status == EARLEY_UNRESOLVED:
+            unres[c] = 1
+        elif status != 0:
+            return status, aids, g_off, unres, groups
+        if len(groups) < g_off[c] + len(got):
+            groups = _grow(groups, g_off[c])
+            while len(groups) < g_off[c] + len(got):
+                groups = _grow(groups, g_off[c])
+        groups[g_off[c]:g_off[c] + len(got)] = got
+        g_off[c + 1] = g_off[c] + len(got)
+    return 0, aids, g_off, unres, groups[:g_off[n_cfg]]

@@ -50,8 +50,9 @@ _ACCEPT = ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_int32)
 class GuideSampler:
     """A ``llama_sampler`` that keeps only the tokens the guide allows.
 
-    A guide with ``sampler_mask()`` (the regex Guide) may hand over the forbidden ids
-    instead when that list is shorter; any other guide only needs ``allowed_token_ids()``.
+    A guide with ``sampler_mask()`` may hand over the forbidden ids instead when that list
+    is shorter (the regex Guide), or a bitset of the vocabulary (``kernels.MASK_BITS``, the
+    grammar guide); any other guide only needs ``allowed_token_ids()``.
     """
 
     def __init__(self, guide):
@@ -91,6 +92,10 @@ class GuideSampler:
     def _apply(self, smpl, cur_p) -> None:
         try:
             tokens, exclude = self._mask()
+            if exclude == kernels.MASK_BITS:
+                if kernels.mask_candidates_bits(cur_p, tokens) == 0:
+                    raise RuntimeError("the guide allows no token here")
+                return
             if not exclude and len(tokens) == 0:
                 raise RuntimeError("the guide allows no token here (it has already finished)")
             if not mask_candidates_at(cur_p, tokens, exclude):

@@ -1,17 +1,19 @@
 """The compiled mask path (``grammar.arena``, Earley sets and tree walk in numba) keeps
 exactly the groups that the Python path (``PState`` and ``MaskEngine._kept``), its twin,
 keeps, on real vocabularies, also while it builds trees lazily, grows its arena, and
-after a flush."""
+after a flush; the bitset masks the sampler applies hold exactly the allowed ids."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from conftest import tokenize
 from test_grammar_formats import SAMPLES
 
 from localguide.grammar import sources
+from localguide.kernels import MASK_BITS
 from localguide.grammar.arena import CompiledMasks
 from localguide.grammar.cfg import normalize
 from localguide.grammar.compiled import GrammarIndex
@@ -33,11 +35,16 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
 
     def check(g):
         nonlocal checked
-        for p, c in g.state.configs:
-            got = eng.core.mask_key(p, c)
+        configs = list(g.state.configs)
+        for (p, c), got in zip(configs, eng.core.mask_keys(configs)):  # one call, new states copied in
             assert got is not None
             assert got == eng.mask_key_python(p, c)
             checked += 1
+        # the mask as a bitset (what the sampler applies) holds the same tokens as the ids
+        bits, mode = g.sampler_mask()
+        assert mode == MASK_BITS
+        ids = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
+        assert ids.tolist() == g.allowed_token_ids().tolist()
 
     for text in texts:
         g = idx.guide()

@@ -526,3 +526,73 @@ def _closure_inputs(sc):
     off = np.array([0, 1], np.int64)
     rd = np.array([sc.r_base[0]], np.int32)
     return r_next, h, h ^ np.uint64(12345), off, rd
+
+
+# --- grammar masks as bitsets -------------------------------------------------------------------
+
+def bitset(ids, n_bits: int) -> np.ndarray:
+    words = np.zeros((n_bits + 63) // 64, np.uint64)
+    for t in ids:
+        words[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    return words
+
+
+@SETTINGS
+@given(candidate_arrays(max_id_slack=70))
+@example(PERMUTED_ENDS)
+def test_keep_bits_equals_twin(case):
+    data, allowed = case
+    words = bitset(allowed.tolist(), len(data) + 71)
+    d1, d2 = data.copy(), data.copy()
+    k1 = kernels.keep_bits(d1, words)
+    k2 = kernels.py_keep_bits(d2, words)
+    assert k1 == k2
+    np.testing.assert_array_equal(d1[:k1], d2[:k2])
+    assert d1[:k1, 0].tolist() == [t for t in data[:, 0].tolist() if t in set(allowed.tolist())]
+
+
+def test_mask_candidates_bits_at_address():
+    import ctypes
+
+    allowed = [1, 7, 8, 49]
+    arr = candidates(np.arange(50))
+    cur = token_data_array(arr)
+    assert kernels.mask_candidates_bits(ctypes.addressof(cur), bitset(allowed, 50)) == 4
+    assert cur.size == 4
+    np.testing.assert_array_equal(arr[:4], candidates(allowed))
+
+
+@st.composite
+def group_unions(draw):
+    n_tok = draw(st.integers(1, 200))
+    groups = draw(st.lists(st.sets(st.integers(0, n_tok - 1), max_size=40), min_size=1, max_size=8))
+    off = np.zeros(len(groups) + 1, np.int64)
+    np.cumsum([len(g) for g in groups], out=off[1:])
+    tok = np.array([t for g in groups for t in sorted(g)], np.int32)
+    key = sorted(draw(st.sets(st.integers(0, len(groups) - 1))))
+    key = sorted(-1 - t for t in draw(st.sets(st.integers(0, n_tok - 1), max_size=5))) + key
+    big_min = draw(st.integers(1, 41))
+    with_row = draw(st.lists(st.booleans(), min_size=len(groups), max_size=len(groups)))
+    n_words = (n_tok + 63) // 64
+    g_row = np.full(len(groups), -1, np.int64)
+    gw = np.zeros((len(groups), n_words), np.uint64)
+    for g, has in enumerate(with_row):
+        if has:
+            g_row[g] = g
+            gw[g] = bitset(groups[g], n_tok)
+    return groups, off, tok, np.array(key, np.int64), big_min, g_row, gw, n_tok
+
+
+@SETTINGS
+@given(group_unions())
+def test_union_bits_equals_twin(case):
+    groups, off, tok, key, big_min, g_row, gw, n_tok = case
+    out1 = np.zeros((n_tok + 63) // 64, np.uint64)
+    out2 = out1.copy()
+    miss1 = kernels.union_bits(key, off, tok, big_min, g_row, gw, out1)
+    miss2 = kernels.py_union_bits(key, off, tok, big_min, g_row, gw, out2)
+    np.testing.assert_array_equal(out1, out2)
+    np.testing.assert_array_equal(miss1, miss2)
+    want = {-1 - g for g in key.tolist() if g < 0} | {t for g in key.tolist() if g >= 0 for t in groups[g]}
+    np.testing.assert_array_equal(out1, bitset(want, n_tok))
+    assert miss1.tolist() == [g for g in key.tolist() if g >= 0 and len(groups[g]) >= big_min and g_row[g] < 0]

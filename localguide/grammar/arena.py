@@ -29,6 +29,19 @@ def _words(x: int, n: int) -> np.ndarray:
     return np.frombuffer(x.to_bytes(8 * n, "little"), "<u8").astype(np.uint64)
 
 
+_warmed = False
+
+
+def _warm(core: "CompiledMasks") -> None:
+    """Load the kernels a first pass may need later (a grown arena) once per process, now:
+    loading one from numba's cache takes milliseconds, too much for one mask."""
+    global _warmed
+    if not _warmed:
+        meta, _, _, _, set_hash, ht, fk, fv = core.A
+        kernels.earley_rehash(0, set_hash, np.zeros_like(ht), np.zeros_like(fk), np.zeros_like(fv), fk, fv)
+        _warmed = True
+
+
 def _longer(a: np.ndarray, n: int) -> np.ndarray:
     """``a`` followed by zeros, ``n`` rows in all."""
     out = np.zeros((n,) + a.shape[1:], a.dtype)
@@ -59,6 +72,7 @@ class CompiledMasks:
         self._T_version = -1
         self._gmarks = np.zeros(0, np.uint8)
         self.reset()
+        _warm(self)
 
     @classmethod
     def build(cls, grammar, engine) -> "CompiledMasks | None":
@@ -122,32 +136,6 @@ class CompiledMasks:
         kernels.earley_rehash(ns, set_hash, ht, fk2, fv2, fk, fv)
         self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2)
 
-    def aid(self, p) -> int:
-        """The arena id of parser state ``p``, copied in (origins first) if it is not there."""
-        aid = self._aid
-        got = aid.get(p.uid)
-        if got is not None:
-            return got
-        stack = [p]
-        while stack:
-            q = stack[-1]
-            if q.uid in aid:
-                stack.pop()
-                continue
-            missing = [o for _, o in q.entries if o is not None and o.uid not in aid]
-            if missing:
-                stack += missing
-                continue
-            keys = np.array(sorted((d << 32) | (0 if o is None else aid[o.uid] + 1) for d, o in q.entries), np.int64)
-            while True:
-                a = kernels.earley_intern(self.A, self.D, keys, len(keys))
-                if a != kernels.EARLEY_GROW:
-                    break
-                self._grow()
-            aid[q.uid] = a
-            stack.pop()
-        return aid[p.uid]
-
     # -- masks ---------------------------------------------------------------------------
     def _trees(self) -> tuple:
         eng = self.engine
@@ -164,20 +152,63 @@ class CompiledMasks:
                     self._gmarks = np.zeros(2 * n_grp, np.uint8)
         return self._T
 
-    def mask_key(self, p, c: int) -> tuple | None:
-        """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
+    def _readings(self, c: int) -> list:
         rd = self._rd.get(c)
         if rd is None:
-            rd = self._rd[c] = np.array(self.engine.state_readings(c), np.int64)
-        a = self.aid(p)
+            rd = self._rd[c] = list(self.engine.state_readings(c))
+        return rd
+
+    def mask_key(self, p, c: int) -> tuple | None:
+        """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
+        return self.mask_keys([(p, c)])[0]
+
+    def mask_keys(self, configs) -> list:
+        """``mask_key`` of each (parser state, scanner state) of ``configs``, in one kernel call
+        that also copies in the parser states the arena lacks (origins first)."""
+        aid = self._aid
+        new: list = []
+        pos: dict = {}  # uid -> index in ``new``
+        for p, _ in configs:
+            stack = [p]
+            while stack:
+                q = stack[-1]
+                if q.uid in aid or q.uid in pos:
+                    stack.pop()
+                    continue
+                missing = [o for _, o in q.entries if o is not None and o.uid not in aid and o.uid not in pos]
+                if missing:
+                    stack += missing
+                    continue
+                pos[q.uid] = len(new)
+                new.append(q)
+                stack.pop()
+
+        def ref(q) -> int:
+            a = aid.get(q.uid)
+            return a if a is not None else -2 - pos[q.uid]
+
+        x_off, x_d, x_ref = [0], [], []
+        for q in new:
+            for d, o in q.entries:
+                x_d.append(d)
+                x_ref.append(-1 if o is None else ref(o))
+            x_off.append(len(x_d))
+        rd_off, rd = [0], []
+        for _, c in configs:
+            rd += self._readings(c)
+            rd_off.append(len(rd))
+        args = (np.array(x_off, np.int64), np.array(x_d, np.int64), np.array(x_ref, np.int64),
+                np.array([ref(p) for p, _ in configs], np.int64), np.array(rd_off, np.int64), np.array(rd, np.int64))
         while True:
-            status, groups = kernels.earley_mask_groups(self.A, self.D, self._trees(), a, rd, self.ign,
-                                                        self._gmarks)
+            status, aids, g_off, unres, groups = kernels.earley_masks(self.A, self.D, self._trees(), *args, self.ign,
+                                                                      self._gmarks)
             if status == 0:
-                return tuple(groups.tolist())
+                break
             if status == kernels.EARLEY_GROW:
                 self._grow()
-            elif status == kernels.EARLEY_UNRESOLVED:
-                return None
             else:
                 self.engine.root(kernels.EARLEY_NEED_TREE - status)
+        for q, a in zip(new, aids.tolist()):
+            aid[q.uid] = a
+        g, off = groups.tolist(), g_off.tolist()
+        return [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]

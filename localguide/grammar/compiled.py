@@ -39,7 +39,7 @@ ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_ac
 
 
 class GState:
-    __slots__ = ("configs", "key", "initial", "_mask", "_accepting", "_only_stop", "next", "budget", "plan",
+    __slots__ = ("configs", "key", "initial", "_mask", "_bits", "_accepting", "_only_stop", "next", "budget", "plan",
                  "bound")
 
     def __init__(self, configs, key, initial=False):
@@ -47,6 +47,7 @@ class GState:
         self.key = key
         self.initial = initial
         self._mask = None
+        self._bits = None
         self._accepting = None
         self._only_stop = None
         self.budget = None
@@ -187,6 +188,7 @@ class GrammarIndex:
             if isinstance(st, GState):
                 st.next = {}
                 st._mask = None
+                st._bits = None
                 st.budget = None
                 st.plan = None
                 st.bound = None
@@ -235,15 +237,38 @@ class GrammarIndex:
             st._accepting = a
         return a
 
+    def _mask_key(self, st: GState) -> tuple:
+        keys = self.engine.mask_keys(st.configs)
+        return keys[0] if len(keys) == 1 else tuple(sorted(set().union(*keys)))
+
     def token_mask(self, st: GState) -> np.ndarray:
-        """Allowed text tokens (stop ids excluded)."""
+        """Allowed text tokens (stop ids excluded), sorted."""
         m = st._mask
         if m is None:
-            eng = self.engine
-            keys = [eng.mask_key(p, c) for p, c in st.configs]
-            key = keys[0] if len(keys) == 1 else tuple(sorted(set().union(*keys)))
-            m = st._mask = eng.union_of(key)
+            m = st._mask = self.engine.union_of(self._mask_key(st))
         return m
+
+    def token_bits(self, st: GState) -> np.ndarray:
+        """``token_mask(st)`` as a bitset of the vocabulary (``MaskEngine.bits_of``)."""
+        m = st._bits
+        if m is None:
+            m = st._bits = self.engine.bits_of(self._mask_key(st))
+        return m
+
+    def allowed_bits(self, st: GState) -> np.ndarray:
+        """``allowed(st)`` as a bitset of the vocabulary: what the sampler applies."""
+        if self.accepting(st):
+            key = ("stop bits", st.key)
+            m = self._states.get(key)
+            if m is None:
+                m = self.token_bits(st).copy()
+                stops = self.stop_ids.astype(np.int64)
+                np.bitwise_or.at(m, stops >> 6, np.uint64(1) << (stops & 63).astype(np.uint64))
+                m.flags.writeable = False
+                self._states[key] = m
+                self._stop_bytes += m.nbytes
+            return m
+        return self.token_bits(st)
 
     def allowed(self, st: GState) -> np.ndarray:
         if self.accepting(st):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
+from ..kernels import MASK_BITS
 from .masks import union
 
 
@@ -95,6 +96,15 @@ class GrammarGuide:
                 return m
         return self.index.allowed(self.state)
 
+    def sampler_mask(self) -> tuple[np.ndarray, int]:
+        """What the llama.cpp sampler applies: (a bitset of the vocabulary, ``kernels.MASK_BITS``),
+        or (allowed ids, 0) when the budget binds or the guide has finished."""
+        if not self.finished:
+            m = self._budget_mask() if self.remaining is not None else None
+            if m is None:
+                return self.index.allowed_bits(self.state), MASK_BITS
+        return self.allowed_token_ids(), 0
+
     def accepts(self, token_id: int) -> bool:
         """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""
         if self.finished:
@@ -148,7 +158,7 @@ class GrammarGuide:
             return True
         st = self.state
         if st._only_stop is None:
-            st._only_stop = len(self.index.token_mask(st)) == 0
+            st._only_stop = not self.index.token_bits(st).any()
         if st._only_stop:
             return True
         if self.remaining is not None:

@@ -207,6 +207,13 @@ class MaskEngine:
         self._large: dict = {}
         self.mask_bytes = 0  # held by the two caches above
         self._marks = np.zeros(self.vocab_size, np.uint8)  # scratch of ``kernels.union_groups``
+        # Masks as bitsets of the vocabulary (what the sampler applies): cached by key, and
+        # the large groups' own bitsets (rows of ``_gw``, by ``_g_row``) or-ed in whole.
+        self.n_words = (self.vocab_size + 63) // 64
+        self.bits_cache: dict = {}
+        self._g_row = np.full(0, -1, np.int64)
+        self._gw = np.zeros((0, self.n_words), np.uint64)
+        self._n_gw = 0
 
     # -- the trees -----------------------------------------------------------------------
     def _install(self, tr: dict, trees) -> None:
@@ -301,6 +308,9 @@ class MaskEngine:
         """Forget the cached unions (kept groups live on the parser states: ``Grammar.flush``)."""
         self.union_cache = {}
         self._large = {}
+        self.bits_cache = {}
+        self._g_row[:] = -1
+        self._n_gw = 0
         self.mask_bytes = 0
         if self.core is not None:
             self.core.reset()
@@ -432,38 +442,51 @@ class MaskEngine:
     def mask_key(self, p, c: int) -> tuple:
         """The groups (and unresolved tokens) that make ``mask(p, c)``: a sorted tuple."""
         k = p.masks.get(c)
-        if k is not None:
-            return k
+        return k if k is not None else self.mask_keys(((p, c),))[0]
+
+    def mask_keys(self, configs) -> list:
+        """``mask_key`` of each (parser state, scanner state) of ``configs``.
+
+        Those not cached come from the compiled path, all in one call, except where the
+        Python walks are done already (budget bounds) or the compiled path declines.
+        """
+        out = [p.masks.get(c) for p, c in configs]
+        todo = [i for i, k in enumerate(out) if k is None]
+        if not todo:
+            return out
+        if not self._core_tried:
+            from .arena import CompiledMasks
+
+            self.core = CompiledMasks.build(self.grammar, self)
+            self._core_tried = True
+        batch = []
+        for i in todo:
+            p, c = configs[i]
+            if self.core is not None and not all(r in p.rkept for r in self._readings(p, c)):
+                batch.append(i)
+            else:
+                out[i] = p.masks[c] = self._python_key(p, c)
+        if batch:
+            for i, k in zip(batch, self.core.mask_keys([configs[i] for i in batch])):
+                p, c = configs[i]
+                out[i] = p.masks[c] = k if k is not None else self._python_key(p, c)
+        return out
+
+    def _readings(self, p, c: int) -> list:
+        """The readings of scanner state ``c`` whose terminal ``p`` allows (or the ignored run)."""
         al = p.allowed | self.ign_bit
         r_term = self.r_term
-        readings = [r for r in self.state_readings(c) if (al >> r_term[r]) & 1]
-        rkept = p.rkept
-        if not all(r in rkept for r in readings):  # else the Python walks are done (budget bounds)
-            if not self._core_tried:
-                from .arena import CompiledMasks
+        return [r for r in self.state_readings(c) if (al >> r_term[r]) & 1]
 
-                self.core = CompiledMasks.build(self.grammar, self)
-                self._core_tried = True
-            if self.core is not None:
-                k = self.core.mask_key(p, c)
-                if k is not None:
-                    p.masks[c] = k
-                    return k
+    def _python_key(self, p, c: int) -> tuple:
         kept = []
-        for r in readings:
+        for r in self._readings(p, c):
             kept += self.kept(p, r)
-        k = p.masks[c] = tuple(sorted(set(kept)))
-        return k
+        return tuple(sorted(set(kept)))
 
     def mask_key_python(self, p, c: int) -> tuple:
-        """``mask_key`` by the Python path only (the compiled path's twin); caches kept groups only."""
-        al = p.allowed | self.ign_bit
-        kept = []
-        for r in self.state_readings(c):
-            if (al >> self.r_term[r]) & 1:
-                got = p.rkept.get(r)
-                kept += (got or self._kept(p, r))[0]
-        return tuple(sorted(set(kept)))
+        """``mask_key`` by the Python path only (the compiled path's twin); not cached as a mask."""
+        return self._python_key(p, c)
 
     def mask(self, p, c: int) -> np.ndarray:
         """Sorted token ids (no stop ids) that keep (parser state ``p``, scanner state ``c``) viable."""
@@ -476,6 +499,32 @@ class MaskEngine:
             m = self.union_cache[key] = self._union(key)
             if m.base is None:  # not a view of one group's tokens
                 self.mask_bytes += m.nbytes
+        return m
+
+    def bits_of(self, key: tuple) -> np.ndarray:
+        """The tokens of the groups ``key`` (a sorted tuple) as a read-only bitset of the
+        vocabulary (bit ``t`` of uint64 word ``t >> 6``), cached by ``key``."""
+        m = self.bits_cache.get(key)
+        if m is None:
+            m = np.zeros(self.n_words, np.uint64)
+            n_grp = len(self.grp_live)
+            if len(self._g_row) < n_grp:
+                self._g_row = np.concatenate([self._g_row, np.full(2 * n_grp - len(self._g_row), -1, np.int64)])
+            big_min = max(64, self.vocab_size >> 6)
+            missing = kernels.union_bits(np.array(key, np.int64), self.grp_off, self.grp_tok, big_min, self._g_row,
+                                         self._gw, m)
+            for g in missing.tolist():  # their bitsets, for the next masks they are in
+                if self._n_gw == len(self._gw):
+                    self._gw = np.concatenate([self._gw, np.zeros((max(8, self._n_gw), self.n_words), np.uint64)])
+                row = self._gw[self._n_gw]
+                kernels.union_bits(np.array([g], np.int64), self.grp_off, self.grp_tok, self.vocab_size + 1,
+                                   self._g_row, self._gw, row)
+                self._g_row[g] = self._n_gw
+                self._n_gw += 1
+                self.mask_bytes += row.nbytes
+            m.flags.writeable = False
+            self.bits_cache[key] = m
+            self.mask_bytes += m.nbytes
         return m
 
     def _union(self, key: tuple) -> np.ndarray:
