@@ -2056,13 +2056,17 @@ def _any_allowed(set_allowed, q):
 
 
 @njit(cache=True)
-def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
-    """(status, sorted groups) that the readings ``readings`` of a scanner state keep under
-    arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
+def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound):
+    """(status, sorted groups, bound) that the readings ``readings`` of a scanner state keep
+    under arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
 
-    Status 0, or ``EARLEY_GROW``, ``EARLEY_UNRESOLVED``, ``EARLEY_NEED_TREE - tree`` (no
-    groups then). ``gmarks`` is scratch, one byte per group, all zero (and left so).
+    With ``do_bound``, ``bound`` is ``GrammarIndex.budget_bound``'s for this configuration:
+    the largest ``earley_visit_bound`` over the tree nodes where groups are kept (``B``:
+    ``arena.CompiledMasks.budget_tables``). Status 0, or ``EARLEY_GROW``,
+    ``EARLEY_UNRESOLVED``, ``EARLEY_NEED_TREE - tree`` (no groups then). ``gmarks`` is
+    scratch, one byte per group, all zero (and left so).
     """
+    bound = 0
     set_allowed, fk, fv = A[3], A[6], A[7]
     n_bits = set_allowed.shape[1] * 64
     ign_w = D[7]
@@ -2130,17 +2134,25 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
             q = sq[m]
             if not _any_allowed(set_allowed, q):
                 continue
+            kept_any = False
             for g in range(node_grp[s], node_grp[s + 1]):
-                if gmarks[g] == 0 and grp_lead[g] <= lim:
-                    c = grp_state[g]
-                    for w in range(nw):
-                        if live_w[c, w] & (set_allowed[q, w] | ign_w[w]):
+                if grp_lead[g] > lim or gmarks[g] != 0 and (kept_any or not do_bound):
+                    continue
+                c = grp_state[g]
+                for w in range(nw):
+                    if live_w[c, w] & (set_allowed[q, w] | ign_w[w]):
+                        kept_any = True
+                        if gmarks[g] == 0:
                             gmarks[g] = 1
                             if nout == len(out):
                                 out = _grow(out, nout)
                             out[nout] = g
                             nout += 1
-                            break
+                        break
+            if do_bound and kept_any:
+                vb = earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign)
+                if vb > bound:
+                    bound = vb
             for k in range(ch_off[s], ch_off[s + 1]):
                 t = ch_term[k]
                 if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
@@ -2191,8 +2203,174 @@ def earley_mask_groups(A, D, T, p0, readings, ign, gmarks):
     for i in range(nout):
         gmarks[out[i]] = 0
     if status != 0:
-        return status, out[:0]
-    return 0, np.sort(out[:nout])
+        return status, out[:0], bound
+    return 0, np.sort(out[:nout]), bound
+
+
+# Budget bounds (``budget.Completer``, lengths only): ``B`` = (items of each DFA state (CSR),
+# symbol after each item's dot, its lhs, byte length of the symbols after the dot, predicted
+# companion flags, left-corner costs per DFA state (CSR rows (terminal, lhs, bytes after
+# the terminal to the end of lhs), sorted by terminal), shortest lexeme per terminal,
+# longest lexeme suffix per scanner state, (start nonterminal, first nonterminal id)).
+# The arena's ``A[8]`` holds each set's finish table (``Completer.finish_table``: bytes
+# after a nonterminal completes, having started in that set), ``A[9]`` which are filled,
+# ``A[10]`` its ``earley_after`` per terminal and then the shortest new-lexeme completion
+# (each plus one; 0: not computed).
+
+EARLEY_INF = 1 << 40
+BUDGET_BIG = 1 << 30  # ``Completer.visit_bound``'s "no completion"
+
+
+@njit(cache=True)
+def _earley_finish(A, D, B, x):
+    """Fill the finish tables of arena set ``x`` and of the sets it depends on (origins first)."""
+    meta, set_off, set_keys, fin, fin_done = A[0], A[1], A[2], A[8], A[9]
+    it_off, items, ns, lhs_of, rest_len, params = B[0], B[1], B[2], B[3], B[4], B[9]
+    start_lhs, nt = params[0], params[1]
+    stack = np.empty(16, np.int64)
+    stack[0] = x
+    m = 1
+    ia = np.empty(16, np.int64)  # items started in the set itself: (waited symbol, rest, lhs)
+    ir = np.empty(16, np.int64)
+    il = np.empty(16, np.int64)
+    while m > 0:
+        y = stack[m - 1]
+        if fin_done[y]:
+            m -= 1
+            continue
+        pushed = False
+        for e in range(set_off[y], set_off[y + 1]):
+            o = (set_keys[e] & 0xFFFFFFFF) - 1
+            if o >= 0 and not fin_done[o]:
+                if m == len(stack):
+                    stack = _grow(stack, m)
+                stack[m] = o
+                m += 1
+                pushed = True
+        if pushed:
+            continue
+        for a in range(fin.shape[1]):
+            fin[y, a] = EARLEY_INF
+        if y == meta[3]:
+            fin[y, start_lhs - nt] = 0
+        n_in = 0
+        for e in range(set_off[y], set_off[y + 1]):
+            k = set_keys[e]
+            d = k >> 32
+            o = (k & 0xFFFFFFFF) - 1
+            for j in range(it_off[d], it_off[d + 1]):
+                it = items[j]
+                a = ns[it]
+                if a < nt:
+                    continue
+                rest = rest_len[it + 1]
+                lhs = lhs_of[it]
+                if o < 0:
+                    if n_in == len(ia):
+                        ia = _grow(ia, n_in)
+                        ir = _grow(ir, n_in)
+                        il = _grow(il, n_in)
+                    ia[n_in] = a - nt
+                    ir[n_in] = rest
+                    il[n_in] = lhs - nt
+                    n_in += 1
+                else:
+                    tail = fin[o, lhs - nt]
+                    if tail < EARLEY_INF and rest + tail < fin[y, a - nt]:
+                        fin[y, a - nt] = rest + tail
+        changed = True
+        while changed:
+            changed = False
+            for i in range(n_in):
+                tail = fin[y, il[i]]
+                if tail < EARLEY_INF and ir[i] + tail < fin[y, ia[i]]:
+                    fin[y, ia[i]] = ir[i] + tail
+                    changed = True
+        fin_done[y] = 1
+        m -= 1
+
+
+@njit(cache=True)
+def earley_after(A, D, B, x, t):
+    """``Completer.after_terminal``'s length: the shortest completion (bytes) of arena set ``x``
+    once it takes terminal ``t``; ``EARLEY_INF`` if none."""
+    set_off, set_keys, fin, aft = A[1], A[2], A[8], A[10]
+    memo = aft[x, t]
+    if memo:
+        return memo - 1
+    is_pred, dc_off, dc_t, dc_lhs, dc_len, params = B[5], B[6][0], B[6][1], B[6][2], B[6][3], B[9]
+    nt = params[1]
+    res = EARLEY_INF
+    for e in range(set_off[x], set_off[x + 1]):
+        k = set_keys[e]
+        d = k >> 32
+        if is_pred[d]:
+            continue  # a predicted companion: its items are reached through the kernel's left corners
+        o = (k & 0xFFFFFFFF) - 1
+        if o < 0:
+            o = x
+        lo = dc_off[d]
+        hi = dc_off[d + 1]
+        while lo < hi:  # the first row of terminal t
+            mid = (lo + hi) >> 1
+            if dc_t[mid] < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < dc_off[d + 1] and dc_t[lo] == t:
+            _earley_finish(A, D, B, o)
+            while lo < dc_off[d + 1] and dc_t[lo] == t:
+                tail = fin[o, dc_lhs[lo] - nt]
+                if tail < EARLEY_INF and dc_len[lo] + tail < res:
+                    res = dc_len[lo] + tail
+                lo += 1
+    aft[x, t] = res + 1
+    return res
+
+
+@njit(cache=True)
+def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
+    """``Completer.visit_bound(s, q)``: the longest lexeme suffix of tree node ``s``'s groups
+    plus the longest completion after a terminal they may end in, from arena set ``q``."""
+    set_allowed = A[3]
+    best_len, sfx_state = B[7], B[8]
+    nw = set_allowed.shape[1]
+    live = np.zeros(nw, np.uint64)
+    sfx = 0
+    for g in range(node_grp[s], node_grp[s + 1]):
+        c = grp_state[g]
+        if sfx_state[c] > sfx:
+            sfx = sfx_state[c]
+        for w in range(nw):
+            live[w] |= live_w[c, w]
+    worst = 0
+    for w in range(nw):
+        bits = live[w] & set_allowed[q, w]
+        b = 0
+        while bits:
+            if bits & np.uint64(1):
+                a = earley_after(A, D, B, q, w * 64 + b)
+                a = BUDGET_BIG if a >= EARLEY_INF else a
+                if a > worst:
+                    worst = a
+            bits >>= np.uint64(1)
+            b += 1
+    if ign >= 0 and (live[ign >> 6] >> np.uint64(ign & 63)) & np.uint64(1) and _any_allowed(set_allowed, q):
+        aft = A[10]
+        col = aft.shape[1] - 1  # memo: the shortest completion that starts a new lexeme
+        best = aft[q, col] - 1
+        if best < 0:
+            best = EARLEY_INF
+            for t in range(nw * 64):
+                if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                    a = earley_after(A, D, B, q, t)
+                    if a < EARLEY_INF and best_len[t] + a < best:
+                        best = best_len[t] + a
+            aft[q, col] = best + 1
+        a = BUDGET_BIG if best >= EARLEY_INF else best
+        if a > worst:
+            worst = a
+    return sfx + worst
 
 
 # --- grammar masks as bitsets ------------------------------------------------------
@@ -2205,9 +2383,10 @@ def keep_bits(data, words):
     """Compact an ``int32[size, 3]`` view of (id, logit bits, p bits) records to the ids whose bit is
     set in ``words``, keeping their order; return the new size. One pass, in any id order."""
     j = 0
+    n_bits = 64 * len(words)
     for i in range(data.shape[0]):
         t = data[i, 0]
-        if (words[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+        if 0 <= t < n_bits and (words[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
             if i != j:
                 data[j, 0] = data[i, 0]
                 data[j, 1] = data[i, 1]
@@ -2280,7 +2459,7 @@ def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
 
 
 @njit(cache=True)
-def earley_masks(A, D, T, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ign, gmarks):
+def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, ign, gmarks, do_bound):
     """``earley_mask_groups`` for several configurations at once, after interning new sets.
 
     The new sets come first, in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k``
@@ -2288,15 +2467,19 @@ def earley_masks(A, D, T, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ign, g
     ``-2 - j`` (new set ``j < i``). Configuration ``c`` is (set ``cfg_ref[c]``, a reference,
     readings ``cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]]``).
 
-    Returns (status, arena ids of the new sets, per configuration offsets into the groups
-    and whether its trees left tokens unresolved, groups). Status 0, ``EARLEY_GROW`` or
-    ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets interned so far).
+    ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
+
+    Returns (status, arena ids of the new sets, per configuration offsets into the groups,
+    whether its trees left tokens unresolved, and its budget bound with ``do_bound``, groups).
+    Status 0, ``EARLEY_GROW`` or ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets
+    interned so far).
     """
     n_new = len(x_off) - 1
     aids = np.empty(n_new, np.int64)
     n_cfg = len(cfg_ref)
     g_off = np.zeros(n_cfg + 1, np.int64)
     unres = np.zeros(n_cfg, np.uint8)
+    bounds = np.zeros(n_cfg, np.int64)
     groups = np.empty(0, np.int64)
     for i in range(n_new):
         n = x_off[i + 1] - x_off[i]
@@ -2310,21 +2493,24 @@ def earley_masks(A, D, T, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ign, g
         keys.sort()
         a = earley_intern(A, D, keys, n)
         if a == EARLEY_GROW:
-            return a, aids, g_off, unres, groups
+            return a, aids, g_off, unres, bounds, groups
         aids[i] = a
+    if init_ref != -1:
+        A[0][3] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
     for c in range(n_cfg):
         p = cfg_ref[c]
         if p < 0:
             p = aids[-2 - p]
-        status, got = earley_mask_groups(A, D, T, p, cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]], ign, gmarks)
+        status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]], ign,
+                                                    gmarks, do_bound)
         if status == EARLEY_UNRESOLVED:
             unres[c] = 1
         elif status != 0:
-            return status, aids, g_off, unres, groups
+            return status, aids, g_off, unres, bounds, groups
         if len(groups) < g_off[c] + len(got):
             groups = _grow(groups, g_off[c])
             while len(groups) < g_off[c] + len(got):
                 groups = _grow(groups, g_off[c])
         groups[g_off[c]:g_off[c] + len(got)] = got
         g_off[c + 1] = g_off[c] + len(got)
-    return 0, aids, g_off, unres, groups[:g_off[n_cfg]]
+    return 0, aids, g_off, unres, bounds, groups[:g_off[n_cfg]]

@@ -1,7 +1,8 @@
 """The compiled mask path (``grammar.arena``, Earley sets and tree walk in numba) keeps
 exactly the groups that the Python path (``PState`` and ``MaskEngine._kept``), its twin,
 keeps, on real vocabularies, also while it builds trees lazily, grows its arena, and
-after a flush; the bitset masks the sampler applies hold exactly the allowed ids."""
+after a flush; its budget bounds equal the Python ones; the bitset masks the sampler
+applies hold exactly the allowed ids."""
 
 from __future__ import annotations
 
@@ -33,13 +34,24 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
     rng = random.Random(seed)
     checked = 0
 
+    comp = idx.completer
+    assert eng.core.enable_budget(comp)
+
+    def python_bound(p, c) -> int:
+        al = p.allowed | eng.ign_bit
+        return max([comp.visit_bound(s, node) for r in eng.state_readings(c) if (al >> eng.r_term[r]) & 1
+                    for s, node in eng.kept_visits(p, r)], default=0)
+
     def check(g):
         nonlocal checked
         configs = list(g.state.configs)
-        for (p, c), got in zip(configs, eng.core.mask_keys(configs)):  # one call, new states copied in
+        keys, bounds = eng.core.mask_keys(configs, bounds=True)  # one call, new states copied in
+        for (p, c), got, bound in zip(configs, keys, bounds):
             assert got is not None
             assert got == eng.mask_key_python(p, c)
+            assert bound == python_bound(p, c)
             checked += 1
+        assert eng.core.mask_keys(configs) == keys  # without bounds, from the same arena
         # the mask as a bitset (what the sampler applies) holds the same tokens as the ids
         bits, mode = g.sampler_mask()
         assert mode == MASK_BITS

@@ -22,6 +22,7 @@ from .. import kernels
 
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
+MAX_BUDGET_SYMBOLS = 256  # each arena set holds a finish length per nonterminal and a completion per terminal
 
 
 def _words(x: int, n: int) -> np.ndarray:
@@ -29,6 +30,33 @@ def _words(x: int, n: int) -> np.ndarray:
     return np.frombuffer(x.to_bytes(8 * n, "little"), "<u8").astype(np.uint64)
 
 
+def budget_tables(grammar, completer, scanner) -> tuple:
+    """``kernels.earley_after`` and ``earley_visit_bound``'s tables (lengths of ``completer``'s bytes)."""
+    g, comp = grammar, completer
+    nt = g.n_terminals
+    it_off, items, dc_off, dc_t, dc_lhs, dc_len = [0], [], [0], [], [], []
+    for d, st in enumerate(g.dstates):
+        items += st.items
+        it_off.append(len(items))
+        if not st.is_pred:
+            for t, rows in sorted(comp.dcost(d).items()):
+                for lhs, w in rows:
+                    dc_t.append(t)
+                    dc_lhs.append(lhs)
+                    dc_len.append(len(w))
+        dc_off.append(len(dc_t))
+    sfx = [max((len(w) for _, w in comp.lexeme_suffix(c)), default=0) for c in range(scanner.n_states)]
+
+    def a(x):
+        return np.array(x, np.int64)
+
+    return (a(it_off), a(items), a(g.next_sym), a(g.item_lhs), a([len(w) for w in comp.rest_of]),
+            np.array([st.is_pred for st in g.dstates], np.uint8), (a(dc_off), a(dc_t), a(dc_lhs), a(dc_len)),
+            a([len(comp.best[t]) for t in range(nt)]), a(sfx), a([comp.start_lhs, nt]))
+
+
+_z = np.zeros(1, np.int64)
+_NO_BUDGET = (_z, _z, _z, _z, _z, np.zeros(1, np.uint8), (_z, _z, _z, _z), _z, _z, np.array([0, 0], np.int64))
 _warmed = False
 
 
@@ -37,7 +65,7 @@ def _warm(core: "CompiledMasks") -> None:
     loading one from numba's cache takes milliseconds, too much for one mask."""
     global _warmed
     if not _warmed:
-        meta, _, _, _, set_hash, ht, fk, fv = core.A
+        set_hash, ht, fk, fv = core.A[4:8]
         kernels.earley_rehash(0, set_hash, np.zeros_like(ht), np.zeros_like(fk), np.zeros_like(fv), fk, fv)
         _warmed = True
 
@@ -71,6 +99,9 @@ class CompiledMasks:
         self._T = None
         self._T_version = -1
         self._gmarks = np.zeros(0, np.uint8)
+        self.n_nt = len(grammar.nt_names)
+        self.B = _NO_BUDGET
+        self.budget = False  # whether budget bounds come from here (``enable_budget``)
         self.reset()
         _warm(self)
 
@@ -109,9 +140,27 @@ class CompiledMasks:
         """Forget every arena set (with ``Grammar.flush``: parser states are copied in again)."""
         self._aid: dict = {}  # PState uid -> arena id
         n = self.initial_sets
-        self.A = (np.zeros(3, np.int64), np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64),
+        meta = np.array([0, 0, 0, -1], np.int64)  # sets, entry keys, feeds, the initial set (-1: not in yet)
+        self.A = (meta, np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64),
                   np.zeros((n, self.n_words), np.uint64), np.zeros(n, np.uint64), np.zeros(4 * n, np.int64),
-                  np.zeros(8 * n, np.int64), np.zeros(8 * n, np.int64))
+                  np.zeros(8 * n, np.int64), np.zeros(8 * n, np.int64), *self._finish_arrays(n))
+
+    def _finish_arrays(self, n: int) -> tuple:
+        """The finish tables of ``n`` sets (one row when budget bounds are not computed here)."""
+        if not self.budget:
+            return np.zeros((1, 1), np.int64), np.zeros(1, np.uint8), np.zeros((1, 1), np.int64)
+        return (np.zeros((n, self.n_nt), np.int64), np.zeros(n, np.uint8),
+                np.zeros((n, 64 * self.n_words + 1), np.int64))
+
+    def enable_budget(self, completer) -> bool:
+        """Compute budget bounds here from now on (``budget_tables``); False where they cannot be."""
+        if not self.budget:
+            if not completer.bytewise or self.n_nt > MAX_BUDGET_SYMBOLS or self.n_words > MAX_BUDGET_SYMBOLS // 64:
+                return False
+            self.B = budget_tables(self.grammar, completer, self.engine.scanner)
+            self.budget = True
+            self.A = self.A[:8] + self._finish_arrays(len(self.A[1]) - 1)
+        return True
 
     @property
     def n_sets(self) -> int:
@@ -119,8 +168,8 @@ class CompiledMasks:
 
     def _grow(self) -> None:
         """Double what is at least half full (the entry keys when nothing else is); rehash."""
-        meta, set_off, set_keys, set_allowed, set_hash, _, fk, fv = self.A
-        ns, nk, nf = meta.tolist()
+        meta, set_off, set_keys, set_allowed, set_hash, _, fk, fv, fin, fin_done, aft = self.A
+        ns, nk, nf = meta.tolist()[:3]
         sets_full = 2 * (ns + 2) > len(set_off)
         feeds_full = 4 * (nf + 1) > len(fk)
         if sets_full:
@@ -128,13 +177,15 @@ class CompiledMasks:
             set_off = _longer(set_off, cap + 1)
             set_allowed = _longer(set_allowed, cap)
             set_hash = _longer(set_hash, cap)
+            if self.budget:
+                fin, fin_done, aft = _longer(fin, cap), _longer(fin_done, cap), _longer(aft, cap)
         if 2 * nk > len(set_keys) or not (sets_full or feeds_full):
             set_keys = _longer(set_keys, 2 * len(set_keys))
         ht = np.zeros(4 * (len(set_off) - 1), np.int64)
         n = 2 * len(fk) if feeds_full else len(fk)
         fk2, fv2 = np.zeros(n, np.int64), np.zeros(n, np.int64)
         kernels.earley_rehash(ns, set_hash, ht, fk2, fv2, fk, fv)
-        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2)
+        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2, fin, fin_done, aft)
 
     # -- masks ---------------------------------------------------------------------------
     def _trees(self) -> tuple:
@@ -144,9 +195,11 @@ class CompiledMasks:
                 n_nodes = len(eng.node_grp) - 1
                 n_edges = len(eng.ch_term)
                 n_grp = len(eng.grp_live)
+                # The roots are copied with the lengths: a tree that another thread installs
+                # later must not show through before its arrays do.
                 self._T = (eng.a_ch_off[:n_nodes + 1], eng.a_ch_term[:n_edges], eng.a_ch_node[:n_edges],
                            eng.a_node_grp[:n_nodes + 1], eng.a_grp_state[:n_grp], eng.a_grp_lead[:n_grp], self.live_w,
-                           eng.a_root, *self.readings, eng.a_unres)
+                           eng.a_root.copy(), *self.readings, eng.a_unres.copy())
                 self._T_version = eng.version
                 if len(self._gmarks) < n_grp:
                     self._gmarks = np.zeros(2 * n_grp, np.uint8)
@@ -162,13 +215,18 @@ class CompiledMasks:
         """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
         return self.mask_keys([(p, c)])[0]
 
-    def mask_keys(self, configs) -> list:
+    def mask_keys(self, configs, bounds: bool = False):
         """``mask_key`` of each (parser state, scanner state) of ``configs``, in one kernel call
-        that also copies in the parser states the arena lacks (origins first)."""
+        that also copies in the parser states the arena lacks (origins first).
+
+        With ``bounds`` (after ``enable_budget``): (keys, budget bounds), each None where the
+        Python path must answer (tokens left unresolved).
+        """
         aid = self._aid
         new: list = []
         pos: dict = {}  # uid -> index in ``new``
-        for p, _ in configs:
+        initial = self.grammar.initial if bounds and self.A[0][3] < 0 else None
+        for p in [p for p, _ in configs] + ([initial] if initial is not None else []):
             stack = [p]
             while stack:
                 q = stack[-1]
@@ -199,9 +257,10 @@ class CompiledMasks:
             rd_off.append(len(rd))
         args = (np.array(x_off, np.int64), np.array(x_d, np.int64), np.array(x_ref, np.int64),
                 np.array([ref(p) for p, _ in configs], np.int64), np.array(rd_off, np.int64), np.array(rd, np.int64))
+        init_ref = -1 if initial is None else ref(initial)
         while True:
-            status, aids, g_off, unres, groups = kernels.earley_masks(self.A, self.D, self._trees(), *args, self.ign,
-                                                                      self._gmarks)
+            status, aids, g_off, unres, bnd, groups = kernels.earley_masks(
+                self.A, self.D, self._trees(), self.B, *args, init_ref, self.ign, self._gmarks, bounds)
             if status == 0:
                 break
             if status == kernels.EARLEY_GROW:
@@ -211,4 +270,7 @@ class CompiledMasks:
         for q, a in zip(new, aids.tolist()):
             aid[q.uid] = a
         g, off = groups.tolist(), g_off.tolist()
-        return [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
+        keys = [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
+        if not bounds:
+            return keys
+        return keys, [None if unres[i] else b for i, b in enumerate(bnd.tolist())]

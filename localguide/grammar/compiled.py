@@ -290,7 +290,11 @@ class GrammarIndex:
             comp = self.completer
             eng = self.engine
             b = 0
-            for p, c in st.configs:
+            bounds = eng.mask_bounds(st.configs, comp)
+            for (p, c), vb in zip(st.configs, bounds):
+                if vb is not None:
+                    b = max(b, vb)
+                    continue
                 al = p.allowed | self._ign_bit
                 for r in eng.state_readings(c):
                     if (al >> eng.r_term[r]) & 1:

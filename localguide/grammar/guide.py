@@ -57,12 +57,12 @@ class GrammarGuide:
         r = self.remaining
         if r is None:
             return None
-        plan = self._current_plan()
-        if plan is None:
-            return None
         index = self.index
         st = self.state
         if index.budget_bound(st) <= r - 1:
+            return None  # far from the end: no need for a plan (the Completer's Python work)
+        plan = self._current_plan()
+        if plan is None:
             return None
         top, pairs, cache = index.budget_info(st)
         if top <= r - 1:

@@ -454,11 +454,7 @@ class MaskEngine:
         todo = [i for i, k in enumerate(out) if k is None]
         if not todo:
             return out
-        if not self._core_tried:
-            from .arena import CompiledMasks
-
-            self.core = CompiledMasks.build(self.grammar, self)
-            self._core_tried = True
+        self._compiled()
         batch = []
         for i in todo:
             p, c = configs[i]
@@ -471,6 +467,27 @@ class MaskEngine:
                 p, c = configs[i]
                 out[i] = p.masks[c] = k if k is not None else self._python_key(p, c)
         return out
+
+    def mask_bounds(self, configs, completer) -> list:
+        """``GrammarIndex.budget_bound`` of each configuration from the compiled path (caching
+        its mask keys on the way); None where the Python walks must answer."""
+        core = self._compiled()
+        if core is None or not core.enable_budget(completer):
+            return [None] * len(configs)
+        keys, bounds = core.mask_keys(configs, bounds=True)
+        for (p, c), k in zip(configs, keys):
+            if k is not None:
+                p.masks[c] = k
+        return bounds
+
+    def _compiled(self):
+        """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
+        if not self._core_tried:
+            from .arena import CompiledMasks
+
+            self.core = CompiledMasks.build(self.grammar, self)
+            self._core_tried = True
+        return self.core
 
     def _readings(self, p, c: int) -> list:
         """The readings of scanner state ``c`` whose terminal ``p`` allows (or the ignored run)."""
