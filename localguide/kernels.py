@@ -1945,6 +1945,7 @@ def _earley_make(A, D, kd, ko, nk):
     d_pred, comp_off, comp_nt, sh_off, sh_sym, sh_to = D[1], D[2], D[3], D[4], D[5], D[6]
     keys = np.empty(16, np.int64)
     n = 0
+    seen = np.zeros(64, np.int64)  # the keys so far, open addressing (key + 1; 0: empty)
     sd = np.empty(max(16, nk), np.int64)
     so = np.empty(max(16, nk), np.int64)
     m = nk
@@ -1955,17 +1956,25 @@ def _earley_make(A, D, kd, ko, nk):
         d = sd[m]
         o = so[m]
         key = (d << 32) | (o + 1)
-        dup = False
-        for j in range(n):
-            if keys[j] == key:
-                dup = True
-                break
-        if dup:
+        mask = len(seen) - 1
+        i = _feed_slot(key + 1, mask)
+        while seen[i] != 0 and seen[i] != key + 1:
+            i = (i + 1) & mask
+        if seen[i] != 0:
             continue
+        seen[i] = key + 1
         if n == len(keys):
             keys = _grow(keys, n)
         keys[n] = key
         n += 1
+        if 2 * n > len(seen):  # keep it at most half full
+            seen = np.zeros(4 * len(seen), np.int64)
+            mask = len(seen) - 1
+            for j in range(n):
+                i = _feed_slot(keys[j] + 1, mask)
+                while seen[i] != 0:
+                    i = (i + 1) & mask
+                seen[i] = keys[j] + 1
         p = d_pred[d]
         if p >= 0:
             if m == len(sd):
@@ -2470,7 +2479,8 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
 
     Returns (status, arena ids of the new sets, per configuration offsets into the groups,
-    whether its trees left tokens unresolved, and its budget bound with ``do_bound``, groups).
+    whether its trees left tokens unresolved, and its budget bound with ``do_bound``, groups,
+    the union of all configurations' groups, sorted).
     Status 0, ``EARLEY_GROW`` or ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets
     interned so far).
     """
@@ -2493,7 +2503,7 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
         keys.sort()
         a = earley_intern(A, D, keys, n)
         if a == EARLEY_GROW:
-            return a, aids, g_off, unres, bounds, groups
+            return a, aids, g_off, unres, bounds, groups, groups
         aids[i] = a
     if init_ref != -1:
         A[0][3] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
@@ -2506,11 +2516,22 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
         if status == EARLEY_UNRESOLVED:
             unres[c] = 1
         elif status != 0:
-            return status, aids, g_off, unres, bounds, groups
+            return status, aids, g_off, unres, bounds, groups, groups
         if len(groups) < g_off[c] + len(got):
             groups = _grow(groups, g_off[c])
             while len(groups) < g_off[c] + len(got):
                 groups = _grow(groups, g_off[c])
         groups[g_off[c]:g_off[c] + len(got)] = got
         g_off[c + 1] = g_off[c] + len(got)
-    return 0, aids, g_off, unres, bounds, groups[:g_off[n_cfg]]
+    # and the union over the configurations (sorted, distinct): the guide state's key
+    n = 0
+    union = np.empty(g_off[n_cfg], np.int64)
+    for i in range(g_off[n_cfg]):
+        g = groups[i]
+        if gmarks[g] == 0:
+            gmarks[g] = 1
+            union[n] = g
+            n += 1
+    for i in range(n):
+        gmarks[union[i]] = 0
+    return 0, aids, g_off, unres, bounds, groups[:g_off[n_cfg]], np.sort(union[:n])

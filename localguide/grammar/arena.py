@@ -80,7 +80,9 @@ def _longer(a: np.ndarray, n: int) -> np.ndarray:
 class CompiledMasks:
     """The compiled ``mask_key`` of one grammar index (not thread-safe, as the index)."""
 
-    initial_sets = 1024  # arena capacity to start with (a power of two), doubled as needed
+    # Arena capacity to start with (a power of two), doubled as needed: growing copies it
+    # all, a millisecond or more once it holds thousands of sets, so start with room.
+    initial_sets = 8192
 
     def __init__(self, grammar, engine, tables):
         self.grammar = grammar
@@ -99,6 +101,7 @@ class CompiledMasks:
         self._T = None
         self._T_version = -1
         self._gmarks = np.zeros(0, np.uint8)
+        self.last_union = None  # of the keys of the last ``mask_keys`` call with several configurations
         self.n_nt = len(grammar.nt_names)
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
@@ -259,7 +262,7 @@ class CompiledMasks:
                 np.array([ref(p) for p, _ in configs], np.int64), np.array(rd_off, np.int64), np.array(rd, np.int64))
         init_ref = -1 if initial is None else ref(initial)
         while True:
-            status, aids, g_off, unres, bnd, groups = kernels.earley_masks(
+            status, aids, g_off, unres, bnd, groups, union = kernels.earley_masks(
                 self.A, self.D, self._trees(), self.B, *args, init_ref, self.ign, self._gmarks, bounds)
             if status == 0:
                 break
@@ -271,6 +274,8 @@ class CompiledMasks:
             aid[q.uid] = a
         g, off = groups.tolist(), g_off.tolist()
         keys = [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
+        # the union of several keys, which the guide state's mask needs, computed on the way
+        self.last_union = tuple(union.tolist()) if len(configs) > 1 and not unres.any() else None
         if not bounds:
             return keys
         return keys, [None if unres[i] else b for i, b in enumerate(bnd.tolist())]

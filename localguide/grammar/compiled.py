@@ -39,13 +39,14 @@ ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_ac
 
 
 class GState:
-    __slots__ = ("configs", "key", "initial", "_mask", "_bits", "_accepting", "_only_stop", "next", "budget", "plan",
+    __slots__ = ("configs", "key", "initial", "_gkey", "_mask", "_bits", "_accepting", "_only_stop", "next", "budget", "plan",
                  "bound")
 
     def __init__(self, configs, key, initial=False):
         self.configs = configs
         self.key = key
         self.initial = initial
+        self._gkey = None  # the groups of the mask (``MaskEngine.union_key``)
         self._mask = None
         self._bits = None
         self._accepting = None
@@ -187,6 +188,7 @@ class GrammarIndex:
         for st in list(self._states.values()) + [self.initial]:
             if isinstance(st, GState):
                 st.next = {}
+                st._gkey = None
                 st._mask = None
                 st._bits = None
                 st.budget = None
@@ -238,8 +240,10 @@ class GrammarIndex:
         return a
 
     def _mask_key(self, st: GState) -> tuple:
-        keys = self.engine.mask_keys(st.configs)
-        return keys[0] if len(keys) == 1 else tuple(sorted(set().union(*keys)))
+        k = st._gkey
+        if k is None:
+            k = st._gkey = self.engine.union_key(st.configs)
+        return k
 
     def token_mask(self, st: GState) -> np.ndarray:
         """Allowed text tokens (stop ids excluded), sorted."""
@@ -290,7 +294,9 @@ class GrammarIndex:
             comp = self.completer
             eng = self.engine
             b = 0
-            bounds = eng.mask_bounds(st.configs, comp)
+            bounds, union = eng.mask_bounds(st.configs, comp)
+            if union is not None and st._gkey is None:
+                st._gkey = union
             for (p, c), vb in zip(st.configs, bounds):
                 if vb is not None:
                     b = max(b, vb)

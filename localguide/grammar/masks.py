@@ -450,10 +450,21 @@ class MaskEngine:
         Those not cached come from the compiled path, all in one call, except where the
         Python walks are done already (budget bounds) or the compiled path declines.
         """
+        return self._keys(configs)[0]
+
+    def union_key(self, configs) -> tuple:
+        """The union of the ``mask_key``s of ``configs`` (a guide state's mask), sorted."""
+        keys, union = self._keys(configs)
+        if union is None:
+            union = keys[0] if len(keys) == 1 else tuple(sorted(set().union(*keys)))
+        return union
+
+    def _keys(self, configs) -> tuple:
+        """(``mask_keys(configs)``, their union when the compiled path computed it, else None)."""
         out = [p.masks.get(c) for p, c in configs]
         todo = [i for i, k in enumerate(out) if k is None]
         if not todo:
-            return out
+            return out, None
         self._compiled()
         batch = []
         for i in todo:
@@ -462,23 +473,28 @@ class MaskEngine:
                 batch.append(i)
             else:
                 out[i] = p.masks[c] = self._python_key(p, c)
+        union = None
         if batch:
             for i, k in zip(batch, self.core.mask_keys([configs[i] for i in batch])):
                 p, c = configs[i]
                 out[i] = p.masks[c] = k if k is not None else self._python_key(p, c)
-        return out
+            if len(batch) == len(configs):
+                union = self.core.last_union
+        return out, union
 
-    def mask_bounds(self, configs, completer) -> list:
-        """``GrammarIndex.budget_bound`` of each configuration from the compiled path (caching
-        its mask keys on the way); None where the Python walks must answer."""
+    def mask_bounds(self, configs, completer) -> tuple:
+        """(``GrammarIndex.budget_bound`` of each configuration, None where the Python walks
+        must answer; ``union_key(configs)`` or None) from the compiled path, which caches the
+        mask keys on the way."""
         core = self._compiled()
         if core is None or not core.enable_budget(completer):
-            return [None] * len(configs)
+            return [None] * len(configs), None
         keys, bounds = core.mask_keys(configs, bounds=True)
         for (p, c), k in zip(configs, keys):
             if k is not None:
                 p.masks[c] = k
-        return bounds
+        union = core.last_union if len(configs) > 1 else keys[0]
+        return bounds, union
 
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
