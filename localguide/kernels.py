@@ -2065,7 +2065,7 @@ def _any_allowed(set_allowed, q):
 
 
 @njit(cache=True)
-def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound):
+def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     """(status, sorted groups, bound) that the readings ``readings`` of a scanner state keep
     under arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
 
@@ -2073,9 +2073,12 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound):
     the largest ``earley_visit_bound`` over the tree nodes where groups are kept (``B``:
     ``arena.CompiledMasks.budget_tables``). Status 0, or ``EARLEY_GROW``,
     ``EARLEY_UNRESOLVED``, ``EARLEY_NEED_TREE - tree`` (no groups then). ``gmarks`` is
-    scratch, one byte per group, all zero (and left so).
+    scratch, one byte per group, all zero (and left so). With a ``gcost`` of one entry per
+    group (else empty), ``gcost[g]`` is lowered to ``earley_group_cost`` wherever ``g`` is kept
+    (``GrammarIndex.budget_info``'s group bounds).
     """
     bound = 0
+    do_cost = len(gcost) > 0
     set_allowed, fk, fv = A[3], A[6], A[7]
     n_bits = set_allowed.shape[1] * 64
     ign_w = D[7]
@@ -2145,7 +2148,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound):
                 continue
             kept_any = False
             for g in range(node_grp[s], node_grp[s + 1]):
-                if grp_lead[g] > lim or gmarks[g] != 0 and (kept_any or not do_bound):
+                if grp_lead[g] > lim or gmarks[g] != 0 and (kept_any or not do_bound) and not do_cost:
                     continue
                 c = grp_state[g]
                 for w in range(nw):
@@ -2157,6 +2160,10 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound):
                                 out = _grow(out, nout)
                             out[nout] = g
                             nout += 1
+                        if do_cost:
+                            gc = earley_group_cost(A, D, B, q, c, ign)
+                            if gc < gcost[g]:
+                                gcost[g] = gc
                         break
             if do_bound and kept_any:
                 vb = earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign)
@@ -2342,7 +2349,7 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
     """``Completer.visit_bound(s, q)``: the longest lexeme suffix of tree node ``s``'s groups
     plus the longest completion after a terminal they may end in, from arena set ``q``."""
     set_allowed = A[3]
-    best_len, sfx_state = B[7], B[8]
+    sfx_state = B[8]
     nw = set_allowed.shape[1]
     live = np.zeros(nw, np.uint64)
     sfx = 0
@@ -2365,21 +2372,52 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
             bits >>= np.uint64(1)
             b += 1
     if ign >= 0 and (live[ign >> 6] >> np.uint64(ign & 63)) & np.uint64(1) and _any_allowed(set_allowed, q):
-        aft = A[10]
-        col = aft.shape[1] - 1  # memo: the shortest completion that starts a new lexeme
-        best = aft[q, col] - 1
-        if best < 0:
-            best = EARLEY_INF
-            for t in range(nw * 64):
-                if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-                    a = earley_after(A, D, B, q, t)
-                    if a < EARLEY_INF and best_len[t] + a < best:
-                        best = best_len[t] + a
-            aft[q, col] = best + 1
+        best = _earley_nonempty(A, D, B, q)
         a = BUDGET_BIG if best >= EARLEY_INF else best
         if a > worst:
             worst = a
     return sfx + worst
+
+
+@njit(cache=True)
+def _earley_nonempty(A, D, B, q):
+    """``Completer._nonempty``'s length: the shortest completion of arena set ``q`` that starts a
+    new lexeme (memoized in the last column of ``A[10]``)."""
+    set_allowed, aft = A[3], A[10]
+    best_len = B[7]
+    col = aft.shape[1] - 1
+    best = aft[q, col] - 1
+    if best < 0:
+        best = EARLEY_INF
+        for t in range(set_allowed.shape[1] * 64):
+            if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                a = earley_after(A, D, B, q, t)
+                if a < EARLEY_INF and best_len[t] + a < best:
+                    best = best_len[t] + a
+        aft[q, col] = best + 1
+    return best
+
+
+@njit(cache=True)
+def earley_group_cost(A, D, B, q, c, ign):
+    """``Completer.node_cost`` (bytes): the shortest completion of configuration (arena set ``q``,
+    scanner state ``c``): a lexeme suffix of ``c``'s readings, then the parser's completion
+    after that terminal (a new lexeme after the ignored run); ``BUDGET_BIG`` if none."""
+    set_allowed = A[3]
+    sx_off, sx_t, sx_len = B[10]
+    res = EARLEY_INF
+    if _any_allowed(set_allowed, q):
+        for k in range(sx_off[c], sx_off[c + 1]):
+            t = sx_t[k]
+            if t == ign:
+                tail = _earley_nonempty(A, D, B, q)
+            elif (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                tail = earley_after(A, D, B, q, t)
+            else:
+                continue
+            if tail < EARLEY_INF and sx_len[k] + tail < res:
+                res = sx_len[k] + tail
+    return BUDGET_BIG if res >= EARLEY_INF else res
 
 
 # --- grammar masks as bitsets ------------------------------------------------------
@@ -2411,12 +2449,50 @@ def py_keep_bits(data, words):
 
 
 @njit(cache=True)
+def keep_bits_in_id_order(data, words):
+    """``keep_bits`` for llama.cpp's fresh array, where row ``i`` holds token ``i``: it visits only
+    the set bits, O(words + kept), not every row. Each row read and each row overwritten is
+    checked; -1 if the array was not in id order after all (rows before the mismatch rewritten)."""
+    n = data.shape[0]
+    one = np.uint64(1)
+    j = 0
+    for w in range(len(words)):
+        word = words[w]
+        while word:
+            t = (w << 6) + _lowest_bit(word)
+            word &= word - one
+            if t >= n:
+                return j  # ids beyond the candidates: none left to keep
+            if data[t, 0] != t or data[j, 0] != j:
+                return -1
+            if t != j:
+                data[j, 0] = t
+                data[j, 1] = data[t, 1]
+                data[j, 2] = data[t, 2]
+            j += 1
+    return j
+
+
+def py_keep_bits_in_id_order(data, words):
+    """Twin of ``keep_bits_in_id_order``."""
+    n = data.shape[0]
+    ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+    for j, t in enumerate(int(t) for t in ids[ids < n]):
+        if int(data[t, 0]) != t or int(data[j, 0]) != j:
+            return -1
+    return py_keep_bits(data, words)
+
+
+@njit(cache=True)
 def mask_candidates_bits(array_address, words):
-    """``keep_bits`` on the ``llama_token_data_array`` at ``array_address``, in place; the new size."""
+    """``keep_bits_in_id_order`` on the ``llama_token_data_array`` at ``array_address``, in place:
+    the new size, or -1 (size unchanged) if the array was not in token-id order."""
     header = carray(_voidptr(array_address), (2,), np.int64)
     data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
-    header[1] = keep_bits(data, words)
-    return header[1]
+    k = keep_bits_in_id_order(data, words)
+    if k >= 0:
+        header[1] = k
+    return k
 
 
 @njit(cache=True)
@@ -2468,7 +2544,8 @@ def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
 
 
 @njit(cache=True)
-def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, ign, gmarks, do_bound):
+def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, ign, gmarks, do_bound,
+                 gcost):
     """``earley_mask_groups`` for several configurations at once, after interning new sets.
 
     The new sets come first, in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k``
@@ -2477,10 +2554,12 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
     readings ``cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]]``).
 
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
+    ``gcost`` as in ``earley_mask_groups`` (all ``BUDGET_BIG``, and left so), the group costs
+    are returned beside the union (else an empty array).
 
     Returns (status, arena ids of the new sets, per configuration offsets into the groups,
     whether its trees left tokens unresolved, and its budget bound with ``do_bound``, groups,
-    the union of all configurations' groups, sorted).
+    the union of all configurations' groups, sorted, and their costs).
     Status 0, ``EARLEY_GROW`` or ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets
     interned so far).
     """
@@ -2503,7 +2582,7 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
         keys.sort()
         a = earley_intern(A, D, keys, n)
         if a == EARLEY_GROW:
-            return a, aids, g_off, unres, bounds, groups, groups
+            return a, aids, g_off, unres, bounds, groups, groups, groups
         aids[i] = a
     if init_ref != -1:
         A[0][3] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
@@ -2512,17 +2591,22 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
         if p < 0:
             p = aids[-2 - p]
         status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]], ign,
-                                                    gmarks, do_bound)
+                                                    gmarks, do_bound, gcost)
         if status == EARLEY_UNRESOLVED:
             unres[c] = 1
         elif status != 0:
-            return status, aids, g_off, unres, bounds, groups, groups
+            for i in range(len(gcost)):
+                gcost[i] = BUDGET_BIG
+            return status, aids, g_off, unres, bounds, groups, groups, groups
         if len(groups) < g_off[c] + len(got):
             groups = _grow(groups, g_off[c])
             while len(groups) < g_off[c] + len(got):
                 groups = _grow(groups, g_off[c])
         groups[g_off[c]:g_off[c] + len(got)] = got
         g_off[c + 1] = g_off[c] + len(got)
+    if len(gcost) and unres.any():  # a walk stopped at an unresolved tree may have lowered some
+        for i in range(len(gcost)):
+            gcost[i] = BUDGET_BIG
     # and the union over the configurations (sorted, distinct): the guide state's key
     n = 0
     union = np.empty(g_off[n_cfg], np.int64)
@@ -2534,4 +2618,9 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
             n += 1
     for i in range(n):
         gmarks[union[i]] = 0
-    return 0, aids, g_off, unres, bounds, groups[:g_off[n_cfg]], np.sort(union[:n])
+    union = np.sort(union[:n])
+    costs = np.empty(n if len(gcost) and not unres.any() else 0, np.int64)
+    for i in range(len(costs)):
+        costs[i] = gcost[union[i]]
+        gcost[union[i]] = BUDGET_BIG
+    return 0, aids, g_off, unres, bounds, groups[:g_off[n_cfg]], union, costs

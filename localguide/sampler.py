@@ -93,12 +93,14 @@ class GuideSampler:
         try:
             tokens, exclude = self._mask()
             if exclude == kernels.MASK_BITS:
-                if kernels.mask_candidates_bits(cur_p, tokens) == 0:
+                kept = kernels.mask_candidates_bits(cur_p, tokens)
+                if kept == 0:
                     raise RuntimeError("the guide allows no token here")
-                return
-            if not exclude and len(tokens) == 0:
+            elif not exclude and len(tokens) == 0:
                 raise RuntimeError("the guide allows no token here (it has already finished)")
-            if not mask_candidates_at(cur_p, tokens, exclude):
+            else:
+                kept = 1 if mask_candidates_at(cur_p, tokens, exclude) else -1
+            if kept < 0:
                 raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
                                       "(it got a candidate array that was not in token-id order)")
         except BaseException as e:  # ctypes would print and drop it; re-raised after sampling

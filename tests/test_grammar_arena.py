@@ -1,8 +1,8 @@
 """The compiled mask path (``grammar.arena``, Earley sets and tree walk in numba) keeps
 exactly the groups that the Python path (``PState`` and ``MaskEngine._kept``), its twin,
 keeps, on real vocabularies, also while it builds trees lazily, grows its arena, and
-after a flush; its budget bounds equal the Python ones; the bitset masks the sampler
-applies hold exactly the allowed ids."""
+after a flush; its budget bounds and group costs equal the Python ones; the bitset masks
+the sampler applies hold exactly the allowed ids."""
 
 from __future__ import annotations
 
@@ -42,6 +42,17 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
         return max([comp.visit_bound(s, node) for r in eng.state_readings(c) if (al >> eng.r_term[r]) & 1
                     for s, node in eng.kept_visits(p, r)], default=0)
 
+    def python_costs(configs) -> list:
+        best: dict = {}
+        for p, c in configs:
+            al = p.allowed | eng.ign_bit
+            for r in eng.state_readings(c):
+                if (al >> eng.r_term[r]) & 1:
+                    for gid, node in zip(*eng.kept_nodes(p, r)):
+                        b = comp.node_cost(node, eng.grp_state_l[gid])
+                        best[gid] = min(b, best.get(gid, b))
+        return sorted((b, gid) for gid, b in best.items())
+
     def check(g):
         nonlocal checked
         configs = list(g.state.configs)
@@ -52,6 +63,9 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
             assert bound == python_bound(p, c)
             checked += 1
         assert eng.core.mask_keys(configs) == keys  # without bounds, from the same arena
+        if rng.random() < 0.3:  # the group costs near the end of a budget (slow in Python)
+            eng.core.mask_keys(configs, bounds=True, costs=True)
+            assert eng.core.last_costs == python_costs(configs)
         # the mask as a bitset (what the sampler applies) holds the same tokens as the ids
         bits, mode = g.sampler_mask()
         assert mode == MASK_BITS

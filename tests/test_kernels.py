@@ -596,3 +596,32 @@ def test_union_bits_equals_twin(case):
     want = {-1 - g for g in key.tolist() if g < 0} | {t for g in key.tolist() if g >= 0 for t in groups[g]}
     np.testing.assert_array_equal(out1, bitset(want, n_tok))
     assert miss1.tolist() == [g for g in key.tolist() if g >= 0 and len(groups[g]) >= big_min and g_row[g] < 0]
+
+
+@SETTINGS
+@given(candidate_arrays(max_id_slack=70))
+@example(PERMUTED_ENDS)
+@example((candidates(np.arange(6)), np.array([0, 2, 5, 64, 70], np.int32)))
+def test_keep_bits_in_id_order_equals_twin(case):
+    """The sampler's bitset compaction visits only the set bits: the twin's result on id-ordered
+    rows, -1 as soon as a row it reads or overwrites is out of place."""
+    data, allowed = case
+    words = bitset(allowed.tolist(), len(data) + 71)
+    d1, d2 = data.copy(), data.copy()
+    k1 = kernels.keep_bits_in_id_order(d1, words)
+    k2 = kernels.py_keep_bits_in_id_order(d2, words)
+    assert k1 == k2
+    if k1 >= 0:
+        np.testing.assert_array_equal(d1[:k1], d2[:k2])
+        twin = data.copy()
+        assert kernels.py_keep_bits(twin, words) == k1
+        np.testing.assert_array_equal(d1[:k1], twin[:k1])
+
+
+def test_mask_candidates_bits_refuses_an_array_out_of_id_order():
+    import ctypes
+
+    arr = candidates([1, 0, 2, 3])
+    cur = token_data_array(arr)
+    assert kernels.mask_candidates_bits(ctypes.addressof(cur), bitset([0, 2], 4)) == -1
+    assert cur.size == 4

@@ -45,18 +45,27 @@ def budget_tables(grammar, completer, scanner) -> tuple:
                     dc_lhs.append(lhs)
                     dc_len.append(len(w))
         dc_off.append(len(dc_t))
-    sfx = [max((len(w) for _, w in comp.lexeme_suffix(c)), default=0) for c in range(scanner.n_states)]
+    sfx, sx_off, sx_t, sx_len = [], [0], [], []
+    for c in range(scanner.n_states):
+        ends = comp.lexeme_suffix(c)
+        sfx.append(max((len(w) for _, w in ends), default=0))
+        for t, w in ends:
+            sx_t.append(t)
+            sx_len.append(len(w))
+        sx_off.append(len(sx_t))
 
     def a(x):
         return np.array(x, np.int64)
 
     return (a(it_off), a(items), a(g.next_sym), a(g.item_lhs), a([len(w) for w in comp.rest_of]),
             np.array([st.is_pred for st in g.dstates], np.uint8), (a(dc_off), a(dc_t), a(dc_lhs), a(dc_len)),
-            a([len(comp.best[t]) for t in range(nt)]), a(sfx), a([comp.start_lhs, nt]))
+            a([len(comp.best[t]) for t in range(nt)]), a(sfx), a([comp.start_lhs, nt]), (a(sx_off), a(sx_t), a(sx_len)))
 
 
 _z = np.zeros(1, np.int64)
-_NO_BUDGET = (_z, _z, _z, _z, _z, np.zeros(1, np.uint8), (_z, _z, _z, _z), _z, _z, np.array([0, 0], np.int64))
+_NO_BUDGET = (_z, _z, _z, _z, _z, np.zeros(1, np.uint8), (_z, _z, _z, _z), _z, _z, np.array([0, 0], np.int64),
+              (_z, _z, _z))
+_NO_COSTS = np.zeros(0, np.int64)
 _warmed = False
 
 
@@ -102,6 +111,8 @@ class CompiledMasks:
         self._T_version = -1
         self._gmarks = np.zeros(0, np.uint8)
         self.last_union = None  # of the keys of the last ``mask_keys`` call with several configurations
+        self.last_costs = None
+        self._gcost = np.zeros(0, np.int64)  # scratch of ``kernels.earley_masks``: all BUDGET_BIG
         self.n_nt = len(grammar.nt_names)
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
@@ -218,12 +229,13 @@ class CompiledMasks:
         """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
         return self.mask_keys([(p, c)])[0]
 
-    def mask_keys(self, configs, bounds: bool = False):
+    def mask_keys(self, configs, bounds: bool = False, costs: bool = False):
         """``mask_key`` of each (parser state, scanner state) of ``configs``, in one kernel call
         that also copies in the parser states the arena lacks (origins first).
 
         With ``bounds`` (after ``enable_budget``): (keys, budget bounds), each None where the
-        Python path must answer (tokens left unresolved).
+        Python path must answer (tokens left unresolved). With ``costs`` as well, ``last_costs``
+        is then ``GrammarIndex.budget_info``'s sorted (bound, group) pairs (None if a key is None).
         """
         aid = self._aid
         new: list = []
@@ -262,8 +274,14 @@ class CompiledMasks:
                 np.array([ref(p) for p, _ in configs], np.int64), np.array(rd_off, np.int64), np.array(rd, np.int64))
         init_ref = -1 if initial is None else ref(initial)
         while True:
-            status, aids, g_off, unres, bnd, groups, union = kernels.earley_masks(
-                self.A, self.D, self._trees(), self.B, *args, init_ref, self.ign, self._gmarks, bounds)
+            T = self._trees()
+            gcost = _NO_COSTS
+            if costs:
+                if len(self._gcost) < len(self._gmarks):
+                    self._gcost = np.full(len(self._gmarks), kernels.BUDGET_BIG, np.int64)
+                gcost = self._gcost
+            status, aids, g_off, unres, bnd, groups, union, cost = kernels.earley_masks(
+                self.A, self.D, T, self.B, *args, init_ref, self.ign, self._gmarks, bounds, gcost)
             if status == 0:
                 break
             if status == kernels.EARLEY_GROW:
@@ -276,6 +294,9 @@ class CompiledMasks:
         keys = [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
         # the union of several keys, which the guide state's mask needs, computed on the way
         self.last_union = tuple(union.tolist()) if len(configs) > 1 and not unres.any() else None
+        self.last_costs = None
+        if costs and not unres.any():
+            self.last_costs = sorted(zip(cost.tolist(), union.tolist()))
         if not bounds:
             return keys
         return keys, [None if unres[i] else b for i, b in enumerate(bnd.tolist())]

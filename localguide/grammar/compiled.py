@@ -175,15 +175,14 @@ class GrammarIndex:
     # -- cache bounds -------------------------------------------------------------------
     def cache_size(self) -> tuple[int, int]:
         """(interned parser and guide states, bytes of cached masks) right now."""
-        core = self.engine.core
-        return (self.grammar.n_states + len(self._states) + (core.n_sets if core is not None else 0),
-                self.engine.mask_bytes + self._stop_bytes)
+        return self.grammar.n_states + len(self._states), self.engine.mask_bytes + self._stop_bytes
 
     def flush(self) -> None:
         """Forget every cached state, transition and mask; guides in use stay valid.
 
         Called between tokens when ``cache_size()`` exceeds ``max_cached_states`` or
-        ``max_cached_mask_bytes``: what is still needed is recomputed, the rest is freed.
+        ``max_cached_mask_bytes``, or the compiled path's arena holds more than
+        ``max_cached_states`` sets: what is still needed is recomputed, the rest is freed.
         """
         for st in list(self._states.values()) + [self.initial]:
             if isinstance(st, GState):
@@ -204,7 +203,9 @@ class GrammarIndex:
 
     def _bound_cache(self) -> None:
         states, nbytes = self.cache_size()
-        if states > self.max_cached_states or nbytes > self.max_cached_mask_bytes:
+        core = self.engine.core  # its arena sets count apart: it copies states in again after a flush
+        if (states > self.max_cached_states or nbytes > self.max_cached_mask_bytes
+                or core is not None and core.n_sets > self.max_cached_states):
             self.flush()
 
     def step(self, st: GState, token_id: int) -> GState | None:
@@ -320,6 +321,10 @@ class GrammarIndex:
         if info is None:
             comp = self.completer
             eng = self.engine
+            pairs = eng.group_costs(st.configs, comp)
+            if pairs is not None:
+                info = st.budget = (pairs[-1][0] if pairs else 0, pairs, {})
+                return info
             best: dict = {}
             big = 1 << 30
             for p, c in st.configs:

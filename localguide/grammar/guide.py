@@ -23,7 +23,6 @@ import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
 from ..kernels import MASK_BITS
-from .masks import union
 
 
 class GrammarGuide:
@@ -53,7 +52,8 @@ class GrammarGuide:
         return None if self._plan is False else self._plan
 
     def _budget_mask(self):
-        """The allowed token ids when the budget may bind, else None (the plain mask applies)."""
+        """The allowed tokens as a bitset (``MaskEngine.bits_of``) when the budget may bind, else
+        None (the plain mask applies)."""
         r = self.remaining
         if r is None:
             return None
@@ -75,15 +75,18 @@ class GrammarGuide:
         m = cache.get(key)
         if m is None:
             gids = tuple(sorted(g for _, g in pairs[:k] if g >= 0))
-            base = index.engine.union_of(gids)
+            m = index.engine.bits_of(gids)
             extra = [-1 - g for _, g in pairs[:k] if g < 0]
             if first >= 0:
                 extra.append(first)
             if index.accepting(st):
                 extra += index.stop_ids.tolist()
             if extra:
-                base = union([base, np.unique(np.array(extra, np.int32))], index.vocab_size)
-            m = cache[key] = base
+                m = m.copy()
+                ids = np.array(extra, np.int64)
+                np.bitwise_or.at(m, ids >> 6, np.uint64(1) << (ids & 63).astype(np.uint64))
+                m.flags.writeable = False
+            cache[key] = m
         return m
 
     # -- protocol -----------------------------------------------------------------------
@@ -93,17 +96,18 @@ class GrammarGuide:
         if self.remaining is not None:
             m = self._budget_mask()
             if m is not None:
-                return m
+                ids = np.flatnonzero(np.unpackbits(m.view(np.uint8), bitorder="little")).astype(np.int32)
+                ids.flags.writeable = False
+                return ids
         return self.index.allowed(self.state)
 
     def sampler_mask(self) -> tuple[np.ndarray, int]:
         """What the llama.cpp sampler applies: (a bitset of the vocabulary, ``kernels.MASK_BITS``),
-        or (allowed ids, 0) when the budget binds or the guide has finished."""
-        if not self.finished:
-            m = self._budget_mask() if self.remaining is not None else None
-            if m is None:
-                return self.index.allowed_bits(self.state), MASK_BITS
-        return self.allowed_token_ids(), 0
+        or (no ids, 0) once the guide has finished."""
+        if self.finished:
+            return np.zeros(0, np.int32), 0
+        m = self._budget_mask() if self.remaining is not None else None
+        return (self.index.allowed_bits(self.state) if m is None else m), MASK_BITS
 
     def accepts(self, token_id: int) -> bool:
         """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""
@@ -116,8 +120,7 @@ class GrammarGuide:
         if self.remaining is not None:
             m = self._budget_mask()
             if m is not None:
-                i = np.searchsorted(m, token_id)
-                return bool(i < len(m) and m[i] == token_id)
+                return _has(m, token_id)
         return index.step(self.state, token_id) is not None
 
     def advance(self, token_id: int) -> None:
@@ -134,8 +137,7 @@ class GrammarGuide:
         if self.remaining is not None:
             m = self._budget_mask()
             if m is not None:
-                i = np.searchsorted(m, token_id)
-                if not (i < len(m) and m[i] == token_id) and index.step(self.state, token_id) is not None:
+                if not _has(m, token_id) and index.step(self.state, token_id) is not None:
                     raise TokenNotAllowedError(
                         f"token {token_id} is allowed by {index.description} but cannot finish within the "
                         f"remaining {self.remaining} token(s)")
@@ -166,8 +168,10 @@ class GrammarGuide:
                 return True
             m = self._budget_mask()
             if m is not None:
-                stops = self.index.stop_ids
-                return len(m) == len(np.intersect1d(m, stops))
+                rest = m.copy()  # is any text token left?
+                stops = self.index.stop_ids.astype(np.int64)
+                np.bitwise_and.at(rest, stops >> 6, ~(np.uint64(1) << (stops & 63).astype(np.uint64)))
+                return not rest.any()
         return False
 
     def copy(self) -> "GrammarGuide":
@@ -180,3 +184,8 @@ class GrammarGuide:
     def __repr__(self) -> str:
         return (f"GrammarGuide(accepting={self.is_accepting()}, remaining={self.remaining}, "
                 f"readings={len(self.state.configs)})")
+
+
+def _has(bits: np.ndarray, token_id: int) -> bool:
+    """Whether ``token_id``'s bit is set in the vocabulary bitset ``bits``."""
+    return token_id < 64 * len(bits) and bool((int(bits[token_id >> 6]) >> (token_id & 63)) & 1)

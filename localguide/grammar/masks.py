@@ -496,6 +496,15 @@ class MaskEngine:
         union = core.last_union if len(configs) > 1 else keys[0]
         return bounds, union
 
+    def group_costs(self, configs, completer) -> list | None:
+        """``GrammarIndex.budget_info``'s sorted (bound, group) pairs from the compiled path, or
+        None where the Python walks must answer."""
+        core = self._compiled()
+        if core is None or not core.enable_budget(completer):
+            return None
+        core.mask_keys(configs, bounds=True, costs=True)
+        return core.last_costs
+
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
         if not self._core_tried:
