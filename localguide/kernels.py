@@ -2003,16 +2003,21 @@ def _earley_make(A, D, kd, ko, nk):
 
 
 @njit(cache=True, inline="always")
+def _feed_find(fk, key):
+    """The slot of ``key`` in the feed table: where it is, or the empty slot where it goes."""
+    mask = len(fk) - 1
+    i = _feed_slot(key, mask)
+    while fk[i] != 0 and fk[i] != key:
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True, inline="always")
 def _feed_memo(fk, fv, key):
     """The memoized feed of ``key`` (``earley_feed``), ``EARLEY_GROW`` when there is none:
     inlined, as a call that passes the arena costs more than the lookup."""
-    mask = len(fk) - 1
-    i = _feed_slot(key, mask)
-    while fk[i] != 0:
-        if fk[i] == key:
-            return fv[i]
-        i = (i + 1) & mask
-    return EARLEY_GROW
+    i = _feed_find(fk, key)
+    return fv[i] if fk[i] == key else EARLEY_GROW
 
 
 @njit(cache=True)
@@ -2022,12 +2027,9 @@ def earley_feed(A, D, s, t):
     meta, set_off, set_keys, set_allowed, fk, fv = A[0], A[1], A[2], A[3], A[6], A[7]
     sh_off, sh_sym, sh_to, ign_w = D[4], D[5], D[6], D[7]
     key = s * (set_allowed.shape[1] * 64) + t + 1
-    mask = len(fk) - 1
-    i = _feed_slot(key, mask)
-    while fk[i] != 0:
-        if fk[i] == key:
-            return fv[i]
-        i = (i + 1) & mask
+    i = _feed_find(fk, key)
+    if fk[i] == key:
+        return fv[i]
     if 2 * (meta[2] + 1) > len(fk):
         return EARLEY_GROW
     if (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
