@@ -2427,32 +2427,16 @@ def earley_group_cost(A, D, B, q, c, ign):
 MASK_BITS = 2  # ``sampler_mask`` mode: a bitset of the vocabulary (0: allowed ids, 1: forbidden ids)
 
 
-@njit(cache=True)
-def keep_bits(data, words):
-    """Compact an ``int32[size, 3]`` view of (id, logit bits, p bits) records to the ids whose bit is
-    set in ``words``, keeping their order; return the new size. One pass, in any id order."""
-    j = 0
-    n_bits = 64 * len(words)
-    for i in range(data.shape[0]):
-        t = data[i, 0]
-        if 0 <= t < n_bits and (words[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-            if i != j:
-                data[j, 0] = data[i, 0]
-                data[j, 1] = data[i, 1]
-                data[j, 2] = data[i, 2]
-            j += 1
-    return j
-
-
 def py_keep_bits(data, words):
-    """Twin of ``keep_bits``."""
+    """A stable filter of the rows whose id's bit is set in ``words``; the new size (``py_keep_candidates``
+    on the bitset's ids)."""
     allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
     return py_keep_candidates(data, allowed)
 
 
 @njit(cache=True)
 def keep_bits_in_id_order(data, words):
-    """``keep_bits`` for llama.cpp's fresh array, where row ``i`` holds token ``i``: it visits only
+    """``py_keep_bits`` for llama.cpp's fresh array, where row ``i`` holds token ``i``: it visits only
     the set bits, O(words + kept), not every row. Each row read and each row overwritten is
     checked; -1 if the array was not in id order after all (rows before the mismatch rewritten)."""
     n = data.shape[0]

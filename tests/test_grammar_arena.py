@@ -56,16 +56,16 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
     def check(g):
         nonlocal checked
         configs = list(g.state.configs)
-        keys, bounds = eng.core.mask_keys(configs, bounds=True)  # one call, new states copied in
+        w = eng.core.walk(configs, bounds=True)  # one call, new states copied in
+        keys, bounds = w.keys, w.bounds
         for (p, c), got, bound in zip(configs, keys, bounds):
             assert got is not None
             assert got == eng.mask_key_python(p, c)
             assert bound == python_bound(p, c)
             checked += 1
-        assert eng.core.mask_keys(configs) == keys  # without bounds, from the same arena
+        assert eng.core.walk(configs).keys == keys  # without bounds, from the same arena
         if rng.random() < 0.3:  # the group costs near the end of a budget (slow in Python)
-            eng.core.mask_keys(configs, bounds=True, costs=True)
-            assert eng.core.last_costs == python_costs(configs)
+            assert eng.core.walk(configs, bounds=True, costs=True).costs == python_costs(configs)
         # the mask as a bitset (what the sampler applies) holds the same tokens as the ids
         bits, mode = g.sampler_mask()
         assert mode == MASK_BITS

@@ -537,20 +537,6 @@ def bitset(ids, n_bits: int) -> np.ndarray:
     return words
 
 
-@SETTINGS
-@given(candidate_arrays(max_id_slack=70))
-@example(PERMUTED_ENDS)
-def test_keep_bits_equals_twin(case):
-    data, allowed = case
-    words = bitset(allowed.tolist(), len(data) + 71)
-    d1, d2 = data.copy(), data.copy()
-    k1 = kernels.keep_bits(d1, words)
-    k2 = kernels.py_keep_bits(d2, words)
-    assert k1 == k2
-    np.testing.assert_array_equal(d1[:k1], d2[:k2])
-    assert d1[:k1, 0].tolist() == [t for t in data[:, 0].tolist() if t in set(allowed.tolist())]
-
-
 def test_mask_candidates_bits_at_address():
     import ctypes
 

@@ -16,6 +16,8 @@ one against the parser) send the mask to the Python path.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import kernels
@@ -23,6 +25,15 @@ from .. import kernels
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
 MAX_BUDGET_SYMBOLS = 256  # each arena set holds a finish length per nonterminal and a completion per terminal
+
+
+class Walk(NamedTuple):
+    """What ``CompiledMasks.walk`` gives for a list of configurations (None: the Python path answers)."""
+
+    keys: list  # each configuration's mask key (``MaskEngine.mask_key``), or None
+    bounds: list | None  # each one's ``GrammarIndex.budget_bound`` (with ``bounds``), or None
+    union: tuple | None  # the keys' union, the guide state's mask key
+    costs: list | None  # ``GrammarIndex.budget_info``'s sorted (bound, group) pairs (with ``costs``)
 
 
 def _words(x: int, n: int) -> np.ndarray:
@@ -106,12 +117,9 @@ class CompiledMasks:
         self.live_w = live.view("<u8").astype(np.uint64)
         self.readings = (sc.tree_of.astype(np.int64), sc.tree_lim.astype(np.int64), sc.r_term.astype(np.int64),
                          sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
-        self._rd: dict = {}
         self._T = None
         self._T_version = -1
         self._gmarks = np.zeros(0, np.uint8)
-        self.last_union = None  # of the keys of the last ``mask_keys`` call with several configurations
-        self.last_costs = None
         self._gcost = np.zeros(0, np.int64)  # scratch of ``kernels.earley_masks``: all BUDGET_BIG
         self.n_nt = len(grammar.nt_names)
         self.B = _NO_BUDGET
@@ -219,23 +227,17 @@ class CompiledMasks:
                     self._gmarks = np.zeros(2 * n_grp, np.uint8)
         return self._T
 
-    def _readings(self, c: int) -> list:
-        rd = self._rd.get(c)
-        if rd is None:
-            rd = self._rd[c] = list(self.engine.state_readings(c))
-        return rd
-
     def mask_key(self, p, c: int) -> tuple | None:
         """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
-        return self.mask_keys([(p, c)])[0]
+        return self.walk([(p, c)]).keys[0]
 
-    def mask_keys(self, configs, bounds: bool = False, costs: bool = False):
-        """``mask_key`` of each (parser state, scanner state) of ``configs``, in one kernel call
-        that also copies in the parser states the arena lacks (origins first).
+    def walk(self, configs, bounds: bool = False, costs: bool = False) -> Walk:
+        """The mask keys of the (parser state, scanner state) pairs ``configs`` and their union,
+        in one kernel call that also copies in the parser states the arena lacks (origins first).
 
-        With ``bounds`` (after ``enable_budget``): (keys, budget bounds), each None where the
-        Python path must answer (tokens left unresolved). With ``costs`` as well, ``last_costs``
-        is then ``GrammarIndex.budget_info``'s sorted (bound, group) pairs (None if a key is None).
+        With ``bounds`` (after ``enable_budget``) also their budget bounds, and with ``costs``
+        the groups' costs. A configuration whose trees leave tokens unresolved has no key or
+        bound, and then the union and costs are None too.
         """
         aid = self._aid
         new: list = []
@@ -268,7 +270,7 @@ class CompiledMasks:
             x_off.append(len(x_d))
         rd_off, rd = [0], []
         for _, c in configs:
-            rd += self._readings(c)
+            rd += self.engine.state_readings(c)
             rd_off.append(len(rd))
         args = (np.array(x_off, np.int64), np.array(x_d, np.int64), np.array(x_ref, np.int64),
                 np.array([ref(p) for p, _ in configs], np.int64), np.array(rd_off, np.int64), np.array(rd, np.int64))
@@ -292,11 +294,8 @@ class CompiledMasks:
             aid[q.uid] = a
         g, off = groups.tolist(), g_off.tolist()
         keys = [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
-        # the union of several keys, which the guide state's mask needs, computed on the way
-        self.last_union = tuple(union.tolist()) if len(configs) > 1 and not unres.any() else None
-        self.last_costs = None
-        if costs and not unres.any():
-            self.last_costs = sorted(zip(cost.tolist(), union.tolist()))
-        if not bounds:
-            return keys
-        return keys, [None if unres[i] else b for i, b in enumerate(bnd.tolist())]
+        whole = not unres.any()
+        return Walk(keys,
+                    [None if unres[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
+                    tuple(union.tolist()) if whole else None,
+                    sorted(zip(cost.tolist(), union.tolist())) if costs and whole else None)

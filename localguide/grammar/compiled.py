@@ -24,7 +24,7 @@ from .cfg import CFG, Terminal
 from .earley import Grammar
 from .errors import GrammarError
 from .lexer import Scanner
-from .masks import TREE_KEYS, MaskEngine, build_trees
+from .masks import TREE_KEYS, MaskEngine, bits_with, build_trees
 
 MAX_CONFIGS = 4096
 # What an index keeps between flushes (``GrammarIndex.flush``): interned parser and guide
@@ -266,11 +266,7 @@ class GrammarIndex:
             key = ("stop bits", st.key)
             m = self._states.get(key)
             if m is None:
-                m = self.token_bits(st).copy()
-                stops = self.stop_ids.astype(np.int64)
-                np.bitwise_or.at(m, stops >> 6, np.uint64(1) << (stops & 63).astype(np.uint64))
-                m.flags.writeable = False
-                self._states[key] = m
+                m = self._states[key] = bits_with(self.token_bits(st), self.stop_ids)
                 self._stop_bytes += m.nbytes
             return m
         return self.token_bits(st)

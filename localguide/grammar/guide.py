@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
 from ..kernels import MASK_BITS
+from .masks import bits_has, bits_ids, bits_with
 
 
 class GrammarGuide:
@@ -82,10 +83,7 @@ class GrammarGuide:
             if index.accepting(st):
                 extra += index.stop_ids.tolist()
             if extra:
-                m = m.copy()
-                ids = np.array(extra, np.int64)
-                np.bitwise_or.at(m, ids >> 6, np.uint64(1) << (ids & 63).astype(np.uint64))
-                m.flags.writeable = False
+                m = bits_with(m, extra)
             cache[key] = m
         return m
 
@@ -96,9 +94,7 @@ class GrammarGuide:
         if self.remaining is not None:
             m = self._budget_mask()
             if m is not None:
-                ids = np.flatnonzero(np.unpackbits(m.view(np.uint8), bitorder="little")).astype(np.int32)
-                ids.flags.writeable = False
-                return ids
+                return bits_ids(m)
         return self.index.allowed(self.state)
 
     def sampler_mask(self) -> tuple[np.ndarray, int]:
@@ -120,7 +116,7 @@ class GrammarGuide:
         if self.remaining is not None:
             m = self._budget_mask()
             if m is not None:
-                return _has(m, token_id)
+                return bits_has(m, token_id)
         return index.step(self.state, token_id) is not None
 
     def advance(self, token_id: int) -> None:
@@ -137,7 +133,7 @@ class GrammarGuide:
         if self.remaining is not None:
             m = self._budget_mask()
             if m is not None:
-                if not _has(m, token_id) and index.step(self.state, token_id) is not None:
+                if not bits_has(m, token_id) and index.step(self.state, token_id) is not None:
                     raise TokenNotAllowedError(
                         f"token {token_id} is allowed by {index.description} but cannot finish within the "
                         f"remaining {self.remaining} token(s)")
@@ -168,10 +164,7 @@ class GrammarGuide:
                 return True
             m = self._budget_mask()
             if m is not None:
-                rest = m.copy()  # is any text token left?
-                stops = self.index.stop_ids.astype(np.int64)
-                np.bitwise_and.at(rest, stops >> 6, ~(np.uint64(1) << (stops & 63).astype(np.uint64)))
-                return not rest.any()
+                return not bits_with(m, self.index.stop_ids, on=False).any()  # no text token left
         return False
 
     def copy(self) -> "GrammarGuide":
@@ -185,7 +178,3 @@ class GrammarGuide:
         return (f"GrammarGuide(accepting={self.is_accepting()}, remaining={self.remaining}, "
                 f"readings={len(self.state.configs)})")
 
-
-def _has(bits: np.ndarray, token_id: int) -> bool:
-    """Whether ``token_id``'s bit is set in the vocabulary bitset ``bits``."""
-    return token_id < 64 * len(bits) and bool((int(bits[token_id >> 6]) >> (token_id & 63)) & 1)

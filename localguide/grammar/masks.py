@@ -472,14 +472,15 @@ class MaskEngine:
             if self.core is not None and not all(r in p.rkept for r in self._readings(p, c)):
                 batch.append(i)
             else:
-                out[i] = p.masks[c] = self._python_key(p, c)
+                out[i] = p.masks[c] = self.mask_key_python(p, c)
         union = None
         if batch:
-            for i, k in zip(batch, self.core.mask_keys([configs[i] for i in batch])):
+            w = self.core.walk([configs[i] for i in batch])
+            for i, k in zip(batch, w.keys):
                 p, c = configs[i]
-                out[i] = p.masks[c] = k if k is not None else self._python_key(p, c)
+                out[i] = p.masks[c] = k if k is not None else self.mask_key_python(p, c)
             if len(batch) == len(configs):
-                union = self.core.last_union
+                union = w.union
         return out, union
 
     def mask_bounds(self, configs, completer) -> tuple:
@@ -489,12 +490,11 @@ class MaskEngine:
         core = self._compiled()
         if core is None or not core.enable_budget(completer):
             return [None] * len(configs), None
-        keys, bounds = core.mask_keys(configs, bounds=True)
-        for (p, c), k in zip(configs, keys):
+        w = core.walk(configs, bounds=True)
+        for (p, c), k in zip(configs, w.keys):
             if k is not None:
                 p.masks[c] = k
-        union = core.last_union if len(configs) > 1 else keys[0]
-        return bounds, union
+        return w.bounds, w.union
 
     def group_costs(self, configs, completer) -> list | None:
         """``GrammarIndex.budget_info``'s sorted (bound, group) pairs from the compiled path, or
@@ -502,8 +502,7 @@ class MaskEngine:
         core = self._compiled()
         if core is None or not core.enable_budget(completer):
             return None
-        core.mask_keys(configs, bounds=True, costs=True)
-        return core.last_costs
+        return core.walk(configs, bounds=True, costs=True).costs
 
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
@@ -520,15 +519,12 @@ class MaskEngine:
         r_term = self.r_term
         return [r for r in self.state_readings(c) if (al >> r_term[r]) & 1]
 
-    def _python_key(self, p, c: int) -> tuple:
+    def mask_key_python(self, p, c: int) -> tuple:
+        """``mask_key`` by the Python path only (the compiled path's twin); not cached as a mask."""
         kept = []
         for r in self._readings(p, c):
             kept += self.kept(p, r)
         return tuple(sorted(set(kept)))
-
-    def mask_key_python(self, p, c: int) -> tuple:
-        """``mask_key`` by the Python path only (the compiled path's twin); not cached as a mask."""
-        return self._python_key(p, c)
 
     def mask(self, p, c: int) -> np.ndarray:
         """Sorted token ids (no stop ids) that keep (parser state ``p``, scanner state ``c``) viable."""
@@ -606,6 +602,31 @@ def _appended(buf: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
         buf = grown
     buf[n:end] = new
     return buf
+
+
+def bits_with(bits: np.ndarray, ids, on: bool = True) -> np.ndarray:
+    """A read-only copy of the vocabulary bitset ``bits`` with the bits of ``ids`` set (``on``) or cleared."""
+    ids = np.asarray(ids, np.int64)
+    out = bits.copy()
+    one = np.uint64(1) << (ids & 63).astype(np.uint64)
+    if on:
+        np.bitwise_or.at(out, ids >> 6, one)
+    else:
+        np.bitwise_and.at(out, ids >> 6, ~one)
+    out.flags.writeable = False
+    return out
+
+
+def bits_has(bits: np.ndarray, token_id: int) -> bool:
+    """Whether ``token_id``'s bit is set in the vocabulary bitset ``bits``."""
+    return token_id < 64 * len(bits) and bool((int(bits[token_id >> 6]) >> (token_id & 63)) & 1)
+
+
+def bits_ids(bits: np.ndarray) -> np.ndarray:
+    """The sorted token ids of the vocabulary bitset ``bits`` (int32, read-only)."""
+    out = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")).astype(np.int32)
+    out.flags.writeable = False
+    return out
 
 
 def insert_sorted(base: np.ndarray, small: np.ndarray) -> np.ndarray:
