@@ -142,13 +142,44 @@ KW: "select"i
     assert not idx.matches("abc,") and not idx.matches("# x")
 
 
+KEYWORDS = r'''
+start: stmt (";" stmt)*
+stmt: "select"i NAME ("," NAME)* "from"i NAME
+NAME: /(?!(?:select|from)\b)[a-z_][a-z0-9_]*/i | /"[^"]+"/
+%ignore " "
+'''
+
+
+def test_keywords_kept_out_of_a_name_by_a_lookahead():
+    """``(?!K\\b)`` starting a word terminal removes K's strings from it, as lark reads it."""
+    import lark
+
+    idx = compiled(KEYWORDS)
+    parser = lark.Lark(KEYWORDS, parser="earley", lexer="dynamic_complete")
+    good = ["select a from b", "SELECT selected, fromage from \"from\"", "select _from from sel;select x from y"]
+    bad = ["select select from b", "select a from from", "select a, FROM from b", "select a from b;"]
+    for text in good + bad:
+        try:
+            parser.parse(text)
+            ok = True
+        except lark.exceptions.LarkError:
+            ok = False
+        assert ok == (text in good) == idx.matches(text), text
+    assert idx.is_prefix("select sel") and idx.is_prefix("select from_")
+    for pattern in (r"/(?!ab)[a-z]+/", r"/x(?!a\b)[a-z]+/", r"/(?!a\b)[a-z.]+/", r"/(?!a.\b)[a-z]+/",
+                    r"/(?=a\b)[a-z]+/", r"/(?<!a)[a-z]+/"):
+        with pytest.raises(GrammarError, match=r"lookaround.*\(\?!K\\b\)"):
+            compiled(f"start: A\nA: {pattern}\n")
+
+
 SAMPLES = {
     "json": (['{"a": [1, 2.5e3, -0], "b": {"c": null}}', "[]", '"x\\u00e9"', " true", '{"k":"v"}'],
              ['{"a": 01}', "{'a': 1}", '{"a" 1}', "[1,]", '"\x01"', "nul"]),
     "arithmetic": (["1 + 2 * (3 - 4) / 5", "-1", "((2))", "1.5*2"], ["1 +", "(1", "1 2", "*1", ""]),
     "sql": (["SELECT a, b FROM t WHERE a > 1 ORDER BY b DESC LIMIT 5;",
              "select count(*) from users u join orders o on u.id = o.uid group by u.name having count(*) > 1",
-             "SELECT DISTINCT x FROM (SELECT x FROM y) AS z UNION SELECT 1 FROM w"],
+             "SELECT DISTINCT x FROM (SELECT x FROM y) AS z UNION SELECT 1 FROM w",
+             'SELECT selected, "select", fromage, ends FROM t WHERE x IN (SELECT y FROM u)'],
             ["SELECT FROM t", "SELECT a", "DELETE FROM t", "SELECT a FROM t WHERE a =", "SELECT a FROM t LIMIT x"]),
     "c": (["int main() { int x = 1; return x; }",
            "float f(float a, int b) {\n  while (a < b) { a = a + 1; }\n  if (a == b) { g(a); } else { return -a; }\n}",
@@ -169,6 +200,19 @@ SAMPLES = {
     "c-gbnf": (["int main(){return 0;}"], ["int main(){}x"]),
     "vllm-sql": (["SELECTcol_1fromtable_1wherecol_1=1"], ["SELECT col_1 from table_1 where col_1=1"]),
 }
+
+
+def test_readings_that_differ_only_in_the_past_share_a_configuration():
+    """``customers WHERE`` reads as table ``customers`` or as table ``c`` aliased ``ustomers``;
+    the Earley sets differ, their futures do not. Cut to what their items can still ask of
+    their origins, they are one parser state, so nesting does not double the configurations."""
+    idx = compiled("sql")
+    text = ("SELECT * FROM customers WHERE " + "(SELECT * FROM customers WHERE " * 8 + "x" + ")" * 8).encode()
+    st, most = idx.initial, 0
+    for b in text:
+        st = idx.step_bytes(st, bytes([b]))
+        most = max(most, len(st.configs))
+    assert most <= 4 and idx.matches(text.decode()) and not idx.matches(text.decode() + ")")
 
 
 def test_every_shipped_grammar_has_samples_and_compiles():

@@ -24,9 +24,9 @@ from .cfg import CFG, START
 class DState:
     """A state of the LR(0) ε-DFA: a set of dotted items with the same origin."""
 
-    __slots__ = ("items", "shift", "complete", "allowed", "pred", "accept", "is_pred")
+    __slots__ = ("items", "shift", "complete", "allowed", "pred", "accept", "is_pred", "lhs")
 
-    def __init__(self, items, shift, complete, allowed, pred, accept, is_pred):
+    def __init__(self, items, shift, complete, allowed, pred, accept, is_pred, lhs=frozenset()):
         self.items = items  # tuple of dotted items
         self.shift = shift  # symbol -> DFA state id (lazy: None until needed)
         self.complete = complete  # nonterminals with a completed item here
@@ -34,6 +34,7 @@ class DState:
         self.pred = pred  # id of the predicted companion (items starting here), -1 if none
         self.accept = accept  # holds the completed start item
         self.is_pred = is_pred  # a predicted companion
+        self.lhs = lhs  # the rules' left-hand sides: all an entry's origin is ever asked about
 
 
 class Grammar:
@@ -131,7 +132,7 @@ class Grammar:
             elif s < 0:
                 complete.append(lhs[it])
         st = DState(tuple(sorted(items)), None, tuple(sorted(set(complete))), allowed, -1,
-                    self.accept_item in items, predicted)
+                    self.accept_item in items, predicted, frozenset(lhs[it] for it in items))
         self.dstates.append(st)
         if not predicted:
             pred = self._predict(items)
@@ -159,10 +160,13 @@ class Grammar:
         entries, and the sorted keys are the set's content key.
         """
         dstates = self.dstates
+        project = self._project
         seen = set()
         entries = []
         work = []
         for d, o in kernel:
+            if o is not None:
+                o = project(o, d)
             k = (d << 32) | (0 if o is None else o.uid + 1)
             if k in seen:
                 continue
@@ -178,6 +182,7 @@ class Grammar:
             d, o = work.pop()
             for a in dstates[d].complete:
                 for d2, o2 in o.waiting(a):
+                    o2 = project(o2, d2)
                     k = (d2 << 32) | (o2.uid + 1)
                     if k in seen:
                         continue
@@ -196,6 +201,50 @@ class Grammar:
             self._table[ckey] = st
         return st
 
+    def _project(self, o: "PState", d: int) -> "PState":
+        """``o`` cut down to what an entry (``d``, ``o``) can ask of it.
+
+        An entry only ever completes the left-hand sides of its items, so it only reads
+        ``o.waiting(A)`` for those ``A``, and, through the entries of ``o`` that start in
+        ``o`` itself, the left-hand sides of theirs. Interning that part of ``o`` instead
+        of ``o`` makes two sets that differ only in what no longer matters one set: the
+        two readings of ``FROM t1 WHERE`` (table ``t1``, or table ``t`` aliased ``1``)
+        continue as one configuration instead of doubling at every nesting level.
+        """
+        if o is self.initial:
+            return o  # acceptance is told by the start item's origin being the initial set
+        want = self.dstates[d].lhs
+        proj = o._proj
+        if proj is None:
+            proj = o._proj = {}
+        got = proj.get(want)
+        if got is not None:
+            return got
+        dstates, shifts = self.dstates, self.shifts
+        ents = o.entries
+        need = set(want)
+        keep = [False] * len(ents)
+        changed = True
+        while changed:
+            changed = False
+            for i, (d2, o2) in enumerate(ents):
+                if not keep[i] and not need.isdisjoint(shifts(d2)):
+                    keep[i] = changed = True
+                    if o2 is None:
+                        need |= dstates[d2].lhs
+        if all(keep):
+            got = o
+        else:
+            sub = tuple(e for e, k in zip(ents, keep) if k)
+            ckey = _content_key(sub)
+            got = self._table.get(ckey)
+            if got is None:
+                got = PState(self, sub, self._uid)
+                self._uid += 1
+                self._table[ckey] = got
+        proj[want] = got
+        return got
+
     @property
     def n_states(self) -> int:
         return len(self._table)
@@ -212,6 +261,7 @@ class Grammar:
             st._feeds = {}
             st._peeks = None
             st._climb = None
+            st._proj = None
             st.masks = {}
             st.rkept = {}
             st.budget = None
@@ -228,7 +278,7 @@ class PState:
     """One canonical Earley set. Use ``feed(t)`` (memoized) and ``allowed``/``accepting``."""
 
     __slots__ = ("g", "entries", "uid", "allowed", "accepting", "_waiting", "_feeds", "_peeks", "_climb", "masks",
-                 "rkept", "budget", "__weakref__")
+                 "rkept", "budget", "_proj", "__weakref__")
 
     def __init__(self, g: Grammar, entries, uid: int):
         self.g = g
@@ -248,6 +298,7 @@ class PState:
         self._feeds: dict[int, PState | None] = {}
         self._peeks = None
         self._climb = None
+        self._proj = None  # DFA states' left-hand sides -> this set cut down to them (``Grammar._project``)
         self.masks: dict = {}  # scanner state -> token mask (``MaskEngine``)
         self.rkept: dict = {}  # reading -> kept groups (``MaskEngine``)
         self.budget = None  # shortest completion (``budget.Completer``)
