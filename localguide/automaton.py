@@ -129,3 +129,35 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     trans, acc = minimize_dfa(np.ascontiguousarray(transitions, dtype=np.int32),
                               np.ascontiguousarray(accepting, dtype=np.bool_))
     return ByteDFA(trans, acc)
+
+
+def combine(dfas: list[ByteDFA], accept) -> ByteDFA:
+    """The DFA run of ``dfas`` side by side (product construction), accepting where
+    ``accept(flags)`` holds for the tuple of the parts' accepting flags (a dead part reads
+    False). ``accept`` must be False when every part is dead, so the product stays finite
+    and trimmed after ``minimize``; union and difference are ``any(f)`` and ``f[0] and not f[1]``."""
+    start = tuple(0 for _ in dfas)
+    ids = {start: 0}
+    order = [start]
+    rows = []
+    acc = []
+    i = 0
+    while i < len(order):
+        st = order[i]
+        i += 1
+        acc.append(bool(accept(tuple(s >= 0 and bool(d.accepting[s]) for s, d in zip(st, dfas)))))
+        nxt = np.stack([d.transitions[s] if s >= 0 else np.full(256, -1, np.int32) for s, d in zip(st, dfas)])
+        # bytes with the same tuple of successors share one target
+        cols, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
+        targets = np.full(len(cols), -1, np.int32)
+        for j, col in enumerate(map(tuple, cols.tolist())):
+            if max(col) < 0:
+                continue
+            tgt = ids.get(col)
+            if tgt is None:
+                tgt = ids[col] = len(order)
+                order.append(col)
+            targets[j] = tgt
+        row = targets[inverse.reshape(-1)]
+        rows.append(row)
+    return minimize(np.stack(rows), np.array(acc, dtype=bool))

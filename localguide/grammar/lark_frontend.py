@@ -8,6 +8,15 @@ such as ``i`` and ``s`` become inline groups). Lazy quantifiers match the same
 language as greedy ones; the lookbehind patterns of ``common.lark``
 (``ESCAPED_STRING`` and friends) are replaced by equivalent plain regexes.
 
+One lookaround has a meaning for a terminal and is supported: a negative lookahead
+that starts an alternative of a word-character terminal and ends in ``\\b``, the
+idiom that keeps keywords out of identifiers (``/(?!(?:select|from)\\b)[a-z_]\\w*/i``).
+Inside a lexeme of word characters ``K\\b`` can only match the whole lexeme, so the
+terminal is ``R`` minus the strings of ``K``. (Lark's Earley lexer evaluates the
+lookahead on the text, so it also refuses to *start* the terminal where a keyword
+stands: it rejects a keyword split into adjacent lexemes, ``select`` as ``s`` +
+``elect``, which this reading accepts.)
+
 Priorities only choose between parse trees or between tokenizations in Lark; a
 constraint accepts a text when *some* reading of it parses, so they do not change
 the language and are ignored here.
@@ -17,7 +26,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from ..errors import PatternError
+from ..automaton import ByteDFA, combine
 from ..regex import regex_to_dfa
 from .cfg import CFG, Terminal, literal_dfa
 from .errors import GrammarError
@@ -30,15 +42,106 @@ _KNOWN = {
     r"/\*(.|\n)*?\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
     r"\/\*(.|\n)*?\*\/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
 }
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 _LAZY = re.compile(r"(?<!\\)([*+?}])\?")
+
+
+_WORD = np.zeros(256, bool)
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
+    _WORD[_c] = True
+
+
+def _top(pattern: str):
+    """``(index, char, depth)`` of the unescaped characters outside character classes;
+    depth counts the groups open before the character (a ``)`` reads its own group's)."""
+    i, depth, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "]":  # a leading ] is a literal
+                i += 1
+        else:
+            if c == ")":
+                depth -= 1
+            yield i, c, depth
+            if c == "(":
+                depth += 1
+        i += 1
+
+
+def _close(pattern: str) -> int:
+    """The index of the ``)`` closing the group that opens ``pattern``."""
+    return next((i for i, c, d in _top(pattern) if c == ")" and d == 0), -1)
+
+
+def _alternatives(pattern: str) -> list[str]:
+    cuts = [i for i, c, d in _top(pattern) if c == "|" and d == 0]
+    return [pattern[i + 1:j] for i, j in zip([-1] + cuts, cuts + [len(pattern)])]
+
+
+_GROUP = re.compile(r"\(\?([a-zA-Z]*):")
+
+
+def _parts(pattern: str, flags: str = ""):
+    """``pattern`` as alternatives ``(body, excluded or None)`` with their inline flags
+    applied, looking through whole-alternative groups for a leading ``(?!K\\b)``."""
+    for alt in _alternatives(pattern):
+        wrap = (lambda p, f=flags: f"(?{f}:{p})" if f else p)
+        m = _GROUP.match(alt)
+        if m and _close(alt) == len(alt) - 1:
+            yield from _parts(alt[m.end():-1], flags + m.group(1))
+        elif alt.startswith("(?!"):
+            end = _close(alt)
+            inner = alt[3:end]
+            if end < 0 or not inner.endswith("\\b") or inner.endswith("\\\\b"):
+                raise ValueError(alt)
+            yield wrap(alt[end + 1:]), wrap(inner[:-2])
+        else:
+            yield wrap(alt), None
+
+
+def _word_only(dfa: ByteDFA) -> bool:
+    return not (dfa.transitions[:, ~_WORD] >= 0).any()
+
+
+def _lookahead_dfa(name: str, pattern: str) -> ByteDFA:
+    """A terminal whose alternatives may start with ``(?!K\\b)``: each such alternative
+    is its body minus ``K``, given both only read word characters."""
+    msg = (f"terminal {name} uses a lookaround assertion ({pattern!r}), which a finite automaton "
+           f"cannot express; the one supported is (?!K\\b) at the start of an alternative whose "
+           f"strings, like K's, are word characters (keywords kept out of an identifier)")
+    try:
+        parts = list(_parts(pattern))
+    except ValueError:
+        raise GrammarError(msg) from None
+    dfas, accepts = [], []
+    for body, excluded in parts:
+        if any(a in body for a in _LOOKAROUND):
+            raise GrammarError(msg)
+        b = regex_to_dfa(body)
+        if excluded is None:
+            accepts.append((len(dfas), None))
+            dfas.append(b)
+            continue
+        k = regex_to_dfa(excluded)
+        if not (_word_only(b) and _word_only(k)):
+            raise GrammarError(msg)
+        accepts.append((len(dfas), len(dfas) + 1))
+        dfas += [b, k]
+    dfa = combine(dfas, lambda f: any(f[i] and (j is None or not f[j]) for i, j in accepts))
+    if dfa.is_empty:
+        raise GrammarError(f"terminal {name}: {pattern!r} matches no string once its lookahead excludes")
+    return dfa
 
 
 def _python_regex_to_dfa(name: str, pattern: str, flags) -> object:
     pattern = _KNOWN.get(pattern, pattern)
-    if "(?<" in pattern.replace("(?<!", "(?<").replace("(?P<", "") or "(?=" in pattern or "(?!" in pattern:
-        if "(?<=" in pattern or "(?<!" in pattern or "(?=" in pattern or "(?!" in pattern:
-            raise GrammarError(f"terminal {name} uses a lookaround assertion ({pattern!r}), which a "
-                               f"finite automaton cannot express")
     pattern = pattern.replace("(?P<", "(?<")
     pattern = _LAZY.sub(r"\1", pattern)
     for f in sorted(flags):
@@ -50,6 +153,8 @@ def _python_regex_to_dfa(name: str, pattern: str, flags) -> object:
         else:
             raise GrammarError(f"terminal {name}: unknown regex flag {f!r}")
     try:
+        if any(a in pattern for a in _LOOKAROUND):
+            return _lookahead_dfa(name, pattern)
         return regex_to_dfa(pattern)
     except PatternError as e:
         raise GrammarError(f"terminal {name}: {e}") from None
