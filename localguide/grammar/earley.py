@@ -62,15 +62,7 @@ class Grammar:
         self.by_lhs: dict[int, list[int]] = {}
         for r, (lhs, _) in enumerate(self.rules):
             self.by_lhs.setdefault(lhs, []).append(self.first_item[r])
-        nullable: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for lhs, rhs in self.rules:
-                if lhs not in nullable and all(s in nullable for s in rhs):
-                    nullable.add(lhs)
-                    changed = True
-        self.nullable = nullable
+        self.nullable = _nullable(self.rules, nt)
         start_rule = next(r for r, (lhs, _) in enumerate(self.rules) if lhs == self.nt_id[START])
         self.accept_item = self.first_item[start_rule] + len(self.rules[start_rule][1])
         self.ignore_mask = 0
@@ -267,6 +259,39 @@ class Grammar:
             st.budget = None
         init = self.initial
         self._table = {_content_key(init.entries): init}
+
+
+def _nullable(rules, n_terminals: int) -> set[int]:
+    """The nonterminals that derive the empty string: each rule counts its symbols not yet
+    known nullable, and a symbol found nullable decrements the rules it occurs in (linear,
+    where passes until nothing changes were quadratic on large schema grammars)."""
+    left = []
+    uses: dict[int, list[int]] = {}
+    work = []
+    for r, (lhs, rhs) in enumerate(rules):
+        k = 0
+        for x in rhs:
+            if x < n_terminals:
+                k = -1
+                break
+            k += 1
+        left.append(k)
+        if k > 0:
+            for x in rhs:
+                uses.setdefault(x, []).append(r)
+        elif k == 0:
+            work.append(lhs)
+    nullable: set[int] = set()
+    while work:
+        a = work.pop()
+        if a in nullable:
+            continue
+        nullable.add(a)
+        for r in uses.get(a, ()):
+            left[r] -= 1
+            if left[r] == 0:
+                work.append(rules[r][0])
+    return nullable
 
 
 def _content_key(entries) -> tuple:

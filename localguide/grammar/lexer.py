@@ -21,6 +21,8 @@ filters by the bytes left (``tree_lim``).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from .. import kernels
@@ -338,32 +340,39 @@ class Scanner:
         self.start = int(a["sc_start"][0])
 
     def _derive(self) -> None:
+        """Per scanner state: the terminals it reads (``live``) and those whose lexeme may end
+        there (``accepts``, ``accept_lists``), from the readings. Sparse: a grammar route of a
+        large JSON schema has some 10⁴ states and 10³ terminals, and this runs at every load."""
         n = len(self.trans)
         nt = self.n_terminals
         off = self.st_off
         rd = self.st_rd
-        st_of = np.repeat(np.arange(n), np.diff(off))
-        terms = self.r_term[rd]
+        st_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(off))
+        terms = self.r_term[rd].astype(np.int64)
         self.rdist = np.zeros(n, np.int32)  # fewest bytes to end the ignored run
         if self.ign >= 0:
             np.maximum.at(self.rdist, st_of, self.r_dist[rd].astype(np.int32))
-        self.live_tab = np.zeros((n, nt), np.bool_)
-        self.live_tab[st_of, terms] = True
-        acc_tab = np.zeros((n, nt), np.bool_)
-        acc = self.r_acc[rd]
-        acc_tab[st_of[acc], terms[acc]] = True
-        self.acc_tab = acc_tab
-        self.live = _bitmasks(self.live_tab)
-        self.accepts = _bitmasks(acc_tab)
+        live_keys = np.unique(st_of * nt + terms)
+        acc_keys = np.unique(st_of[self.r_acc[rd]] * nt + terms[self.r_acc[rd]])
+        self._live_keys = live_keys
+        self.live = _bitmasks(live_keys, n, nt)
+        self.accepts = _bitmasks(acc_keys, n, nt)
         self.acc_offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(acc_tab.sum(axis=1), out=self.acc_offsets[1:])
-        self.acc_terms = np.nonzero(acc_tab)[1].astype(np.int32)
+        np.cumsum(np.bincount(acc_keys // nt, minlength=n), out=self.acc_offsets[1:])
+        self.acc_terms = (acc_keys % nt).astype(np.int32)
         flat = self.acc_terms.tolist()
         bounds = self.acc_offsets.tolist()
         self.accept_lists = [flat[bounds[i]:bounds[i + 1]] for i in range(n)]
         self.is_ignore = np.zeros(nt, np.int8)
         if self.ign >= 0:
             self.is_ignore[self.ign] = 1
+
+    @cached_property
+    def live_tab(self) -> np.ndarray:
+        """``bool[state, terminal]``: the terminals each state reads (for building trees)."""
+        tab = np.zeros((len(self.trans), self.n_terminals), np.bool_)
+        tab.reshape(-1)[self._live_keys] = True
+        return tab
 
     # -- queries ----------------------------------------------------------------------------
     def readings(self, c: int) -> list[tuple[int, int]]:
@@ -383,7 +392,12 @@ class Scanner:
         return len(self.r_term)
 
 
-def _bitmasks(tab: np.ndarray) -> list[int]:
-    """Each row of a boolean table as an int whose bit ``t`` is column ``t``."""
-    packed = np.packbits(tab, axis=1, bitorder="little")
-    return [int.from_bytes(row.tobytes(), "little") for row in packed]
+def _bitmasks(keys: np.ndarray, n: int, nt: int) -> list[int]:
+    """For each of ``n`` rows, the int whose bit ``t`` is set where ``row * nt + t`` is in ``keys``."""
+    nw = (nt + 63) >> 6
+    words = np.zeros(n * nw, np.uint64)
+    np.bitwise_or.at(words, (keys // nt) * nw + ((keys % nt) >> 6),
+                     np.left_shift(np.uint64(1), (keys % nt & 63).astype(np.uint64)))
+    raw = words.astype("<u8").tobytes()
+    step = 8 * nw
+    return [int.from_bytes(raw[i:i + step], "little") for i in range(0, n * step, step)]
