@@ -18,6 +18,8 @@ bitmask of terminals the parser accepts next.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .cfg import CFG, START
 
 
@@ -47,21 +49,26 @@ class Grammar:
         names = cfg.nonterminals()
         self.nt_id = {n: nt + i for i, n in enumerate(names)}
         self.nt_names = names
-        self.rules = []  # (lhs id, rhs ids)
-        for lhs, rhs in cfg.rules:
-            self.rules.append((self.nt_id[lhs], tuple(s if isinstance(s, int) else self.nt_id[s] for s in rhs)))
-        # Dotted items: item k of rule r is first_item[r] + dot.
-        self.first_item = []
-        self.next_sym = []  # symbol after the dot, -1 when complete
-        self.item_lhs = []
-        for lhs, rhs in self.rules:
-            self.first_item.append(len(self.next_sym))
-            for d in range(len(rhs) + 1):
-                self.next_sym.append(rhs[d] if d < len(rhs) else -1)
-                self.item_lhs.append(lhs)
+        nt_id = self.nt_id
+        self.rules = [(nt_id[lhs], tuple(nt_id[x] if x.__class__ is str else x for x in rhs))
+                      for lhs, rhs in cfg.rules]  # (lhs id, rhs ids)
+        # Dotted items: item k of rule r is first_item[r] + dot; built flat (large schema grammars
+        # have 10⁵ items, and this runs at every load).
+        lens = np.fromiter((len(rhs) for _, rhs in self.rules), np.int64, len(self.rules))
+        first = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens + 1, out=first[1:])
+        lhs_ids = np.fromiter((lhs for lhs, _ in self.rules), np.int64, len(self.rules))
+        next_sym = np.full(int(first[-1]), -1, np.int64)  # symbol after the dot, -1 when complete
+        flat = np.fromiter((x for _, rhs in self.rules for x in rhs), np.int64, int(lens.sum()))
+        starts = np.zeros(len(lens), np.int64)  # each rule's first symbol in ``flat``
+        np.cumsum(lens[:-1], out=starts[1:])
+        next_sym[np.repeat(first[:-1] - starts, lens) + np.arange(len(flat))] = flat
+        self.first_item = first[:-1].tolist()
+        self.next_sym = next_sym.tolist()
+        self.item_lhs = np.repeat(lhs_ids, lens + 1).tolist()
         self.by_lhs: dict[int, list[int]] = {}
-        for r, (lhs, _) in enumerate(self.rules):
-            self.by_lhs.setdefault(lhs, []).append(self.first_item[r])
+        for lhs, f in zip(lhs_ids.tolist(), self.first_item):
+            self.by_lhs.setdefault(lhs, []).append(f)
         self.nullable = _nullable(self.rules, nt)
         start_rule = next(r for r, (lhs, _) in enumerate(self.rules) if lhs == self.nt_id[START])
         self.accept_item = self.first_item[start_rule] + len(self.rules[start_rule][1])
@@ -69,6 +76,7 @@ class Grammar:
         for t in cfg.ignore:
             self.ignore_mask |= 1 << t
         self._dstate_ids: dict = {}
+        self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
         self.dstates: list[DState] = []
         self._table: dict = {}
         self._uid = 0
@@ -89,12 +97,13 @@ class Grammar:
                 stack.append(it + 1)
         return frozenset(out)
 
-    def _predict(self, items) -> frozenset:
-        """The items predicted by ``items`` (dot at the start, then over nullables), closed."""
+    def _predict(self, syms) -> frozenset:
+        """The items predicted by the nonterminals ``syms`` after the dots (dot at the start,
+        then over nullables), closed."""
         ns, nt = self.next_sym, self.n_terminals
         out: set = set()
         done: set = set()
-        stack = [ns[it] for it in items if ns[it] >= nt]
+        stack = list(syms)
         while stack:
             sym = stack.pop()
             if sym in done:
@@ -127,9 +136,15 @@ class Grammar:
                     self.accept_item in items, predicted, frozenset(lhs[it] for it in items))
         self.dstates.append(st)
         if not predicted:
-            pred = self._predict(items)
-            if pred:
-                st.pred = self._dstate(pred, True)
+            # the predicted companion depends only on the nonterminals after the dots, which
+            # many kernel states share
+            syms = frozenset(ns[it] for it in items if ns[it] >= nt)
+            if syms:
+                p = self._pred_ids.get(syms)
+                if p is None:
+                    pred = self._predict(syms)
+                    p = self._pred_ids[syms] = self._dstate(pred, True) if pred else -1
+                st.pred = p
         return d
 
     def shifts(self, d: int) -> dict:

@@ -507,9 +507,11 @@ class MaskEngine:
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
         if not self._core_tried:
+            from ..gcpause import paused
             from .arena import CompiledMasks
 
-            self.core = CompiledMasks.build(self.grammar, self)
+            with paused():  # exploring the ε-DFA allocates like a compile (up to 20,000 states)
+                self.core = CompiledMasks.build(self.grammar, self)
             self._core_tried = True
         return self.core
 
