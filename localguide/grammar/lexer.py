@@ -352,8 +352,8 @@ class Scanner:
         self.rdist = np.zeros(n, np.int32)  # fewest bytes to end the ignored run
         if self.ign >= 0:
             np.maximum.at(self.rdist, st_of, self.r_dist[rd].astype(np.int32))
-        live_keys = np.unique(st_of * nt + terms)
-        acc_keys = np.unique(st_of[self.r_acc[rd]] * nt + terms[self.r_acc[rd]])
+        live_keys = _sorted_set(st_of * nt + terms)
+        acc_keys = _sorted_set(st_of[self.r_acc[rd]] * nt + terms[self.r_acc[rd]])
         self._live_keys = live_keys
         self.live = _bitmasks(live_keys, n, nt)
         self.accepts = _bitmasks(acc_keys, n, nt)
@@ -390,6 +390,12 @@ class Scanner:
     @property
     def n_readings(self) -> int:
         return len(self.r_term)
+
+
+def _sorted_set(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)``, whose first call in a process costs some 15 ms of set-up."""
+    a = np.sort(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
 def _bitmasks(keys: np.ndarray, n: int, nt: int) -> list[int]:
