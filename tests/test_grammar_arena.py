@@ -110,6 +110,31 @@ def test_flush_resets_the_arena(smollm2, smollm2_vocab):
         assert core.mask_key(p, c) == idx.engine.mask_key_python(p, c)
 
 
+def test_bitsets_after_a_flush_equal_the_ids(smollm2, smollm2_vocab):
+    """A flush frees the rows of the large groups' bitsets; refilled for other groups, a row
+    holds only theirs (a reused row once kept the old group's bits: unsound masks)."""
+    from localguide.grammar.masks import bits_ids
+
+    idx = lazy_index("sql", smollm2_vocab)
+    eng = idx.engine
+    g = idx.guide()
+    keys = []
+    for t in tokenize(smollm2, "SELECT a, b FROM t WHERE a > 1 ORDER BY b"):
+        g.sampler_mask()
+        keys.append(idx._mask_key(g.state))
+        g.advance(t)
+    big = max(64, eng.vocab_size >> 6)
+    large = sorted({k for key in keys for k in key if eng.grp_off_l[k + 1] - eng.grp_off_l[k] >= big})
+    assert len(large) >= 2
+    small = next(k for key in keys for k in key if k not in large)
+    for order in (large, large[::-1]):  # rows refilled in another order after the flush
+        idx.flush()
+        for k in order:
+            eng.bits_of((k,))  # gives the group its row
+            key = tuple(sorted((k, small)))  # made with the row
+            assert bits_ids(eng.bits_of(key)).tolist() == eng.union_of(key).tolist()
+
+
 def test_large_grammars_keep_the_python_path(smollm2, smollm2_vocab, monkeypatch):
     want = lazy_index("sql", smollm2_vocab)
     h = want.guide()

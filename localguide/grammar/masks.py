@@ -557,6 +557,7 @@ class MaskEngine:
                 if self._n_gw == len(self._gw):
                     self._gw = np.concatenate([self._gw, np.zeros((max(8, self._n_gw), self.n_words), np.uint64)])
                 row = self._gw[self._n_gw]
+                row[:] = 0  # after a flush, rows are reused: union_bits ors into what is there
                 kernels.union_bits(np.array([g], np.int64), self.grp_off, self.grp_tok, self.vocab_size + 1,
                                    self._g_row, self._gw, row)
                 self._g_row[g] = self._n_gw
