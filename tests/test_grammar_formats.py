@@ -210,6 +210,16 @@ def test_readings_that_differ_only_in_the_past_share_a_configuration():
     assert most <= 4 and idx.matches(text.decode()) and not idx.matches(text.decode() + ")")
 
 
+def test_parses_that_agree_on_what_is_left_share_a_configuration():
+    """``SELECT DISTINCT city FROM`` reads with the keyword, or as column ``distinct`` aliased
+    ``city``: different rules, but once both are at ``FROM . from_list ...`` the items have the
+    same left-hand side and the same symbols after the dot, and are one item."""
+    idx = compiled("sql")
+    for text in ("SELECT DISTINCT city FROM t WHERE x", "SELECT DISTINCT city FROM (SELECT city FROM t WHERE x"):
+        assert len(idx.step_bytes(idx.initial, text.encode()).configs) == 1, text
+    assert idx.matches("SELECT DISTINCT city FROM t WHERE x") and idx.matches("SELECT distinct FROM t")
+
+
 def test_every_shipped_grammar_has_samples_and_compiles():
     shipped = list_grammars()
     assert set(SAMPLES) == set(shipped)

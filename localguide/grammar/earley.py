@@ -75,6 +75,8 @@ class Grammar:
         self.ignore_mask = 0
         for t in cfg.ignore:
             self.ignore_mask |= 1 << t
+        self._canon: dict = {0: 0}  # item -> its canonical item (``_canonical``); item 0 is its own
+        self._by_suffix: dict = {(self.item_lhs[0], tuple(self.next_sym[:self.next_sym.index(-1)])): 0}
         self._dstate_ids: dict = {}
         self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
         self.dstates: list[DState] = []
@@ -95,7 +97,20 @@ class Grammar:
             if ns[it] in nullable and it + 1 not in out:
                 out.add(it + 1)
                 stack.append(it + 1)
-        return frozenset(out)
+        canon = self._canon
+        return frozenset([canon.get(it) or self._canonical(it) for it in out])
+
+    def _canonical(self, it: int) -> int:
+        """The item that stands for every item with ``it``'s left-hand side and the same symbols
+        after the dot: their futures are the same, so the ε-DFA keeps one of them. Sets then
+        merge as soon as what told two parses apart is behind the dot (``SELECT DISTINCT x FROM``
+        read with the keyword, or with a column ``distinct`` aliased ``x``)."""
+        ns = self.next_sym
+        j = it
+        while ns[j] >= 0:
+            j += 1
+        c = self._canon[it] = self._by_suffix.setdefault((self.item_lhs[it], tuple(ns[it:j])), it)
+        return c
 
     def _predict(self, syms) -> frozenset:
         """The items predicted by the nonterminals ``syms`` after the dots (dot at the start,
