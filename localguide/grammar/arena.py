@@ -111,10 +111,7 @@ class CompiledMasks:
         self.n_words = tables[0].shape[1]
         self.ign = engine.ign
         sc = engine.scanner
-        tab = np.packbits(sc.live_tab, axis=1, bitorder="little")
-        live = np.zeros((tab.shape[0], 8 * self.n_words), np.uint8)
-        live[:, :tab.shape[1]] = tab
-        self.live_w = live.view("<u8").astype(np.uint64)
+        self.live_w = sc.live_w
         self.readings = (sc.tree_of.astype(np.int64), sc.tree_lim.astype(np.int64), sc.r_term.astype(np.int64),
                          sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
         self._T = None

@@ -75,8 +75,8 @@ class Grammar:
         self.ignore_mask = 0
         for t in cfg.ignore:
             self.ignore_mask |= 1 << t
-        self._canon: dict = {0: 0}  # item -> its canonical item (``_canonical``); item 0 is its own
-        self._by_suffix: dict = {(self.item_lhs[0], tuple(self.next_sym[:self.next_sym.index(-1)])): 0}
+        self._canon: dict = {}  # item -> its canonical item (``_canonical``)
+        self._by_suffix: dict = {}  # (lhs, symbols after the dot) -> canonical item
         self._dstate_ids: dict = {}
         self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
         self.dstates: list[DState] = []
@@ -97,8 +97,8 @@ class Grammar:
             if ns[it] in nullable and it + 1 not in out:
                 out.add(it + 1)
                 stack.append(it + 1)
-        canon = self._canon
-        return frozenset([canon.get(it) or self._canonical(it) for it in out])
+        canon, canonical = self._canon, self._canonical
+        return frozenset([c if (c := canon.get(it)) is not None else canonical(it) for it in out])
 
     def _canonical(self, it: int) -> int:
         """The item that stands for every item with ``it``'s left-hand side and the same symbols

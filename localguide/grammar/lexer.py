@@ -352,11 +352,12 @@ class Scanner:
         self.rdist = np.zeros(n, np.int32)  # fewest bytes to end the ignored run
         if self.ign >= 0:
             np.maximum.at(self.rdist, st_of, self.r_dist[rd].astype(np.int32))
+        acc = self.r_acc[rd]
         live_keys = _sorted_set(st_of * nt + terms)
-        acc_keys = _sorted_set(st_of[self.r_acc[rd]] * nt + terms[self.r_acc[rd]])
+        acc_keys = _sorted_set(st_of[acc] * nt + terms[acc])
         self._live_keys = live_keys
-        self.live = _bitmasks(live_keys, n, nt)
-        self.accepts = _bitmasks(acc_keys, n, nt)
+        self.live_w, self.live = _bitmasks(live_keys, n, nt)
+        self.accepts = _bitmasks(acc_keys, n, nt)[1]
         self.acc_offsets = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(acc_keys // nt, minlength=n), out=self.acc_offsets[1:])
         self.acc_terms = (acc_keys % nt).astype(np.int32)
@@ -398,12 +399,13 @@ def _sorted_set(a: np.ndarray) -> np.ndarray:
     return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
-def _bitmasks(keys: np.ndarray, n: int, nt: int) -> list[int]:
-    """For each of ``n`` rows, the int whose bit ``t`` is set where ``row * nt + t`` is in ``keys``."""
-    nw = (nt + 63) >> 6
+def _bitmasks(keys: np.ndarray, n: int, nt: int) -> tuple[np.ndarray, list[int]]:
+    """For each of ``n`` rows, the terminals ``t`` with ``row * nt + t`` in ``keys``: as
+    ``uint64[n, words]`` (bit ``t`` of word ``t >> 6``) and as ints whose bit ``t`` is set."""
+    nw = max(1, (nt + 63) >> 6)
+    t = keys % nt
     words = np.zeros(n * nw, np.uint64)
-    np.bitwise_or.at(words, (keys // nt) * nw + ((keys % nt) >> 6),
-                     np.left_shift(np.uint64(1), (keys % nt & 63).astype(np.uint64)))
+    np.bitwise_or.at(words, (keys // nt) * nw + (t >> 6), np.left_shift(np.uint64(1), (t & 63).astype(np.uint64)))
     raw = words.astype("<u8").tobytes()
     step = 8 * nw
-    return [int.from_bytes(raw[i:i + step], "little") for i in range(0, n * step, step)]
+    return words.reshape(n, nw), [int.from_bytes(raw[i:i + step], "little") for i in range(0, n * step, step)]

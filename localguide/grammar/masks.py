@@ -442,15 +442,7 @@ class MaskEngine:
     def mask_key(self, p, c: int) -> tuple:
         """The groups (and unresolved tokens) that make ``mask(p, c)``: a sorted tuple."""
         k = p.masks.get(c)
-        return k if k is not None else self.mask_keys(((p, c),))[0]
-
-    def mask_keys(self, configs) -> list:
-        """``mask_key`` of each (parser state, scanner state) of ``configs``.
-
-        Those not cached come from the compiled path, all in one call, except where the
-        Python walks are done already (budget bounds) or the compiled path declines.
-        """
-        return self._keys(configs)[0]
+        return k if k is not None else self._keys(((p, c),))[0][0]
 
     def union_key(self, configs) -> tuple:
         """The union of the ``mask_key``s of ``configs`` (a guide state's mask), sorted."""
@@ -460,7 +452,9 @@ class MaskEngine:
         return union
 
     def _keys(self, configs) -> tuple:
-        """(``mask_keys(configs)``, their union when the compiled path computed it, else None)."""
+        """(``mask_key`` of each configuration, their union when the compiled path computed it,
+        else None). Those not cached come from the compiled path, all in one call, except where
+        the Python walks are done already (budget bounds) or the compiled path declines."""
         out = [p.masks.get(c) for p, c in configs]
         todo = [i for i, k in enumerate(out) if k is None]
         if not todo:
