@@ -319,15 +319,22 @@ def test_keep_in_id_order_equals_twin(case):
     """The one-pass compaction: the twin's result on id-ordered rows, -1 as soon as a row it
     reads or overwrites is out of place (the array is then not llama.cpp's fresh one)."""
     data, allowed = case
+    _agree_in_id_order(kernels.keep_in_id_order, kernels.py_keep_in_id_order, kernels.py_keep_candidates,
+                       data, allowed)
+
+
+def _agree_in_id_order(fast, twin, reference, data, mask) -> None:
+    """``fast`` and its ``twin`` keep the same rows or both give -1; kept rows are those of the
+    plain ``reference`` compaction."""
     d1, d2 = data.copy(), data.copy()
-    k1 = kernels.keep_in_id_order(d1, allowed)
-    k2 = kernels.py_keep_in_id_order(d2, allowed)
+    k1 = fast(d1, mask)
+    k2 = twin(d2, mask)
     assert k1 == k2
     if k1 >= 0:
         np.testing.assert_array_equal(d1[:k1], d2[:k2])
-        twin = data.copy()
-        assert kernels.py_keep_candidates(twin, allowed) == k1
-        np.testing.assert_array_equal(d1[:k1], twin[:k1])
+        ref = data.copy()
+        assert reference(ref, mask) == k1
+        np.testing.assert_array_equal(d1[:k1], ref[:k1])
 
 
 def test_mask_candidates_at_refuses_an_array_out_of_id_order():
@@ -592,16 +599,8 @@ def test_keep_bits_in_id_order_equals_twin(case):
     """The sampler's bitset compaction visits only the set bits: the twin's result on id-ordered
     rows, -1 as soon as a row it reads or overwrites is out of place."""
     data, allowed = case
-    words = bitset(allowed.tolist(), len(data) + 71)
-    d1, d2 = data.copy(), data.copy()
-    k1 = kernels.keep_bits_in_id_order(d1, words)
-    k2 = kernels.py_keep_bits_in_id_order(d2, words)
-    assert k1 == k2
-    if k1 >= 0:
-        np.testing.assert_array_equal(d1[:k1], d2[:k2])
-        twin = data.copy()
-        assert kernels.py_keep_bits(twin, words) == k1
-        np.testing.assert_array_equal(d1[:k1], twin[:k1])
+    _agree_in_id_order(kernels.keep_bits_in_id_order, kernels.py_keep_bits_in_id_order, kernels.py_keep_bits,
+                       data, bitset(allowed.tolist(), len(data) + 71))
 
 
 def test_mask_candidates_bits_refuses_an_array_out_of_id_order():
