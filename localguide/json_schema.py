@@ -276,7 +276,10 @@ def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursio
     # again: an error would have kept it from being stored. On a miss, build_automaton raises
     # the schema's errors.
     description = "JSON schema"
-    grammar_path = cache.key_path("json_schema_grammar", str(GRAMMAR_FORMAT), key, vocabulary.fingerprint)
+    from .grammar.compiled import FORMAT as ARRAYS_FORMAT
+
+    grammar_path = cache.key_path("json_schema_grammar", f"{GRAMMAR_FORMAT}.{ARRAYS_FORMAT}", key,
+                                  vocabulary.fingerprint)
     if cache.available(grammar_path):  # a corrupt file is rebuilt
         return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
                               vocabulary, description, lazy is not False)

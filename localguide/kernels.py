@@ -1602,8 +1602,10 @@ def union_groups(grp_off, grp_tok, gids, extra, marks):
     and of ``extra``.
 
     ``marks`` is scratch, one byte per token, all zero (and left so). A small union is
-    sorted; a large one is read off the marks in one pass over the vocabulary.
+    sorted; a large one is read off the marks in one pass over the vocabulary. Ids outside
+    the vocabulary are left out: a damaged cache file is not scanned whole at load.
     """
+    nv = len(marks)
     total = len(extra)
     for k in range(len(gids)):
         total += grp_off[gids[k] + 1] - grp_off[gids[k]]
@@ -1613,13 +1615,13 @@ def union_groups(grp_off, grp_tok, gids, extra, marks):
         g = gids[k]
         for i in range(grp_off[g], grp_off[g + 1]):
             t = grp_tok[i]
-            if marks[t] == 0:
+            if 0 <= t < nv and marks[t] == 0:
                 marks[t] = 1
                 buf[n] = t
                 n += 1
     for k in range(len(extra)):
         t = extra[k]
-        if marks[t] == 0:
+        if 0 <= t < nv and marks[t] == 0:
             marks[t] = 1
             buf[n] = t
             n += 1
@@ -1667,7 +1669,8 @@ def _radix_sort(a, bound):
 def py_union_groups(grp_off, grp_tok, gids, extra, marks):
     """Twin of ``union_groups``."""
     parts = [grp_tok[grp_off[g]:grp_off[g + 1]] for g in gids] + [np.asarray(extra, np.int32)]
-    return np.unique(np.concatenate(parts)).astype(np.int32)
+    out = np.unique(np.concatenate(parts)).astype(np.int32)
+    return out[(out >= 0) & (out < len(marks))]
 
 
 # --- grammar scanner: subset construction over terminal readings -----------------
@@ -2487,6 +2490,7 @@ def union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
 
     A group of at least ``big_min`` tokens is or-ed in from its bitset, row ``g_row[g]`` of
     ``gw``, when it has one; returns the large groups that have none yet (set token by token).
+    Ids past ``out``'s bits are left out (as in ``union_groups``).
     """
     missing = []
     nw = len(out)
@@ -2507,7 +2511,8 @@ def union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
             missing.append(g)
         for i in range(lo, hi):
             t = grp_tok[i]
-            out[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+            if 0 <= t and t >> 6 < nw:
+                out[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
     return np.array(missing, np.int64)
 
 
@@ -2525,7 +2530,8 @@ def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
                 missing.append(g)
             toks = grp_tok[grp_off[g]:grp_off[g + 1]].tolist()
         for t in toks:
-            out[t >> 6] = int(out[t >> 6]) | (1 << (t & 63))
+            if 0 <= t < 64 * len(out):
+                out[t >> 6] = int(out[t >> 6]) | (1 << (t & 63))
     return np.array(missing, np.int64)
 
 

@@ -249,3 +249,52 @@ def test_save_later_failure_leaves_no_file(fresh_cache):
         cache.save_later(path, make)
         cache.flush()
     assert not path.exists() and cache.load_checked(path) is None
+
+
+def _grammar_files(d):
+    cache.flush()
+    return sorted(p for p in d.iterdir() if p.name.startswith("grammar-"))
+
+
+def test_grammar_cache_with_broken_trees_is_rebuilt(fresh_cache, vocab):
+    """A grammar cache file whose trees point outside themselves is reported and rebuilt."""
+    from localguide.grammar import compile_grammar, sources
+
+    sources._COMPILED.clear()
+    original = compile_grammar("arithmetic", vocab, lazy=False)
+    want = original.guide().allowed_token_ids().tolist()
+    (path,) = _grammar_files(fresh_cache)
+    arrays = {k: np.array(v) for k, v in cache.load(path).items()}
+    arrays["tr_ch_node"][0] = len(arrays["tr_node_grp"]) + 5
+    cache.save(path, arrays)
+    sources._COMPILED.clear()
+    with pytest.warns(RuntimeWarning, match="corrupt"):
+        rebuilt = compile_grammar("arithmetic", vocab, lazy=False)
+    assert rebuilt.guide().allowed_token_ids().tolist() == want
+    sources._COMPILED.clear()
+
+
+def test_grammar_cache_token_ids_outside_the_vocabulary_are_left_out(fresh_cache, vocab):
+    """Group tokens are not scanned at load (10⁷ ids on a large vocabulary): an id outside the
+    vocabulary in a damaged file never reaches a mask, and the rest of the mask stands."""
+    from localguide.grammar import compile_grammar, sources
+
+    sources._COMPILED.clear()
+    original = compile_grammar("arithmetic", vocab, lazy=False)
+    g = original.guide()
+    want = g.allowed_token_ids().tolist()
+    (path,) = _grammar_files(fresh_cache)
+    arrays = {k: np.array(v) for k, v in cache.load(path).items()}
+    tok = arrays["tr_grp_tok"]
+    gone = want[:2] + want[-1:]
+    for t, bad in zip(gone, [vocab.size + 7, -3, vocab.size]):
+        tok[tok == t] = bad  # every group that held t now holds a damaged id
+    cache.save(path, arrays)
+    sources._COMPILED.clear()
+    damaged = compile_grammar("arithmetic", vocab, lazy=False)
+    assert damaged.guide().allowed_token_ids().tolist() == [t for t in want if t not in gone]
+    bits = damaged.guide().sampler_mask()[0]
+    assert bits.dtype == np.uint64 and len(bits) == (vocab.size + 63) // 64
+    on = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
+    assert on.tolist() == [t for t in want if t not in gone]
+    sources._COMPILED.clear()

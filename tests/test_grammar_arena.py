@@ -49,7 +49,7 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
             for r in eng.state_readings(c):
                 if (al >> eng.r_term[r]) & 1:
                     for gid, node in zip(*eng.kept_nodes(p, r)):
-                        b = comp.node_cost(node, eng.grp_state_l[gid])
+                        b = comp.node_cost(node, eng.group_state(gid))
                         best[gid] = min(b, best.get(gid, b))
         return sorted((b, gid) for gid, b in best.items())
 
@@ -124,7 +124,7 @@ def test_bitsets_after_a_flush_equal_the_ids(smollm2, smollm2_vocab):
         keys.append(idx._mask_key(g.state))
         g.advance(t)
     big = max(64, eng.vocab_size >> 6)
-    large = sorted({k for key in keys for k in key if eng.grp_off_l[k + 1] - eng.grp_off_l[k] >= big})
+    large = sorted({k for key in keys for k in key if eng.grp_off[k + 1] - eng.grp_off[k] >= big})
     assert len(large) >= 2
     small = next(k for key in keys for k in key if k not in large)
     for order in (large, large[::-1]):  # rows refilled in another order after the flush
@@ -147,3 +147,33 @@ def test_large_grammars_keep_the_python_path(smollm2, smollm2_vocab, monkeypatch
         g.advance(t)
         h.advance(t)
     assert idx.engine.core is None and want.engine.core is not None
+
+
+@pytest.mark.parametrize("name", ["json", "sql", "c", "yaml"])
+def test_cached_dfa_equals_the_explored_one(smollm2, smollm2_vocab, name):
+    """The ε-DFA kept in the cache file reads back state for state as the one explored, and
+    a loaded index walks a sample without building a state (nor exploring again)."""
+    from localguide.grammar.earley import Grammar
+
+    fresh = lazy_index(name, smollm2_vocab)
+    arrays = fresh.arrays()
+    assert len(arrays["dfa_pred"]) == len(fresh.grammar.dstates) > 10
+    loaded = GrammarIndex.from_arrays(arrays, smollm2_vocab)
+    g0, g1 = fresh.grammar, loaded.grammar
+    assert g1.nullable == g0.nullable and g1.accept_item == g0.accept_item
+    for d in range(len(g0.dstates)):
+        a, b = g0.dstates[d], g1.dstates[d]
+        for slot in ("items", "shift", "complete", "allowed", "pred", "accept", "is_pred", "lhs"):
+            assert getattr(a, slot) == getattr(b, slot), (d, slot)
+    made = []
+    real = Grammar._dstate
+    Grammar._dstate = lambda self, *a: made.append(a) or real(self, *a)
+    try:
+        g, h = loaded.guide(), fresh.guide()
+        for t in tokenize(smollm2, SAMPLES[name][0][0]):
+            assert g.allowed_token_ids().tolist() == h.allowed_token_ids().tolist()
+            g.advance(t)
+            h.advance(t)
+    finally:
+        Grammar._dstate = real
+    assert g.is_accepting() and made == [] and loaded.engine.core is not None

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import kernels
+from .earley import int_words
 
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
@@ -34,11 +35,6 @@ class Walk(NamedTuple):
     bounds: list | None  # each one's ``GrammarIndex.budget_bound`` (with ``bounds``), or None
     union: tuple | None  # the keys' union, the guide state's mask key
     costs: list | None  # ``GrammarIndex.budget_info``'s sorted (bound, group) pairs (with ``costs``)
-
-
-def _words(x: int, n: int) -> np.ndarray:
-    """Bit mask ``x`` as ``n`` little-endian 64-bit words."""
-    return np.frombuffer(x.to_bytes(8 * n, "little"), "<u8").astype(np.uint64)
 
 
 def budget_tables(grammar, completer, scanner) -> tuple:
@@ -118,7 +114,7 @@ class CompiledMasks:
         self._T_version = -1
         self._gmarks = np.zeros(0, np.uint8)
         self._gcost = np.zeros(0, np.int64)  # scratch of ``kernels.earley_masks``: all BUDGET_BIG
-        self.n_nt = len(grammar.nt_names)
+        self.n_nt = grammar.n_nonterminals
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
         self.reset()
@@ -127,31 +123,12 @@ class CompiledMasks:
     @classmethod
     def build(cls, grammar, engine) -> "CompiledMasks | None":
         """The compiled path for ``grammar``, or None when its ε-DFA is too large to explore up front."""
-        if len(grammar.rules) > MAX_RULES:
+        if grammar.n_rules > MAX_RULES or not grammar.explore(MAX_DSTATES):
             return None
-        ds = grammar.dstates
-        i = 0
-        while i < len(ds):
-            grammar.shifts(i)
-            i += 1
-            if len(ds) > MAX_DSTATES:
-                return None
-        w = max(1, (grammar.n_terminals + 63) // 64)
-        n = len(ds)
-        d_allowed = np.zeros((n, w), np.uint64)
-        comp, comp_off, sh_sym, sh_to, sh_off = [], [0], [], [], [0]
-        for d, st in enumerate(ds):
-            if st.allowed:
-                d_allowed[d] = _words(st.allowed, w)
-            comp += st.complete
-            comp_off.append(len(comp))
-            for sym, to in sorted(st.shift.items()):
-                sh_sym.append(sym)
-                sh_to.append(to)
-            sh_off.append(len(sh_sym))
-        tables = (d_allowed, np.array([st.pred for st in ds], np.int64), np.array(comp_off, np.int64),
-                  np.array(comp, np.int64), np.array(sh_off, np.int64), np.array(sh_sym, np.int64),
-                  np.array(sh_to, np.int64), _words(grammar.ignore_mask, w))
+        t = grammar.dfa_tables()
+        w = t["dfa_allowed"].shape[1]
+        tables = (t["dfa_allowed"], t["dfa_pred"], t["dfa_comp_off"], t["dfa_comp"], t["dfa_sh_off"], t["dfa_sh_sym"],
+                  t["dfa_sh_to"], int_words(grammar.ignore_mask, w))
         return cls(grammar, engine, tables)
 
     # -- the arena ---------------------------------------------------------------------
@@ -211,9 +188,7 @@ class CompiledMasks:
         eng = self.engine
         if self._T_version != eng.version:
             with eng._install_lock:
-                n_nodes = len(eng.node_grp) - 1
-                n_edges = len(eng.ch_term)
-                n_grp = len(eng.grp_live)
+                n_nodes, n_edges, n_grp = eng.n_nodes, eng.n_edges, eng.n_grp
                 # The roots are copied with the lengths: a tree that another thread installs
                 # later must not show through before its arrays do.
                 self._T = (eng.a_ch_off[:n_nodes + 1], eng.a_ch_term[:n_edges], eng.a_ch_node[:n_edges],

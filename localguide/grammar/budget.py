@@ -371,8 +371,8 @@ class Completer:
             live = 0
             sfx = 0
             for g in eng.node_groups(s):
-                live |= eng.grp_live[g]
-                for _, w in self.lexeme_suffix(eng.grp_state_l[g]):
+                live |= eng.scanner.live[eng.group_state(g)]
+                for _, w in self.lexeme_suffix(eng.group_state(g)):
                     sfx = max(sfx, len(w))
             info = self._node_info[s] = (live, sfx)
         live, sfx = info

@@ -51,6 +51,17 @@ class CFG:
             seen.setdefault(lhs, None)
         return list(seen)
 
+    def rule_arrays(self) -> tuple:
+        """The rules as arrays: (number of nonterminals, each rule's left-hand side, each
+        right-hand side's length, the right-hand sides' symbols in one array, the start).
+        Nonterminals are indexes into ``nonterminals()``; in the right-hand sides a terminal
+        is its index and nonterminal ``i`` is ``-1 - i``."""
+        nts = self.nonterminals()
+        nt_id = {n: i for i, n in enumerate(nts)}
+        rhs = [s if isinstance(s, int) else -1 - nt_id[s] for _, r in self.rules for s in r]
+        return (len(nts), np.array([nt_id[lhs] for lhs, _ in self.rules], np.int64),
+                np.array([len(r) for _, r in self.rules], np.int64), np.array(rhs, np.int64), nt_id[self.start])
+
 
 def literal_dfa(text: str, ignore_case: bool = False) -> ByteDFA:
     """The DFA of exactly ``text`` (UTF-8), case-insensitively if asked."""

@@ -17,11 +17,14 @@ rebuilds the index from them without parsing the grammar or walking the vocabula
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from ..automaton import ByteDFA
+from . import arena
 from .cfg import CFG, Terminal
-from .earley import Grammar
+from .earley import DFA_KEYS, Grammar
 from .errors import GrammarError
 from .lexer import Scanner
 from .masks import TREE_KEYS, MaskEngine, bits_with, build_trees
@@ -32,10 +35,10 @@ MAX_CONFIGS = 4096
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
 MAX_CACHED_STATES = 100_000
 MAX_CACHED_MASK_BYTES = 256 << 20
-FORMAT = 2  # of the cached arrays
+FORMAT = 3  # of the cached arrays
 ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
               "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
-              "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start") + TREE_KEYS
+              "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start", "g_nullable") + TREE_KEYS + DFA_KEYS
 
 
 class GState:
@@ -68,7 +71,7 @@ class GrammarIndex:
         now (``complete()`` builds the rest; ``arrays()`` does it first).
         """
         self.cfg = cfg
-        self.grammar = Grammar(cfg)
+        self.grammar = Grammar(cfg, arrays)
         self.scanner = Scanner(self.grammar, arrays=arrays)
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
@@ -104,6 +107,8 @@ class GrammarIndex:
         """Everything needed to rebuild this index (``from_arrays``), as numpy arrays; completes the trees."""
         out = {"format": np.array([FORMAT])}
         out.update(cfg_arrays(self.cfg))
+        g = self.grammar
+        out.update(g.arrays(arena.MAX_DSTATES if g.n_rules <= arena.MAX_RULES else 0))
         out.update(self.scanner.arrays())
         out.update(self.engine.tree_arrays())
         return out
@@ -113,18 +118,34 @@ class GrammarIndex:
         self.engine.complete()
 
     @classmethod
-    def from_arrays(cls, arrays: dict, vocabulary, description: str = "grammar") -> "GrammarIndex":
-        if not cls.arrays_ok(arrays, vocabulary):
+    def from_arrays(cls, arrays: dict, vocabulary, description: str = "grammar",
+                    checked: bool = False) -> "GrammarIndex":
+        """The index of ``arrays()`` (``checked``: ``arrays_ok`` already passed)."""
+        if not checked and not cls.arrays_ok(arrays, vocabulary):
             raise ValueError("not the arrays of a compiled grammar for this vocabulary")
-        return cls(cfg_from_arrays(arrays), vocabulary, description, arrays)
+        return cls(ArrayCFG(arrays), vocabulary, description, arrays)
 
     @staticmethod
     def arrays_ok(arrays: dict, vocabulary) -> bool:
-        """A cheap sanity check of cached arrays (format, completeness, token range)."""
+        """A cheap sanity check of cached arrays: format, completeness, and the trees' structure
+        (offsets in order and in range). The tokens of the groups, 10⁷ ids on a large vocabulary,
+        are not scanned here: the kernels that read them leave out ids outside the vocabulary."""
         if int(arrays["format"][0]) != FORMAT or not all(k in arrays for k in ARRAY_KEYS):
             return False
-        tok = arrays["tr_grp_tok"]
-        return len(tok) == 0 or (int(tok.max()) < vocabulary.size and int(tok.min()) >= 0)
+        a = arrays
+        n_nodes, n_edges, n_grp = len(a["tr_node_grp"]) - 1, len(a["tr_ch_term"]), len(a["tr_grp_state"])
+
+        def offsets(x, n, end) -> bool:
+            return len(x) == n + 1 and int(x[0]) == 0 and int(x[-1]) == end and bool((np.diff(x) >= 0).all())
+
+        def within(x, n) -> bool:
+            return len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < n)
+
+        unres = a["tr_unres_tok"]
+        return (a["tr_grp_tok"].dtype == np.int32 and offsets(a["tr_ch_off"], n_nodes, n_edges)
+                and offsets(a["tr_node_grp"], n_nodes, n_grp) and offsets(a["tr_grp_off"], n_grp, len(a["tr_grp_tok"]))
+                and within(a["tr_ch_node"], n_nodes) and within(a["tr_seq"][:-1], n_nodes)
+                and within(unres, vocabulary.size) and within(a["tr_grp_state"], len(a["sc_trans"])))
 
     # -- guide states ---------------------------------------------------------------
     def _intern(self, configs: dict) -> GState:
@@ -334,7 +355,7 @@ class GrammarIndex:
                             nxt = self.step_bytes(st, self.vocabulary[-1 - g])
                             b = comp.cost(comp.state_completion(nxt)) if nxt is not None else big
                         else:
-                            b = comp.node_cost(node, eng.grp_state_l[g])
+                            b = comp.node_cost(node, eng.group_state(g))
                         if g not in best or b < best[g]:
                             best[g] = b
             pairs = sorted((b, g) for g, b in best.items())
@@ -374,20 +395,18 @@ class GrammarIndex:
 # -- the grammar as arrays ------------------------------------------------------------------
 
 def cfg_arrays(cfg: CFG) -> dict:
-    nts = cfg.nonterminals()
-    nt_id = {n: i for i, n in enumerate(nts)}
-    rhs = [s if isinstance(s, int) else -1 - nt_id[s] for _, r in cfg.rules for s in r]
+    n_nt, lhs, lens, rhs, start = cfg.rule_arrays()
     sizes = [t.dfa.n_states for t in cfg.terminals]
     return {
         "cfg_term_names": np.array([t.name for t in cfg.terminals] or [""], dtype=str),
         "cfg_term_sizes": np.array(sizes, np.int64),
         "cfg_term_trans": np.concatenate([t.dfa.transitions for t in cfg.terminals]).astype(np.int32),
         "cfg_term_acc": np.concatenate([t.dfa.accepting for t in cfg.terminals]).astype(bool),
-        "cfg_nts": np.array(nts, dtype=str),
-        "cfg_lhs": np.array([nt_id[lhs] for lhs, _ in cfg.rules], np.int64),
-        "cfg_rhs_len": np.array([len(r) for _, r in cfg.rules], np.int64),
-        "cfg_rhs": np.array(rhs, np.int64),
-        "cfg_start": np.array([nt_id[cfg.start]], np.int64),
+        "cfg_nts": np.array(cfg.nonterminals(), dtype=str),
+        "cfg_lhs": lhs,
+        "cfg_rhs_len": lens,
+        "cfg_rhs": rhs,
+        "cfg_start": np.array([start], np.int64),
         "cfg_ignore": np.array(sorted(cfg.ignore), np.int64),
         "cfg_source": np.array([cfg.source], dtype=str),
         "cfg_max_run": np.array([-1 if cfg.max_ignored_run is None else cfg.max_ignored_run], np.int64),
@@ -396,23 +415,48 @@ def cfg_arrays(cfg: CFG) -> dict:
     }
 
 
-def cfg_from_arrays(a: dict) -> CFG:
-    names = a["cfg_term_names"].tolist()
-    sizes = a["cfg_term_sizes"].tolist()
-    trans, acc = a["cfg_term_trans"], a["cfg_term_acc"]
-    terminals = []
-    pos = 0
-    for name, k in zip(names, sizes):
-        terminals.append(Terminal(name, ByteDFA(trans[pos:pos + k], acc[pos:pos + k])))
-        pos += k
-    nts = a["cfg_nts"].tolist()
-    rhs_all = a["cfg_rhs"].tolist()
-    rules = []
-    pos = 0
-    for lhs, k in zip(a["cfg_lhs"].tolist(), a["cfg_rhs_len"].tolist()):
-        rules.append((nts[lhs], tuple(s if s >= 0 else nts[-1 - s] for s in rhs_all[pos:pos + k])))
-        pos += k
-    max_run = int(a["cfg_max_run"][0])
-    labels = a["cfg_ign_labels"]
-    return CFG(terminals, rules, nts[int(a["cfg_start"][0])], frozenset(a["cfg_ignore"].tolist()),
-               str(a["cfg_source"][0]), None if max_run < 0 else max_run, labels if len(labels) else None)
+class ArrayCFG(CFG):
+    """The ``CFG`` of ``cfg_arrays``: terminals now; names and rules, which take 0.1 s on a
+    large schema grammar and which a loaded index rarely needs, when first asked for."""
+
+    def __init__(self, a: dict):
+        self._a = a
+        sizes = a["cfg_term_sizes"].tolist()
+        # plain arrays: slicing a memory-mapped one costs microseconds each, and there are 10³ terminals
+        trans, acc = a["cfg_term_trans"].view(np.ndarray), a["cfg_term_acc"].view(np.ndarray)
+        bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+        names = a["cfg_term_names"].tolist()
+        self.terminals = [Terminal(names[i], ByteDFA(trans[bounds[i]:bounds[i + 1]], acc[bounds[i]:bounds[i + 1]]))
+                          for i in range(len(sizes))]
+        self.ignore = frozenset(a["cfg_ignore"].tolist())
+        self.source = str(a["cfg_source"][0])
+        max_run = int(a["cfg_max_run"][0])
+        self.max_ignored_run = None if max_run < 0 else max_run
+        labels = a["cfg_ign_labels"]
+        self.ignore_labels = labels if len(labels) else None
+
+    @cached_property
+    def _nts(self) -> list[str]:
+        return self._a["cfg_nts"].tolist()
+
+    @property
+    def start(self) -> str:
+        return self._nts[int(self._a["cfg_start"][0])]
+
+    def nonterminals(self) -> list[str]:
+        return list(self._nts)
+
+    @cached_property
+    def rules(self) -> list[tuple[str, tuple]]:
+        nts = self._nts
+        rhs_all = self._a["cfg_rhs"].tolist()
+        rules = []
+        pos = 0
+        for lhs, k in zip(self._a["cfg_lhs"].tolist(), self._a["cfg_rhs_len"].tolist()):
+            rules.append((nts[lhs], tuple(s if s >= 0 else nts[-1 - s] for s in rhs_all[pos:pos + k])))
+            pos += k
+        return rules
+
+    def rule_arrays(self) -> tuple:
+        a = self._a
+        return len(a["cfg_nts"]), a["cfg_lhs"], a["cfg_rhs_len"], a["cfg_rhs"], int(a["cfg_start"][0])

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cfg import CFG, START
+import threading
+from functools import cached_property
+
+from .cfg import CFG
+
+DFA_KEYS = ("dfa_items_off", "dfa_items", "dfa_allowed", "dfa_pred", "dfa_is_pred", "dfa_comp_off", "dfa_comp",
+            "dfa_sh_off", "dfa_sh_sym", "dfa_sh_to")
 
 
 class DState:
@@ -39,52 +45,182 @@ class DState:
         self.lhs = lhs  # the rules' left-hand sides: all an entry's origin is ever asked about
 
 
-class Grammar:
-    """Rule tables of a normalized ``CFG`` (dotted items are ints) and the lazy ε-DFA."""
+class _ReadDStates(dict):
+    """The states of an ε-DFA read back from ``Grammar.dfa_tables``, each made when first used."""
 
-    def __init__(self, cfg: CFG):
+    def __init__(self, g: "Grammar", t: dict):
+        super().__init__()
+        self.g = g
+        self.n = len(t["dfa_pred"])
+        self.t = {k: v.tolist() for k, v in t.items() if k != "dfa_allowed"}
+        self.allowed = t["dfa_allowed"]
+
+    def __missing__(self, d: int) -> DState:
+        if not 0 <= d < self.n:
+            raise IndexError(d)
+        t = self.t
+        items = tuple(t["dfa_items"][t["dfa_items_off"][d]:t["dfa_items_off"][d + 1]])
+        a, b = t["dfa_sh_off"][d], t["dfa_sh_off"][d + 1]
+        lhs = self.g.item_lhs
+        st = DState(items, dict(zip(t["dfa_sh_sym"][a:b], t["dfa_sh_to"][a:b])),
+                    tuple(t["dfa_comp"][t["dfa_comp_off"][d]:t["dfa_comp_off"][d + 1]]),
+                    int.from_bytes(self.allowed[d].astype("<u8").tobytes(), "little"), t["dfa_pred"][d],
+                    self.g.accept_item in items, bool(t["dfa_is_pred"][d]), frozenset(lhs[it] for it in items))
+        self[d] = st
+        return st
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        return (self[d] for d in range(self.n))
+
+
+class Grammar:
+    """Rule tables of a normalized ``CFG`` (dotted items are ints) and the lazy ε-DFA.
+
+    ``arrays`` (from ``arrays()``, kept in the disk cache) give the nullable symbols and,
+    when it was explored in full, the ε-DFA: its states are then read from them as they
+    are first used, where exploring it again costs 0.1 s on a large schema grammar.
+    """
+
+    def __init__(self, cfg: CFG, arrays: dict | None = None):
         self.cfg = cfg
-        nt = len(cfg.terminals)
-        self.n_terminals = nt
-        names = cfg.nonterminals()
-        self.nt_id = {n: nt + i for i, n in enumerate(names)}
-        self.nt_names = names
-        nt_id = self.nt_id
-        self.rules = [(nt_id[lhs], tuple(nt_id[x] if x.__class__ is str else x for x in rhs))
-                      for lhs, rhs in cfg.rules]  # (lhs id, rhs ids)
+        nt = self.n_terminals = len(cfg.terminals)
+        n_nt, lhs_i, lens, rhs, start_i = cfg.rule_arrays()
+        self.n_nonterminals = n_nt
+        self.n_rules = len(lens)
         # Dotted items: item k of rule r is first_item[r] + dot; built flat (large schema grammars
         # have 10⁵ items, and this runs at every load).
-        lens = np.fromiter((len(rhs) for _, rhs in self.rules), np.int64, len(self.rules))
+        lhs_ids = lhs_i + nt
+        flat = np.where(rhs >= 0, rhs, nt - 1 - rhs)
         first = np.zeros(len(lens) + 1, np.int64)
         np.cumsum(lens + 1, out=first[1:])
-        lhs_ids = np.fromiter((lhs for lhs, _ in self.rules), np.int64, len(self.rules))
         next_sym = np.full(int(first[-1]), -1, np.int64)  # symbol after the dot, -1 when complete
-        flat = np.fromiter((x for _, rhs in self.rules for x in rhs), np.int64, int(lens.sum()))
         starts = np.zeros(len(lens), np.int64)  # each rule's first symbol in ``flat``
         np.cumsum(lens[:-1], out=starts[1:])
         next_sym[np.repeat(first[:-1] - starts, lens) + np.arange(len(flat))] = flat
+        self._rule_arrays = (lhs_ids, lens, flat)
         self.first_item = first[:-1].tolist()
         self.next_sym = next_sym.tolist()
         self.item_lhs = np.repeat(lhs_ids, lens + 1).tolist()
-        self.by_lhs: dict[int, list[int]] = {}
-        for lhs, f in zip(lhs_ids.tolist(), self.first_item):
-            self.by_lhs.setdefault(lhs, []).append(f)
-        self.nullable = _nullable(self.rules, nt)
-        start_rule = next(r for r, (lhs, _) in enumerate(self.rules) if lhs == self.nt_id[START])
-        self.accept_item = self.first_item[start_rule] + len(self.rules[start_rule][1])
+        # the first items of each nonterminal's rules: _lhs_first[_lhs_off[A - nt]:_lhs_off[A - nt + 1]]
+        self._lhs_first = first[:-1][np.argsort(lhs_i, kind="stable")].tolist()
+        off = np.zeros(n_nt + 1, np.int64)
+        np.cumsum(np.bincount(lhs_i, minlength=n_nt), out=off[1:])
+        self._lhs_off = off.tolist()
+        if arrays is not None:
+            self.nullable = set(arrays["g_nullable"].tolist())
+        else:
+            self.nullable = _nullable(self.rules, nt)
+        start_rule = int(np.argmax(lhs_i == start_i))
+        self.accept_item = self.first_item[start_rule] + int(lens[start_rule])
         self.ignore_mask = 0
         for t in cfg.ignore:
             self.ignore_mask |= 1 << t
+        self._lock = threading.RLock()  # creating ε-DFA states (a background thread may explore)
         self._canon: dict = {}  # item -> its canonical item (``_canonical``)
         self._by_suffix: dict = {}  # (lhs, symbols after the dot) -> canonical item
         self._dstate_ids: dict = {}
         self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
-        self.dstates: list[DState] = []
         self._table: dict = {}
         self._uid = 0
         self.initial = None
-        k0 = self._dstate(self._advance_nullable([self.first_item[start_rule]]))
+        self._dfa = None  # the explored ε-DFA as arrays (``dfa_tables``)
+        if arrays is not None and len(arrays["dfa_pred"]):
+            self._dfa = {k: arrays[k] for k in DFA_KEYS}
+            self.dstates = _ReadDStates(self, self._dfa)
+            self._explored = True
+            k0 = 0
+        else:
+            self.dstates: list[DState] = []
+            self._explored = False
+            k0 = self._dstate(self._advance_nullable([self.first_item[start_rule]]))
         self.initial = self._make([(k0, None)])
+
+    @cached_property
+    def rules(self) -> list[tuple[int, tuple]]:
+        """(lhs id, rhs ids) of each rule; nonterminal ``i`` of ``cfg.nonterminals()`` is ``n_terminals + i``."""
+        lhs_ids, lens, flat = self._rule_arrays
+        syms = flat.tolist()
+        out, pos = [], 0
+        for lhs, k in zip(lhs_ids.tolist(), lens.tolist()):
+            out.append((lhs, tuple(syms[pos:pos + k])))
+            pos += k
+        return out
+
+    @cached_property
+    def nt_names(self) -> list[str]:
+        return self.cfg.nonterminals()
+
+    @cached_property
+    def nt_id(self) -> dict[str, int]:
+        nt = self.n_terminals
+        return {n: nt + i for i, n in enumerate(self.nt_names)}
+
+    # -- persistence ---------------------------------------------------------------------
+    def explore(self, max_states: int) -> bool:
+        """Build every state of the ε-DFA; False (and stop) once there are more than ``max_states``."""
+        with self._lock:
+            if not self._explored:
+                ds = self.dstates
+                i = 0
+                while i < len(ds):
+                    self.shifts(i)
+                    i += 1
+                    if len(ds) > max_states:
+                        return False
+                self._explored = True
+        return True
+
+    def dfa_tables(self) -> dict:
+        """The explored ε-DFA (``explore`` first) as arrays, ``DFA_KEYS``: each state's items,
+        allowed terminals (64-bit words), predicted companion, completed left-hand sides and
+        shifts, the last three as offsets into flat arrays."""
+        with self._lock:
+            if self._dfa is None:
+                if not self._explored:
+                    raise ValueError("the ε-DFA is not explored")
+                w = max(1, (self.n_terminals + 63) // 64)
+                ds = self.dstates
+                allowed = np.zeros((len(ds), w), np.uint64)
+                it_off, items, comp_off, comp, sh_off, sh_sym, sh_to = [0], [], [0], [], [0], [], []
+                for d, st in enumerate(ds):
+                    if st.allowed:
+                        allowed[d] = int_words(st.allowed, w)
+                    items += st.items
+                    it_off.append(len(items))
+                    comp += st.complete
+                    comp_off.append(len(comp))
+                    for sym, to in sorted(st.shift.items()):
+                        sh_sym.append(sym)
+                        sh_to.append(to)
+                    sh_off.append(len(sh_sym))
+
+                def a(x):
+                    return np.array(x, np.int64)
+
+                self._dfa = {"dfa_items_off": a(it_off), "dfa_items": a(items), "dfa_allowed": allowed,
+                             "dfa_pred": a([st.pred for st in ds]), "dfa_is_pred": a([st.is_pred for st in ds]),
+                             "dfa_comp_off": a(comp_off), "dfa_comp": a(comp), "dfa_sh_off": a(sh_off),
+                             "dfa_sh_sym": a(sh_sym), "dfa_sh_to": a(sh_to)}
+            return self._dfa
+
+    def arrays(self, max_states: int) -> dict:
+        """What ``Grammar(cfg, arrays)`` reads back: the nullable symbols and, when it has at most
+        ``max_states`` states (explored here), the ε-DFA."""
+        out = {"g_nullable": np.array(sorted(self.nullable), np.int64)}
+        if max_states > 0 and self.explore(max_states):
+            out.update(self.dfa_tables())
+        else:
+            out.update({k: np.zeros(1 if k.endswith("_off") else 0, np.int64) for k in DFA_KEYS})
+            out["dfa_allowed"] = np.zeros((0, 1), np.uint64)
+        return out
+
+    def _by_lhs(self, sym: int) -> list[int]:
+        """The first items of ``sym``'s rules."""
+        i = sym - self.n_terminals
+        return self._lhs_first[self._lhs_off[i]:self._lhs_off[i + 1]]
 
     # -- the ε-DFA -----------------------------------------------------------------------
     def _advance_nullable(self, items) -> frozenset:
@@ -124,7 +260,7 @@ class Grammar:
             if sym in done:
                 continue
             done.add(sym)
-            new = self._advance_nullable(self.by_lhs.get(sym, ()))
+            new = self._advance_nullable(self._by_lhs(sym))
             for it in new:
                 if it not in out:
                     out.add(it)
@@ -165,13 +301,15 @@ class Grammar:
     def shifts(self, d: int) -> dict:
         st = self.dstates[d]
         if st.shift is None:
-            groups: dict[int, list] = {}
-            ns = self.next_sym
-            for it in st.items:
-                s = ns[it]
-                if s >= 0:
-                    groups.setdefault(s, []).append(it + 1)
-            st.shift = {s: self._dstate(self._advance_nullable(its)) for s, its in groups.items()}
+            with self._lock:
+                if st.shift is None:
+                    groups: dict[int, list] = {}
+                    ns = self.next_sym
+                    for it in st.items:
+                        s = ns[it]
+                        if s >= 0:
+                            groups.setdefault(s, []).append(it + 1)
+                    st.shift = {s: self._dstate(self._advance_nullable(its)) for s, its in groups.items()}
         return st.shift
 
     # -- Earley sets ---------------------------------------------------------------------------
@@ -322,6 +460,11 @@ def _nullable(rules, n_terminals: int) -> set[int]:
             if left[r] == 0:
                 work.append(rules[r][0])
     return nullable
+
+
+def int_words(x: int, n: int) -> np.ndarray:
+    """Bit mask ``x`` as ``n`` little-endian 64-bit words."""
+    return np.frombuffer(x.to_bytes(8 * n, "little"), "<u8").astype(np.uint64)
 
 
 def _content_key(entries) -> tuple:

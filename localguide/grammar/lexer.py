@@ -356,14 +356,15 @@ class Scanner:
         live_keys = _sorted_set(st_of * nt + terms)
         acc_keys = _sorted_set(st_of[acc] * nt + terms[acc])
         self._live_keys = live_keys
-        self.live_w, self.live = _bitmasks(live_keys, n, nt)
-        self.accepts = _bitmasks(acc_keys, n, nt)[1]
+        self.live_w = _bitmasks(live_keys, n, nt)
         self.acc_offsets = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(acc_keys // nt, minlength=n), out=self.acc_offsets[1:])
         self.acc_terms = (acc_keys % nt).astype(np.int32)
-        flat = self.acc_terms.tolist()
-        bounds = self.acc_offsets.tolist()
-        self.accept_lists = [flat[bounds[i]:bounds[i + 1]] for i in range(n)]
+        # As Python values for the byte-by-byte advance, made when a state is first read: a
+        # large schema's scanner has 10⁴ states, and loading one from the cache reads few.
+        live_w, acc_off, acc_terms = self.live_w, self.acc_offsets, self.acc_terms
+        self.live = _Rows(n, lambda c: int.from_bytes(live_w[c].astype("<u8").tobytes(), "little"))
+        self.accept_lists = _Rows(n, lambda c: acc_terms[acc_off[c]:acc_off[c + 1]].tolist())
         self.is_ignore = np.zeros(nt, np.int8)
         if self.ign >= 0:
             self.is_ignore[self.ign] = 1
@@ -399,13 +400,36 @@ def _sorted_set(a: np.ndarray) -> np.ndarray:
     return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
-def _bitmasks(keys: np.ndarray, n: int, nt: int) -> tuple[np.ndarray, list[int]]:
-    """For each of ``n`` rows, the terminals ``t`` with ``row * nt + t`` in ``keys``: as
-    ``uint64[n, words]`` (bit ``t`` of word ``t >> 6``) and as ints whose bit ``t`` is set."""
+def _bitmasks(keys: np.ndarray, n: int, nt: int) -> np.ndarray:
+    """For each of ``n`` rows, the terminals ``t`` with ``row * nt + t`` in ``keys``, as
+    ``uint64[n, words]`` (bit ``t`` of word ``t >> 6``)."""
     nw = max(1, (nt + 63) >> 6)
     t = keys % nt
     words = np.zeros(n * nw, np.uint64)
-    np.bitwise_or.at(words, (keys // nt) * nw + (t >> 6), np.left_shift(np.uint64(1), (t & 63).astype(np.uint64)))
-    raw = words.astype("<u8").tobytes()
-    step = 8 * nw
-    return words.reshape(n, nw), [int.from_bytes(raw[i:i + step], "little") for i in range(0, n * step, step)]
+    if len(keys):
+        # keys are sorted, so each word's bits are a run: or-reduced per run (ufunc.at is slow)
+        at = (keys // nt) * nw + (t >> 6)
+        starts = np.flatnonzero(np.concatenate(([True], at[1:] != at[:-1])))
+        words[at[starts]] = np.bitwise_or.reduceat(np.left_shift(np.uint64(1), (t & 63).astype(np.uint64)), starts)
+    return words.reshape(n, nw)
+
+
+class _Rows(dict):
+    """A table of ``n`` rows, row ``i`` made by ``make(i)`` when first read (reads are a dict's)."""
+
+    def __init__(self, n: int, make):
+        super().__init__()
+        self.n = n
+        self.make = make
+
+    def __missing__(self, i: int):
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        v = self[i] = self.make(i)
+        return v
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        return (self[i] for i in range(self.n))

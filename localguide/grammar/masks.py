@@ -168,19 +168,15 @@ class MaskEngine:
         self.n_trees = len(sc.tree_reading)
         self.tree_root = [-1] * self.n_trees
         self._missing = self.n_trees
-        self.ch_off = [0]
-        self.ch_term: list = []
-        self.ch_node: list = []
-        self.node_grp = [0]
-        self.node_sets: list = []
-        self.grp_live: list = []
-        self.grp_state_l: list = []
-        self.grp_lead: list = []
-        self.grp_off_l = [0]
-        self.grp_off = np.zeros(1, np.int64)  # buffers, filled up to ``grp_off_l``'s length / last value
+        # Sizes of the trees' arrays below, which are buffers filled up to them. What the
+        # Python walk reads of a node is made into lists when it first visits the node: a
+        # cache file holds 10⁵ nodes for a large schema, and a walk visits few of them.
+        self.n_nodes = self.n_edges = self.n_grp = self.n_tok = 0
+        self.node_kids: list = []  # node -> [(terminal, child, whether the child has children)]
+        self.node_sets: list = []  # node -> its groups by (live terminals, lead) (``_node_sets``)
+        self.grp_off = np.zeros(1, np.int64)
         self.grp_tok = np.zeros(0, np.int32)
         self.unresolved: dict = {}  # tree -> tokens to check one by one
-        # The trees again as arrays for the compiled path (``arena``), filled up to the lists' lengths.
         self.a_ch_off = np.zeros(1, np.int64)
         self.a_ch_term = np.zeros(0, np.int32)
         self.a_ch_node = np.zeros(0, np.int32)
@@ -219,10 +215,7 @@ class MaskEngine:
     def _install(self, tr: dict, trees) -> None:
         """Append the arrays ``tr`` of ``trees`` (``build_trees``); trees already there keep theirs."""
         with self._install_lock:
-            n_nodes = len(self.node_grp) - 1
-            n_edges = len(self.ch_term)
-            n_grp = len(self.grp_live)
-            n_tok = self.grp_off_l[-1]
+            n_nodes, n_edges, n_grp, n_tok = self.n_nodes, self.n_edges, self.n_grp, self.n_tok
             ch_off = tr["tr_ch_off"][1:] + n_edges
             ch_node = (tr["tr_ch_node"] + n_nodes).astype(np.int32)
             node_grp = tr["tr_node_grp"][1:] + n_grp
@@ -232,16 +225,9 @@ class MaskEngine:
             self.a_node_grp = _appended(self.a_node_grp, n_nodes + 1, node_grp)
             self.a_grp_state = _appended(self.a_grp_state, n_grp, tr["tr_grp_state"])
             self.a_grp_lead = _appended(self.a_grp_lead, n_grp, tr["tr_grp_lead"])
-            self.ch_off += ch_off.tolist()
-            self.ch_term += tr["tr_ch_term"].tolist()
-            self.ch_node += ch_node.tolist()
-            self.node_grp += node_grp.tolist()
-            self.node_sets += [None] * (len(tr["tr_node_grp"]) - 1)
-            live = self._live
-            states = tr["tr_grp_state"].tolist()
-            self.grp_live += [live[c] for c in states]
-            self.grp_state_l += states
-            self.grp_lead += tr["tr_grp_lead"].tolist()
+            new_nodes = len(tr["tr_node_grp"]) - 1
+            self.node_kids += [None] * new_nodes
+            self.node_sets += [None] * new_nodes
             off = tr["tr_grp_off"][1:] + n_tok
             tok = tr["tr_grp_tok"]
             if n_tok == 0 and len(self.grp_tok) == 0:
@@ -249,19 +235,23 @@ class MaskEngine:
             else:
                 self.grp_tok = _appended(self.grp_tok, n_tok, tok)
             self.grp_off = _appended(self.grp_off, n_grp + 1, off)
-            self.grp_off_l += off.tolist()
+            self.n_nodes += new_nodes
+            self.n_edges += len(tr["tr_ch_term"])
+            self.n_grp += len(tr["tr_grp_state"])
+            self.n_tok += len(tok)
             uo, ut = tr["tr_unres_off"], tr["tr_unres_tok"]
-            trees = list(trees)
+            trees = np.asarray(list(trees), np.int64)
             for i in np.flatnonzero(np.diff(uo)).tolist():
-                if trees[i] not in self.unresolved:
-                    self.unresolved[trees[i]] = ut[uo[i]:uo[i + 1]].tolist()
-                    self.a_unres[trees[i]] = 1
+                t = int(trees[i])
+                if t not in self.unresolved:
+                    self.unresolved[t] = ut[uo[i]:uo[i + 1]].tolist()
+                    self.a_unres[t] = 1
             # The roots last: a tree is used only once all of its arrays are in place.
-            for t, r in zip(trees, (tr["tr_seq"][:-1] + n_nodes).tolist()):
-                if self.tree_root[t] < 0:
-                    self.tree_root[t] = r
-                    self.a_root[t] = r
-                    self._missing -= 1
+            new = self.a_root[trees] < 0
+            trees = trees[new]
+            self.a_root[trees] = tr["tr_seq"][:-1][new] + n_nodes
+            self.tree_root = self.a_root.tolist()
+            self._missing -= len(trees)
             self.version += 1
 
     def root(self, tree: int) -> int:
@@ -287,21 +277,21 @@ class MaskEngine:
         """All trees as ``build_trees`` arrays (tree order), completing them first."""
         self.complete()
         with self._install_lock:
-            n_grp = len(self.grp_live)
+            n_nodes, n_edges, n_grp = self.n_nodes, self.n_edges, self.n_grp
             uo = np.zeros(self.n_trees + 1, np.int64)
             ut = []
             for t in range(self.n_trees):
                 ut += self.unresolved.get(t, ())
                 uo[t + 1] = len(ut)
-            return {"tr_seq": np.array(self.tree_root + [len(self.node_grp) - 1], np.int64),
-                    "tr_ch_off": np.array(self.ch_off, np.int64),
-                    "tr_ch_term": np.array(self.ch_term, np.int32),
-                    "tr_ch_node": np.array(self.ch_node, np.int32),
-                    "tr_node_grp": np.array(self.node_grp, np.int64),
-                    "tr_grp_state": np.array(self.grp_state_l, np.int32),
-                    "tr_grp_lead": np.array(self.grp_lead, np.int32),
+            return {"tr_seq": np.array(self.tree_root + [n_nodes], np.int64),
+                    "tr_ch_off": self.a_ch_off[:n_nodes + 1].copy(),
+                    "tr_ch_term": self.a_ch_term[:n_edges].copy(),
+                    "tr_ch_node": self.a_ch_node[:n_edges].copy(),
+                    "tr_node_grp": self.a_node_grp[:n_nodes + 1].copy(),
+                    "tr_grp_state": self.a_grp_state[:n_grp].copy(),
+                    "tr_grp_lead": self.a_grp_lead[:n_grp].copy(),
                     "tr_grp_off": self.grp_off[:n_grp + 1].copy(),
-                    "tr_grp_tok": np.array(self.grp_tok[:self.grp_off_l[-1]]),
+                    "tr_grp_tok": np.array(self.grp_tok[:self.n_tok]),
                     "tr_unres_off": uo, "tr_unres_tok": np.array(ut, np.int32)}
 
     def flush(self) -> None:
@@ -318,20 +308,37 @@ class MaskEngine:
     def _node_sets(self, s: int) -> list:
         """The groups of tree node ``s`` by (live terminals, lead): [(live, lead, gids)]."""
         by: dict = {}
-        for g in range(self.node_grp[s], self.node_grp[s + 1]):
-            by.setdefault((self.grp_live[g], self.grp_lead[g]), []).append(g)
+        a, b = self.node_groups(s).start, self.node_groups(s).stop
+        live = self._live
+        for g, c, lead in zip(range(a, b), self.a_grp_state[a:b].tolist(), self.a_grp_lead[a:b].tolist()):
+            by.setdefault((live[c], lead), []).append(g)
         sets = self.node_sets[s] = [(live, lead, tuple(gids)) for (live, lead), gids in by.items()]
         return sets
 
+    def _kids(self, s: int) -> list:
+        """The edges out of tree node ``s``: [(terminal, child, whether the child has children)]."""
+        ch_off = self.a_ch_off
+        a, b = int(ch_off[s]), int(ch_off[s + 1])
+        kids = self.a_ch_node[a:b].astype(np.int64)
+        out = self.node_kids[s] = list(zip(self.a_ch_term[a:b].tolist(), kids.tolist(),
+                                           (ch_off[kids + 1] > ch_off[kids]).tolist()))
+        return out
+
     def node_groups(self, s: int) -> range:
-        return range(self.node_grp[s], self.node_grp[s + 1])
+        return range(int(self.a_node_grp[s]), int(self.a_node_grp[s + 1]))
+
+    def group_state(self, g: int) -> int:
+        """The scanner state group ``g``'s tokens leave."""
+        return int(self.a_grp_state[g])
 
     @property
     def n_groups(self) -> int:
-        return len(self.grp_live)
+        return self.n_grp
 
     def group_tokens(self, g: int) -> np.ndarray:
-        out = self.grp_tok[self.grp_off_l[g]:self.grp_off_l[g + 1]]
+        out = self.grp_tok[self.grp_off[g]:self.grp_off[g + 1]]
+        if len(out) and (int(out.min()) < 0 or int(out.max()) >= self.vocab_size):  # a damaged cache file
+            out = out[(out >= 0) & (out < self.vocab_size)]
         out.flags.writeable = False
         return out
 
@@ -366,8 +373,7 @@ class MaskEngine:
         nodes = []
         visits = []
         ign_bit = self.ign_bit
-        node_sets = self.node_sets
-        ch_off, ch_term, ch_node = self.ch_off, self.ch_term, self.ch_node
+        node_sets, node_kids = self.node_sets, self.node_kids
         tree = self.tree_of[r]
         lim = self.tree_lim[r]
         stack = [(self.root(tree), p)]
@@ -391,11 +397,12 @@ class MaskEngine:
             al = q.allowed
             if al:
                 keep(s, al, q)
-            for k in range(ch_off[s], ch_off[s + 1]):
-                t = ch_term[k]
+            kids = node_kids[s]
+            if kids is None:
+                kids = self._kids(s)
+            for t, s2, inner in kids:
                 if (al >> t) & 1:
-                    s2 = ch_node[k]
-                    if ch_off[s2] < ch_off[s2 + 1]:
+                    if inner:
                         stack.append((s2, q.feed(t)))
                         continue
                     # a leaf: only the terminals allowed after t matter
@@ -541,7 +548,7 @@ class MaskEngine:
         m = self.bits_cache.get(key)
         if m is None:
             m = np.zeros(self.n_words, np.uint64)
-            n_grp = len(self.grp_live)
+            n_grp = self.n_grp
             if len(self._g_row) < n_grp:
                 self._g_row = np.concatenate([self._g_row, np.full(2 * n_grp - len(self._g_row), -1, np.int64)])
             big_min = max(64, self.vocab_size >> 6)
@@ -563,7 +570,6 @@ class MaskEngine:
         return m
 
     def _union(self, key: tuple) -> np.ndarray:
-        off = self.grp_off_l
         groups = [g for g in key if g >= 0]
         if len(groups) == len(key) and len(groups) == 1:
             return self.group_tokens(groups[0])
@@ -571,14 +577,16 @@ class MaskEngine:
         # The few large groups that hold most of a big mask recur together from mask to mask:
         # their union is cached by the combination, and the rest is merged into it.
         big_min = max(64, self.vocab_size >> 6)
-        large = tuple(g for g in groups if off[g + 1] - off[g] >= big_min)
+        gs = np.array(groups, np.int64)
+        is_large = (self.grp_off[gs + 1] - self.grp_off[gs] >= big_min).tolist()
+        large = tuple(g for g, b in zip(groups, is_large) if b)
         if len(large) < 2:
             return self._tokens(groups, extra)
         base = self._large.get(large)
         if base is None:
             base = self._large[large] = self._tokens(large, extra[:0])
             self.mask_bytes += base.nbytes
-        small = [g for g in groups if off[g + 1] - off[g] < big_min]
+        small = [g for g, b in zip(groups, is_large) if not b]
         return insert_sorted(base, self._tokens(small, extra))
 
     def _tokens(self, groups, extra) -> np.ndarray:

@@ -125,7 +125,7 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool) -> Gr
     with paused():
         arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
         if arrays is not None:
-            return GrammarIndex.from_arrays(arrays, vocabulary, description)
+            return GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
         idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
     if lazy:
         cache.save_later(path, idx.arrays)
