@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import kernels
 from .earley import int_words
+from .masks import read_only
 
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
@@ -107,7 +108,7 @@ class CompiledMasks:
         self.n_words = tables[0].shape[1]
         self.ign = engine.ign
         sc = engine.scanner
-        self.live_w = sc.live_w
+        self.live_w = read_only(sc.live_w)
         self.readings = (sc.tree_of.astype(np.int64), sc.tree_lim.astype(np.int64), sc.r_term.astype(np.int64),
                          sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
         self._T = None
@@ -125,7 +126,7 @@ class CompiledMasks:
         """The compiled path for ``grammar``, or None when its ε-DFA is too large to explore up front."""
         if grammar.n_rules > MAX_RULES or not grammar.explore(MAX_DSTATES):
             return None
-        t = grammar.dfa_tables()
+        t = {k: read_only(v) for k, v in grammar.dfa_tables().items()}
         w = t["dfa_allowed"].shape[1]
         tables = (t["dfa_allowed"], t["dfa_pred"], t["dfa_comp_off"], t["dfa_comp"], t["dfa_sh_off"], t["dfa_sh_sym"],
                   t["dfa_sh_to"], int_words(grammar.ignore_mask, w))
@@ -191,8 +192,10 @@ class CompiledMasks:
                 n_nodes, n_edges, n_grp = eng.n_nodes, eng.n_edges, eng.n_grp
                 # The roots are copied with the lengths: a tree that another thread installs
                 # later must not show through before its arrays do.
-                self._T = (eng.a_ch_off[:n_nodes + 1], eng.a_ch_term[:n_edges], eng.a_ch_node[:n_edges],
-                           eng.a_node_grp[:n_nodes + 1], eng.a_grp_state[:n_grp], eng.a_grp_lead[:n_grp], self.live_w,
+                # read-only views, loaded or built (one type each for numba)
+                self._T = (*(read_only(x) for x in (eng.a_ch_off[:n_nodes + 1], eng.a_ch_term[:n_edges],
+                                                    eng.a_ch_node[:n_edges], eng.a_node_grp[:n_nodes + 1],
+                                                    eng.a_grp_state[:n_grp], eng.a_grp_lead[:n_grp])), self.live_w,
                            eng.a_root.copy(), *self.readings, eng.a_unres.copy())
                 self._T_version = eng.version
                 if len(self._gmarks) < n_grp:

@@ -35,10 +35,11 @@ MAX_CONFIGS = 4096
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
 MAX_CACHED_STATES = 100_000
 MAX_CACHED_MASK_BYTES = 256 << 20
-FORMAT = 3  # of the cached arrays
+FORMAT = 4  # of the cached arrays
 ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
               "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
-              "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start", "g_nullable") + TREE_KEYS + DFA_KEYS
+              "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start", "sc_live_w",
+              "sc_acc_off", "sc_acc_terms", "sc_rdist", "g_nullable") + TREE_KEYS + DFA_KEYS
 
 
 class GState:
@@ -145,7 +146,10 @@ class GrammarIndex:
         return (a["tr_grp_tok"].dtype == np.int32 and offsets(a["tr_ch_off"], n_nodes, n_edges)
                 and offsets(a["tr_node_grp"], n_nodes, n_grp) and offsets(a["tr_grp_off"], n_grp, len(a["tr_grp_tok"]))
                 and within(a["tr_ch_node"], n_nodes) and within(a["tr_seq"][:-1], n_nodes)
-                and within(unres, vocabulary.size) and within(a["tr_grp_state"], len(a["sc_trans"])))
+                and within(unres, vocabulary.size) and within(a["tr_grp_state"], len(a["sc_trans"]))
+                and offsets(a["sc_acc_off"], len(a["sc_trans"]), len(a["sc_acc_terms"]))
+                and within(a["sc_acc_terms"], len(a["cfg_term_sizes"]))
+                and a["sc_live_w"].shape == (len(a["sc_trans"]), max(1, (len(a["cfg_term_sizes"]) + 63) // 64)))
 
     # -- guide states ---------------------------------------------------------------
     def _intern(self, configs: dict) -> GState:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 import threading
+from array import array
 from functools import cached_property
 
 from .cfg import CFG
@@ -61,11 +62,11 @@ class _ReadDStates(dict):
         t = self.t
         items = tuple(t["dfa_items"][t["dfa_items_off"][d]:t["dfa_items_off"][d + 1]])
         a, b = t["dfa_sh_off"][d], t["dfa_sh_off"][d + 1]
-        lhs = self.g.item_lhs
         st = DState(items, dict(zip(t["dfa_sh_sym"][a:b], t["dfa_sh_to"][a:b])),
                     tuple(t["dfa_comp"][t["dfa_comp_off"][d]:t["dfa_comp_off"][d + 1]]),
                     int.from_bytes(self.allowed[d].astype("<u8").tobytes(), "little"), t["dfa_pred"][d],
-                    self.g.accept_item in items, bool(t["dfa_is_pred"][d]), frozenset(lhs[it] for it in items))
+                    self.g.accept_item in items, bool(t["dfa_is_pred"][d]),
+                    frozenset(self.g._items[2][list(items)].tolist()))
         self[d] = st
         return st
 
@@ -101,20 +102,15 @@ class Grammar:
         np.cumsum(lens[:-1], out=starts[1:])
         next_sym[np.repeat(first[:-1] - starts, lens) + np.arange(len(flat))] = flat
         self._rule_arrays = (lhs_ids, lens, flat)
-        self.first_item = first[:-1].tolist()
-        self.next_sym = next_sym.tolist()
-        self.item_lhs = np.repeat(lhs_ids, lens + 1).tolist()
-        # the first items of each nonterminal's rules: _lhs_first[_lhs_off[A - nt]:_lhs_off[A - nt + 1]]
-        self._lhs_first = first[:-1][np.argsort(lhs_i, kind="stable")].tolist()
-        off = np.zeros(n_nt + 1, np.int64)
-        np.cumsum(np.bincount(lhs_i, minlength=n_nt), out=off[1:])
-        self._lhs_off = off.tolist()
+        # Indexed one by one by the Python code below, as ``array.array``s (made when first used):
+        # as lists they cost 5 ms at every load of a 29k-rule grammar (2·10⁵ int objects).
+        self._items = (first[:-1], next_sym, np.repeat(lhs_ids, lens + 1), lhs_i)
         if arrays is not None:
             self.nullable = set(arrays["g_nullable"].tolist())
         else:
             self.nullable = _nullable(self.rules, nt)
         start_rule = int(np.argmax(lhs_i == start_i))
-        self.accept_item = self.first_item[start_rule] + int(lens[start_rule])
+        self.accept_item = int(first[start_rule]) + int(lens[start_rule])
         self.ignore_mask = 0
         for t in cfg.ignore:
             self.ignore_mask |= 1 << t
@@ -137,6 +133,29 @@ class Grammar:
             self._explored = False
             k0 = self._dstate(self._advance_nullable([self.first_item[start_rule]]))
         self.initial = self._make([(k0, None)])
+
+    @cached_property
+    def first_item(self) -> array:
+        """Each rule's first dotted item (dot before its first symbol)."""
+        return _ints(self._items[0])
+
+    @cached_property
+    def next_sym(self) -> array:
+        """Each dotted item's symbol after the dot, -1 when the dot is at the end."""
+        return _ints(self._items[1])
+
+    @cached_property
+    def item_lhs(self) -> array:
+        """Each dotted item's left-hand side."""
+        return _ints(self._items[2])
+
+    @cached_property
+    def _lhs_first(self) -> tuple[array, array]:
+        """The first items of each nonterminal's rules: ``a[o[A - nt]:o[A - nt + 1]]`` of ``(a, o)``."""
+        first, lhs_i = self._items[0], self._items[3]
+        off = np.zeros(self.n_nonterminals + 1, np.int64)
+        np.cumsum(np.bincount(lhs_i, minlength=self.n_nonterminals), out=off[1:])
+        return _ints(first[np.argsort(lhs_i, kind="stable")]), _ints(off)
 
     @cached_property
     def rules(self) -> list[tuple[int, tuple]]:
@@ -220,7 +239,8 @@ class Grammar:
     def _by_lhs(self, sym: int) -> list[int]:
         """The first items of ``sym``'s rules."""
         i = sym - self.n_terminals
-        return self._lhs_first[self._lhs_off[i]:self._lhs_off[i + 1]]
+        a, o = self._lhs_first
+        return a[o[i]:o[i + 1]]
 
     # -- the ε-DFA -----------------------------------------------------------------------
     def _advance_nullable(self, items) -> frozenset:
@@ -460,6 +480,11 @@ def _nullable(rules, n_terminals: int) -> set[int]:
             if left[r] == 0:
                 work.append(rules[r][0])
     return nullable
+
+
+def _ints(a: np.ndarray) -> array:
+    """``a`` as an ``array.array`` of 64-bit ints (a copy of its bytes; items read as ``int``)."""
+    return array("q", np.ascontiguousarray(a, np.int64).tobytes())
 
 
 def int_words(x: int, n: int) -> np.ndarray:

@@ -211,7 +211,8 @@ class Scanner:
             self._load(arrays)
         else:
             self._build(g, n_r, max_states)
-        self._derive()
+            self._derive()
+        self._rows()
 
     # -- construction ---------------------------------------------------------------------
     def _run_readings(self, cfg) -> None:
@@ -332,17 +333,22 @@ class Scanner:
     def arrays(self) -> dict:
         """What ``Scanner(g, arrays=...)`` needs to skip the construction."""
         return {"sc_trans": self.trans, "sc_off": self.st_off, "sc_rd": self.st_rd, "sc_after": self.after,
-                "sc_seed": self.seed_tab, "sc_single": self.single, "sc_start": np.array([self.start])}
+                "sc_seed": self.seed_tab, "sc_single": self.single, "sc_start": np.array([self.start]),
+                "sc_live_w": self.live_w, "sc_acc_off": self.acc_offsets, "sc_acc_terms": self.acc_terms,
+                "sc_rdist": self.rdist}
 
     def _load(self, a: dict) -> None:
         self.trans, self.st_off, self.st_rd = a["sc_trans"], a["sc_off"], a["sc_rd"]
         self.after, self.seed_tab, self.single = a["sc_after"], a["sc_seed"], a["sc_single"]
         self.start = int(a["sc_start"][0])
+        self.live_w, self.acc_offsets, self.acc_terms = a["sc_live_w"], a["sc_acc_off"], a["sc_acc_terms"]
+        self.rdist = a["sc_rdist"]
 
     def _derive(self) -> None:
-        """Per scanner state: the terminals it reads (``live``) and those whose lexeme may end
-        there (``accepts``, ``accept_lists``), from the readings. Sparse: a grammar route of a
-        large JSON schema has some 10⁴ states and 10³ terminals, and this runs at every load."""
+        """Per scanner state: the terminals it reads (``live_w``), those whose lexeme may end
+        there (``acc_offsets``, ``acc_terms``) and the fewest bytes to end the ignored run, from
+        the readings. Sparse: a grammar route of a large JSON schema has some 10⁴ states and
+        10³ terminals (``arrays()`` keeps the result: 4 ms at every load)."""
         n = len(self.trans)
         nt = self.n_terminals
         off = self.st_off
@@ -355,11 +361,14 @@ class Scanner:
         acc = self.r_acc[rd]
         live_keys = _sorted_set(st_of * nt + terms)
         acc_keys = _sorted_set(st_of[acc] * nt + terms[acc])
-        self._live_keys = live_keys
         self.live_w = _bitmasks(live_keys, n, nt)
         self.acc_offsets = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(acc_keys // nt, minlength=n), out=self.acc_offsets[1:])
         self.acc_terms = (acc_keys % nt).astype(np.int32)
+
+    def _rows(self) -> None:
+        """``live``, ``accept_lists`` and ``is_ignore`` from the arrays of ``_derive``."""
+        n, nt = len(self.trans), self.n_terminals
         # As Python values for the byte-by-byte advance, made when a state is first read: a
         # large schema's scanner has 10⁴ states, and loading one from the cache reads few.
         live_w, acc_off, acc_terms = self.live_w, self.acc_offsets, self.acc_terms
@@ -372,9 +381,8 @@ class Scanner:
     @cached_property
     def live_tab(self) -> np.ndarray:
         """``bool[state, terminal]``: the terminals each state reads (for building trees)."""
-        tab = np.zeros((len(self.trans), self.n_terminals), np.bool_)
-        tab.reshape(-1)[self._live_keys] = True
-        return tab
+        bits = np.unpackbits(np.ascontiguousarray(self.live_w).view(np.uint8), axis=1, bitorder="little")
+        return bits[:, :self.n_terminals].astype(np.bool_)
 
     # -- queries ----------------------------------------------------------------------------
     def readings(self, c: int) -> list[tuple[int, int]]:

@@ -176,6 +176,7 @@ class MaskEngine:
         self.node_sets: list = []  # node -> its groups by (live terminals, lead) (``_node_sets``)
         self.grp_off = np.zeros(1, np.int64)
         self.grp_tok = np.zeros(0, np.int32)
+        self._tok_ro = read_only(self.grp_tok)  # what the kernels read (``_read_only``)
         self.unresolved: dict = {}  # tree -> tokens to check one by one
         self.a_ch_off = np.zeros(1, np.int64)
         self.a_ch_term = np.zeros(0, np.int32)
@@ -216,25 +217,34 @@ class MaskEngine:
         """Append the arrays ``tr`` of ``trees`` (``build_trees``); trees already there keep theirs."""
         with self._install_lock:
             n_nodes, n_edges, n_grp, n_tok = self.n_nodes, self.n_edges, self.n_grp, self.n_tok
-            ch_off = tr["tr_ch_off"][1:] + n_edges
-            ch_node = (tr["tr_ch_node"] + n_nodes).astype(np.int32)
-            node_grp = tr["tr_node_grp"][1:] + n_grp
-            self.a_ch_off = _appended(self.a_ch_off, n_nodes + 1, ch_off)
-            self.a_ch_term = _appended(self.a_ch_term, n_edges, tr["tr_ch_term"])
-            self.a_ch_node = _appended(self.a_ch_node, n_edges, ch_node)
-            self.a_node_grp = _appended(self.a_node_grp, n_nodes + 1, node_grp)
-            self.a_grp_state = _appended(self.a_grp_state, n_grp, tr["tr_grp_state"])
-            self.a_grp_lead = _appended(self.a_grp_lead, n_grp, tr["tr_grp_lead"])
+            if n_nodes == 0:
+                # the first trees are adopted as they are (a cache file's arrays stay mapped)
+                self.a_ch_off, self.a_ch_term, self.a_ch_node, self.a_node_grp, self.a_grp_state, self.a_grp_lead = (
+                    tr[k].astype(a.dtype, copy=False) for k, a in (
+                        ("tr_ch_off", self.a_ch_off), ("tr_ch_term", self.a_ch_term), ("tr_ch_node", self.a_ch_node),
+                        ("tr_node_grp", self.a_node_grp), ("tr_grp_state", self.a_grp_state),
+                        ("tr_grp_lead", self.a_grp_lead)))
+            else:
+                ch_off = tr["tr_ch_off"][1:] + n_edges
+                ch_node = (tr["tr_ch_node"] + n_nodes).astype(np.int32)
+                node_grp = tr["tr_node_grp"][1:] + n_grp
+                self.a_ch_off = _appended(self.a_ch_off, n_nodes + 1, ch_off)
+                self.a_ch_term = _appended(self.a_ch_term, n_edges, tr["tr_ch_term"])
+                self.a_ch_node = _appended(self.a_ch_node, n_edges, ch_node)
+                self.a_node_grp = _appended(self.a_node_grp, n_nodes + 1, node_grp)
+                self.a_grp_state = _appended(self.a_grp_state, n_grp, tr["tr_grp_state"])
+                self.a_grp_lead = _appended(self.a_grp_lead, n_grp, tr["tr_grp_lead"])
             new_nodes = len(tr["tr_node_grp"]) - 1
             self.node_kids += [None] * new_nodes
             self.node_sets += [None] * new_nodes
-            off = tr["tr_grp_off"][1:] + n_tok
             tok = tr["tr_grp_tok"]
             if n_tok == 0 and len(self.grp_tok) == 0:
-                self.grp_tok = tok  # adopted as is (a cache file's arrays stay memory-mapped)
+                self.grp_tok = tok
+                self.grp_off = tr["tr_grp_off"].astype(np.int64, copy=False)
             else:
                 self.grp_tok = _appended(self.grp_tok, n_tok, tok)
-            self.grp_off = _appended(self.grp_off, n_grp + 1, off)
+                self.grp_off = _appended(self.grp_off, n_grp + 1, tr["tr_grp_off"][1:] + n_tok)
+            self._tok_ro = read_only(self.grp_tok)
             self.n_nodes += new_nodes
             self.n_edges += len(tr["tr_ch_term"])
             self.n_grp += len(tr["tr_grp_state"])
@@ -552,14 +562,14 @@ class MaskEngine:
             if len(self._g_row) < n_grp:
                 self._g_row = np.concatenate([self._g_row, np.full(2 * n_grp - len(self._g_row), -1, np.int64)])
             big_min = max(64, self.vocab_size >> 6)
-            missing = kernels.union_bits(np.array(key, np.int64), self.grp_off, self.grp_tok, big_min, self._g_row,
+            missing = kernels.union_bits(np.array(key, np.int64), self.grp_off, self._tok_ro, big_min, self._g_row,
                                          self._gw, m)
             for g in missing.tolist():  # their bitsets, for the next masks they are in
                 if self._n_gw == len(self._gw):
                     self._gw = np.concatenate([self._gw, np.zeros((max(8, self._n_gw), self.n_words), np.uint64)])
                 row = self._gw[self._n_gw]
                 row[:] = 0  # after a flush, rows are reused: union_bits ors into what is there
-                kernels.union_bits(np.array([g], np.int64), self.grp_off, self.grp_tok, self.vocab_size + 1,
+                kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1,
                                    self._g_row, self._gw, row)
                 self._g_row[g] = self._n_gw
                 self._n_gw += 1
@@ -590,9 +600,17 @@ class MaskEngine:
         return insert_sorted(base, self._tokens(small, extra))
 
     def _tokens(self, groups, extra) -> np.ndarray:
-        out = kernels.union_groups(self.grp_off, self.grp_tok, np.array(groups, np.int64), extra, self._marks)
+        out = kernels.union_groups(self.grp_off, self._tok_ro, np.array(groups, np.int64), extra, self._marks)
         out.flags.writeable = False
         return out
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``, what kernels are given: a cache file's arrays are mapped
+    read-only, and numba compiles (or loads, some 10 ms) a specialization for each type."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _appended(buf: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:
