@@ -177,3 +177,25 @@ def test_cached_dfa_equals_the_explored_one(smollm2, smollm2_vocab, name):
     finally:
         Grammar._dstate = real
     assert g.is_accepting() and made == [] and loaded.engine.core is not None
+
+
+def test_loaded_index_has_the_large_groups_bitsets_and_keeps_them(smollm2, smollm2_vocab):
+    """A loaded index makes its large groups' bitsets at load; a flush keeps them, and masks
+    made with them, before and after, hold exactly the allowed ids."""
+    from localguide.grammar.masks import bits_ids
+
+    idx = GrammarIndex.from_arrays(lazy_index("sql", smollm2_vocab).arrays(), smollm2_vocab)
+    eng = idx.engine
+    big = max(64, eng.vocab_size >> 6)
+    large = [g for g in range(eng.n_grp) if eng.grp_off[g + 1] - eng.grp_off[g] >= big]
+    assert len(large) >= 2 and eng._n_gw == len(large) and all(eng._g_row[g] >= 0 for g in large)
+    rows = [eng._g_row[g] for g in large]
+    for flushed in (False, True):
+        if flushed:
+            idx.flush()
+            assert [eng._g_row[g] for g in large] == rows
+        g = idx.guide()
+        for t in tokenize(smollm2, "SELECT a, b FROM t WHERE a > 1 ORDER BY b"):
+            key = idx._mask_key(g.state)
+            assert bits_ids(eng.bits_of(key)).tolist() == eng.union_of(key).tolist()
+            g.advance(t)

@@ -267,10 +267,14 @@ class CompiledMasks:
                 self.engine.root(kernels.EARLEY_NEED_TREE - status)
         for q, a in zip(new, aids.tolist()):
             aid[q.uid] = a
-        g, off = groups.tolist(), g_off.tolist()
-        keys = [None if unres[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
-        whole = not unres.any()
+        g, off, un = groups.tolist(), g_off.tolist(), unres.tolist()
+        keys = [None if un[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
+        whole = not any(un)
+        if whole:
+            # one configuration (the usual case): its key is the union
+            union_l = union.tolist()
+            u = keys[0] if len(keys) == 1 and len(keys[0]) == len(union_l) else tuple(union_l)
         return Walk(keys,
-                    [None if unres[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
-                    tuple(union.tolist()) if whole else None,
-                    sorted(zip(cost.tolist(), union.tolist())) if costs and whole else None)
+                    [None if un[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
+                    u if whole else None,
+                    sorted(zip(cost.tolist(), union_l)) if costs and whole else None)

@@ -27,7 +27,7 @@ from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
 from .errors import GrammarError
 from .lexer import Scanner
-from .masks import TREE_KEYS, MaskEngine, bits_with, build_trees
+from .masks import BITS_KEYS, TREE_KEYS, MaskEngine, bits_with, build_trees
 
 MAX_CONFIGS = 4096
 # What an index keeps between flushes (``GrammarIndex.flush``): interned parser and guide
@@ -35,11 +35,11 @@ MAX_CONFIGS = 4096
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
 MAX_CACHED_STATES = 100_000
 MAX_CACHED_MASK_BYTES = 256 << 20
-FORMAT = 4  # of the cached arrays
+FORMAT = 5  # of the cached arrays
 ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
               "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
               "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start", "sc_live_w",
-              "sc_acc_off", "sc_acc_terms", "sc_rdist", "g_nullable") + TREE_KEYS + DFA_KEYS
+              "sc_acc_off", "sc_acc_terms", "sc_rdist", "g_nullable") + TREE_KEYS + BITS_KEYS + DFA_KEYS
 
 
 class GState:
@@ -79,7 +79,7 @@ class GrammarIndex:
         self.stop_ids = vocabulary.stop_ids
         self.description = description
         if arrays is not None:
-            trees = {k: arrays[k] for k in TREE_KEYS}
+            trees = {k: arrays[k] for k in TREE_KEYS + BITS_KEYS}
         else:
             trees = None if lazy else build_trees(self.scanner, vocabulary)
         self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable, self.grammar)
@@ -149,7 +149,9 @@ class GrammarIndex:
                 and within(unres, vocabulary.size) and within(a["tr_grp_state"], len(a["sc_trans"]))
                 and offsets(a["sc_acc_off"], len(a["sc_trans"]), len(a["sc_acc_terms"]))
                 and within(a["sc_acc_terms"], len(a["cfg_term_sizes"]))
-                and a["sc_live_w"].shape == (len(a["sc_trans"]), max(1, (len(a["cfg_term_sizes"]) + 63) // 64)))
+                and a["sc_live_w"].shape == (len(a["sc_trans"]), max(1, (len(a["cfg_term_sizes"]) + 63) // 64))
+                and a["tr_big_bits"].shape == (len(a["tr_big_grp"]), (vocabulary.size + 63) // 64)
+                and within(a["tr_big_grp"], n_grp))
 
     # -- guide states ---------------------------------------------------------------
     def _intern(self, configs: dict) -> GState:

@@ -33,6 +33,7 @@ MAX_READINGS = 256
 
 TREE_KEYS = ("tr_seq", "tr_ch_off", "tr_ch_term", "tr_ch_node", "tr_node_grp", "tr_grp_state", "tr_grp_lead",
              "tr_grp_off", "tr_grp_tok", "tr_unres_off", "tr_unres_tok")
+BITS_KEYS = ("tr_big_grp", "tr_big_bits")  # the large groups and their bitsets (``MaskEngine.tree_arrays``)
 
 
 def build_trees(scanner, vocabulary, workers: int | None = None, trees=None) -> dict:
@@ -211,6 +212,15 @@ class MaskEngine:
         self._g_row = np.full(0, -1, np.int64)
         self._gw = np.zeros((0, self.n_words), np.uint64)
         self._n_gw = 0
+        self._n_kept_rows = 0  # rows read from the cache file, which a flush keeps
+        if arrays is not None and "tr_big_grp" in arrays:
+            # the large groups' bitsets, made with the cache file (4-20 per grammar, 0.2 MB at
+            # most on Gemma's vocabulary), not by the first masks that need them
+            big = arrays["tr_big_grp"]
+            self._gw = arrays["tr_big_bits"]
+            self._rows_fit()
+            self._g_row[big] = np.arange(len(big))
+            self._n_gw = self._n_kept_rows = len(big)
 
     # -- the trees -----------------------------------------------------------------------
     def _install(self, tr: dict, trees) -> None:
@@ -302,15 +312,25 @@ class MaskEngine:
                     "tr_grp_lead": self.a_grp_lead[:n_grp].copy(),
                     "tr_grp_off": self.grp_off[:n_grp + 1].copy(),
                     "tr_grp_tok": np.array(self.grp_tok[:self.n_tok]),
-                    "tr_unres_off": uo, "tr_unres_tok": np.array(ut, np.int32)}
+                    "tr_unres_off": uo, "tr_unres_tok": np.array(ut, np.int32), **self._big_bits()}
+
+    def _big_bits(self) -> dict:
+        """``BITS_KEYS``: the groups of at least ``_big_min`` tokens and their bitsets."""
+        big = np.flatnonzero(np.diff(self.grp_off[:self.n_grp + 1]) >= self._big_min).astype(np.int64)
+        rows = np.zeros((len(big), self.n_words), np.uint64)
+        no_rows = np.full(self.n_grp, -1, np.int64)
+        for i, g in enumerate(big.tolist()):
+            kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1, no_rows,
+                               read_only(self._gw), rows[i])
+        return {"tr_big_grp": big, "tr_big_bits": rows}
 
     def flush(self) -> None:
         """Forget the cached unions (kept groups live on the parser states: ``Grammar.flush``)."""
         self.union_cache = {}
         self._large = {}
         self.bits_cache = {}
-        self._g_row[:] = -1
-        self._n_gw = 0
+        self._g_row[self._g_row >= self._n_kept_rows] = -1
+        self._n_gw = self._n_kept_rows
         self.mask_bytes = 0
         if self.core is not None:
             self.core.reset()
@@ -558,26 +578,37 @@ class MaskEngine:
         m = self.bits_cache.get(key)
         if m is None:
             m = np.zeros(self.n_words, np.uint64)
-            n_grp = self.n_grp
-            if len(self._g_row) < n_grp:
-                self._g_row = np.concatenate([self._g_row, np.full(2 * n_grp - len(self._g_row), -1, np.int64)])
-            big_min = max(64, self.vocab_size >> 6)
-            missing = kernels.union_bits(np.array(key, np.int64), self.grp_off, self._tok_ro, big_min, self._g_row,
-                                         self._gw, m)
+            self._rows_fit()
+            missing = kernels.union_bits(np.array(key, np.int64), self.grp_off, self._tok_ro, self._big_min,
+                                         self._g_row, read_only(self._gw), m)
             for g in missing.tolist():  # their bitsets, for the next masks they are in
-                if self._n_gw == len(self._gw):
-                    self._gw = np.concatenate([self._gw, np.zeros((max(8, self._n_gw), self.n_words), np.uint64)])
-                row = self._gw[self._n_gw]
-                row[:] = 0  # after a flush, rows are reused: union_bits ors into what is there
-                kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1,
-                                   self._g_row, self._gw, row)
-                self._g_row[g] = self._n_gw
-                self._n_gw += 1
-                self.mask_bytes += row.nbytes
+                self._add_row(g)
             m.flags.writeable = False
             self.bits_cache[key] = m
             self.mask_bytes += m.nbytes
         return m
+
+    @property
+    def _big_min(self) -> int:
+        """The size from which a group's tokens are or-ed in as a bitset (``_gw``)."""
+        return max(64, self.vocab_size >> 6)
+
+    def _rows_fit(self) -> None:
+        if len(self._g_row) < self.n_grp:
+            self._g_row = np.concatenate([self._g_row, np.full(2 * self.n_grp - len(self._g_row), -1, np.int64)])
+
+    def _add_row(self, g: int) -> None:
+        """Give group ``g`` its bitset, a row of ``_gw``."""
+        self._rows_fit()
+        if self._n_gw == len(self._gw):
+            self._gw = np.concatenate([self._gw, np.zeros((max(8, self._n_gw), self.n_words), np.uint64)])
+        row = self._gw[self._n_gw]
+        row[:] = 0  # after a flush, rows are reused: union_bits ors into what is there
+        kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1,
+                           self._g_row, read_only(self._gw), row)
+        self._g_row[g] = self._n_gw
+        self._n_gw += 1
+        self.mask_bytes += row.nbytes
 
     def _union(self, key: tuple) -> np.ndarray:
         groups = [g for g in key if g >= 0]
@@ -586,7 +617,7 @@ class MaskEngine:
         extra = np.array(sorted(-1 - g for g in key if g < 0), np.int32)
         # The few large groups that hold most of a big mask recur together from mask to mask:
         # their union is cached by the combination, and the rest is merged into it.
-        big_min = max(64, self.vocab_size >> 6)
+        big_min = self._big_min
         gs = np.array(groups, np.int64)
         is_large = (self.grp_off[gs + 1] - self.grp_off[gs] >= big_min).tolist()
         large = tuple(g for g, b in zip(groups, is_large) if b)
