@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import sys
 import tempfile
@@ -105,11 +106,15 @@ def _read(path: Path) -> dict[str, np.ndarray]:
         if not isinstance(header, dict) or size != start + header.get("data_bytes", -1):
             raise CorruptFileError("cut short or padded")
         out = {}
+        mapped = None  # one read-only mapping of the file for all its large arrays
         for name, dtype, shape, offset in header["arrays"]:
             dt = np.dtype(dtype)
-            nbytes = dt.itemsize * int(np.prod(shape, dtype=np.int64))
+            count = int(np.prod(shape, dtype=np.int64))
+            nbytes = dt.itemsize * count
             if nbytes >= _MMAP_BYTES:
-                out[name] = np.memmap(path, dtype=dt, mode="r", offset=start + offset, shape=tuple(shape))
+                if mapped is None:
+                    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                out[name] = np.frombuffer(mapped, dt, count, start + offset).reshape(shape)
             else:
                 f.seek(start + offset)
                 out[name] = np.frombuffer(f.read(nbytes), dtype=dt).reshape(shape).copy()

@@ -51,6 +51,14 @@ class CFG:
             seen.setdefault(lhs, None)
         return list(seen)
 
+    def terminal_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each terminal's DFA state count, every terminal's accepting flags in one array)."""
+        return (np.array([t.dfa.n_states for t in self.terminals], np.int64),
+                np.concatenate([t.dfa.accepting for t in self.terminals] or [np.zeros(0, bool)]).astype(bool))
+
+    def terminal_dfa(self, i: int) -> ByteDFA:
+        return self.terminals[i].dfa
+
     def rule_arrays(self) -> tuple:
         """The rules as arrays: (number of nonterminals, each rule's left-hand side, each
         right-hand side's length, the right-hand sides' symbols in one array, the start).

@@ -422,24 +422,39 @@ def cfg_arrays(cfg: CFG) -> dict:
 
 
 class ArrayCFG(CFG):
-    """The ``CFG`` of ``cfg_arrays``: terminals now; names and rules, which take 0.1 s on a
-    large schema grammar and which a loaded index rarely needs, when first asked for."""
+    """The ``CFG`` of ``cfg_arrays``. Terminals, names and rules are made when first asked
+    for: 10³ terminals and 10⁴ rules on a large schema grammar, which a loaded index rarely needs."""
 
     def __init__(self, a: dict):
         self._a = a
-        sizes = a["cfg_term_sizes"].tolist()
-        # plain arrays: slicing a memory-mapped one costs microseconds each, and there are 10³ terminals
-        trans, acc = a["cfg_term_trans"].view(np.ndarray), a["cfg_term_acc"].view(np.ndarray)
-        bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
-        names = a["cfg_term_names"].tolist()
-        self.terminals = [Terminal(names[i], ByteDFA(trans[bounds[i]:bounds[i + 1]], acc[bounds[i]:bounds[i + 1]]))
-                          for i in range(len(sizes))]
         self.ignore = frozenset(a["cfg_ignore"].tolist())
         self.source = str(a["cfg_source"][0])
         max_run = int(a["cfg_max_run"][0])
         self.max_ignored_run = None if max_run < 0 else max_run
         labels = a["cfg_ign_labels"]
         self.ignore_labels = labels if len(labels) else None
+
+    @cached_property
+    def terminals(self) -> list[Terminal]:
+        a = self._a
+        sizes = a["cfg_term_sizes"].tolist()
+        # plain arrays: slicing a memory-mapped one costs microseconds each, and there are 10³ terminals
+        trans, acc = a["cfg_term_trans"].view(np.ndarray), a["cfg_term_acc"].view(np.ndarray)
+        bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
+        names = a["cfg_term_names"].tolist()
+        return [Terminal(names[i], ByteDFA(trans[bounds[i]:bounds[i + 1]], acc[bounds[i]:bounds[i + 1]]))
+                for i in range(len(sizes))]
+
+    def terminal_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._a["cfg_term_sizes"], np.asarray(self._a["cfg_term_acc"], bool)
+
+    def terminal_dfa(self, i: int) -> ByteDFA:
+        if "terminals" in self.__dict__:
+            return self.terminals[i].dfa
+        a = self._a
+        lo = int(a["cfg_term_sizes"][:i].sum())
+        hi = lo + int(a["cfg_term_sizes"][i])
+        return ByteDFA(a["cfg_term_trans"][lo:hi], a["cfg_term_acc"][lo:hi])
 
     @cached_property
     def _nts(self) -> list[str]:

@@ -87,7 +87,7 @@ class Grammar:
 
     def __init__(self, cfg: CFG, arrays: dict | None = None):
         self.cfg = cfg
-        nt = self.n_terminals = len(cfg.terminals)
+        nt = self.n_terminals = len(cfg.terminal_arrays()[0])
         n_nt, lhs_i, lens, rhs, start_i = cfg.rule_arrays()
         self.n_nonterminals = n_nt
         self.n_rules = len(lens)

@@ -197,15 +197,13 @@ class Scanner:
         self.n_terminals = nt = g.n_terminals
         self.ignore_mask = g.ignore_mask
         self.ign = next(iter(cfg.ignore)) if cfg.ignore else -1
-        self.term_trans = [t.dfa.transitions for t in cfg.terminals]
-        self.term_acc = [t.dfa.accepting for t in cfg.terminals]
-        sizes = [len(a) for a in self.term_acc]
+        # per terminal only as arrays: a large schema's grammar has 10³ terminals
+        sizes, self.r_acc = cfg.terminal_arrays()
         self.r_base = np.zeros(nt + 1, np.int64)
         np.cumsum(sizes, out=self.r_base[1:])
         n_r = int(self.r_base[-1])
         self.r_term = np.repeat(np.arange(nt, dtype=np.int32), sizes)
-        self.r_q = np.concatenate([np.arange(k, dtype=np.int32) for k in sizes])
-        self.r_acc = np.concatenate(self.term_acc).astype(bool)
+        self.r_q = (np.arange(n_r) - np.repeat(self.r_base[:-1], sizes)).astype(np.int32)
         self._run_readings(g.cfg)
         if arrays is not None:
             self._load(arrays)
@@ -224,7 +222,7 @@ class Scanner:
         canon = np.arange(n_r)
         ign = self.ign
         if ign >= 0:
-            dfa = cfg.terminals[ign].dfa
+            dfa = cfg.terminal_dfa(ign)
             base = int(self.r_base[ign])
             self.r_dist[base:base + dfa.n_states] = dfa_distances(dfa)
             if cfg.max_ignored_run is not None:
@@ -257,7 +255,7 @@ class Scanner:
         nt, ign = self.n_terminals, self.ign
         r_next = np.full((n_r + 1, 256), n_r, np.int64)  # row n_r / value n_r: dead
         for t in range(nt):
-            tr = self.term_trans[t]
+            tr = g.cfg.terminal_dfa(t).transitions
             b = self.r_base[t]
             r_next[b:b + len(tr)] = np.where(tr >= 0, tr + b, n_r)
         rng = np.random.default_rng(0x10CA1)
