@@ -511,7 +511,7 @@ def test_scanner_closure_equals_twin(name, monkeypatch):
         np.testing.assert_array_equal(a, b)
     monkeypatch.undo()
     # from one seed reading, with other hashes: equal, and the state budget honoured by both
-    inputs = _closure_inputs(got)
+    inputs = _closure_inputs(got, g.cfg)
     full = kernels.scanner_closure(*inputs, 10 ** 6)
     for a, b in zip(full, kernels.py_scanner_closure(*inputs, 10 ** 6)):
         np.testing.assert_array_equal(a, b)
@@ -522,12 +522,9 @@ def test_scanner_closure_equals_twin(name, monkeypatch):
     assert len(kernels.scanner_closure(*inputs, n)[0]) == n
 
 
-def _closure_inputs(sc):
+def _closure_inputs(sc, cfg):
     n_r = len(sc.r_term)
-    r_next = np.full((n_r + 1, 256), n_r, np.int64)
-    for t, tr in enumerate(sc.term_trans):
-        b = sc.r_base[t]
-        r_next[b:b + len(tr)] = np.where(tr >= 0, tr + b, n_r)
+    r_next = sc.reading_moves(cfg)
     h = np.arange(1, n_r + 2, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     h[n_r] = 0
     off = np.array([0, 1], np.int64)

@@ -251,13 +251,19 @@ class Scanner:
         if ign >= 0 and cfg.max_ignored_run is not None:
             self.tree_track[self.r_term[uniq] == ign] = True
 
-    def _build(self, g: Grammar, n_r: int, max_states: int) -> None:
-        nt, ign = self.n_terminals, self.ign
-        r_next = np.full((n_r + 1, 256), n_r, np.int64)  # row n_r / value n_r: dead
-        for t in range(nt):
-            tr = g.cfg.terminal_dfa(t).transitions
+    def reading_moves(self, cfg) -> np.ndarray:
+        """``r_next[r, b]``: reading ``r`` after byte ``b`` (row and value ``n_readings``: dead)."""
+        n_r = self.n_readings
+        r_next = np.full((n_r + 1, 256), n_r, np.int64)
+        for t in range(self.n_terminals):
+            tr = cfg.terminal_dfa(t).transitions
             b = self.r_base[t]
             r_next[b:b + len(tr)] = np.where(tr >= 0, tr + b, n_r)
+        return r_next
+
+    def _build(self, g: Grammar, n_r: int, max_states: int) -> None:
+        nt, ign = self.n_terminals, self.ign
+        r_next = self.reading_moves(g.cfg)
         rng = np.random.default_rng(0x10CA1)
         h1 = rng.integers(1, 2 ** 63, n_r + 1, dtype=np.int64).astype(np.uint64)
         h2 = rng.integers(1, 2 ** 63, n_r + 1, dtype=np.int64).astype(np.uint64)
