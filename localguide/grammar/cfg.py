@@ -51,6 +51,10 @@ class CFG:
             seen.setdefault(lhs, None)
         return list(seen)
 
+    @property
+    def n_terminals(self) -> int:
+        return len(self.terminals)
+
     def terminal_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(each terminal's DFA state count, every terminal's accepting flags in one array)."""
         return (np.array([t.dfa.n_states for t in self.terminals], np.int64),

@@ -107,8 +107,8 @@ class GrammarIndex:
     def arrays(self) -> dict:
         """Everything needed to rebuild this index (``from_arrays``), as numpy arrays; completes the trees."""
         out = {"format": np.array([FORMAT])}
-        out.update(cfg_arrays(self.cfg))
         g = self.grammar
+        out.update(cfg_arrays(self.cfg, g.cfg_rules))
         out.update(g.arrays(arena.MAX_DSTATES if g.n_rules <= arena.MAX_RULES else 0))
         out.update(self.scanner.arrays())
         out.update(self.engine.tree_arrays())
@@ -394,20 +394,21 @@ class GrammarIndex:
         return (self.step_bytes(self.initial, data) if data else self.initial) is not None
 
     def __repr__(self) -> str:
-        return (f"GrammarIndex({self.description}: {len(self.cfg.terminals)} terminals, "
+        return (f"GrammarIndex({self.description}: {self.cfg.n_terminals} terminals, "
                 f"{len(self.cfg.rules)} productions, {self.scanner.n_states} scanner states)")
 
 
 # -- the grammar as arrays ------------------------------------------------------------------
 
-def cfg_arrays(cfg: CFG) -> dict:
-    n_nt, lhs, lens, rhs, start = cfg.rule_arrays()
-    sizes = [t.dfa.n_states for t in cfg.terminals]
+def cfg_arrays(cfg: CFG, rules: tuple | None = None) -> dict:
+    """``cfg`` as arrays (``ArrayCFG`` reads them back); ``rules``: ``cfg.rule_arrays()`` if known."""
+    _, lhs, lens, rhs, start = cfg.rule_arrays() if rules is None else rules
+    sizes, acc = cfg.terminal_arrays()
     return {
         "cfg_term_names": np.array([t.name for t in cfg.terminals] or [""], dtype=str),
-        "cfg_term_sizes": np.array(sizes, np.int64),
+        "cfg_term_sizes": sizes,
         "cfg_term_trans": np.concatenate([t.dfa.transitions for t in cfg.terminals]).astype(np.int32),
-        "cfg_term_acc": np.concatenate([t.dfa.accepting for t in cfg.terminals]).astype(bool),
+        "cfg_term_acc": acc,
         "cfg_nts": np.array(cfg.nonterminals(), dtype=str),
         "cfg_lhs": lhs,
         "cfg_rhs_len": lens,
@@ -434,27 +435,26 @@ class ArrayCFG(CFG):
         labels = a["cfg_ign_labels"]
         self.ignore_labels = labels if len(labels) else None
 
+    @property
+    def n_terminals(self) -> int:
+        return len(self._a["cfg_term_sizes"])
+
+    @cached_property
+    def _bounds(self) -> list[int]:
+        """Where each terminal's DFA states start in ``cfg_term_trans``, then the end."""
+        return np.concatenate(([0], np.cumsum(self._a["cfg_term_sizes"]))).tolist()
+
+    def terminal_dfa(self, i: int) -> ByteDFA:
+        a, lo, hi = self._a, self._bounds[i], self._bounds[i + 1]
+        return ByteDFA(a["cfg_term_trans"][lo:hi], a["cfg_term_acc"][lo:hi])
+
     @cached_property
     def terminals(self) -> list[Terminal]:
-        a = self._a
-        sizes = a["cfg_term_sizes"].tolist()
-        # plain arrays: slicing a memory-mapped one costs microseconds each, and there are 10³ terminals
-        trans, acc = a["cfg_term_trans"].view(np.ndarray), a["cfg_term_acc"].view(np.ndarray)
-        bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
-        names = a["cfg_term_names"].tolist()
-        return [Terminal(names[i], ByteDFA(trans[bounds[i]:bounds[i + 1]], acc[bounds[i]:bounds[i + 1]]))
-                for i in range(len(sizes))]
+        names = self._a["cfg_term_names"].tolist()
+        return [Terminal(names[i], self.terminal_dfa(i)) for i in range(self.n_terminals)]
 
     def terminal_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         return self._a["cfg_term_sizes"], np.asarray(self._a["cfg_term_acc"], bool)
-
-    def terminal_dfa(self, i: int) -> ByteDFA:
-        if "terminals" in self.__dict__:
-            return self.terminals[i].dfa
-        a = self._a
-        lo = int(a["cfg_term_sizes"][:i].sum())
-        hi = lo + int(a["cfg_term_sizes"][i])
-        return ByteDFA(a["cfg_term_trans"][lo:hi], a["cfg_term_acc"][lo:hi])
 
     @cached_property
     def _nts(self) -> list[str]:

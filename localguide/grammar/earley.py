@@ -18,13 +18,14 @@ bitmask of terminals the parser accepts next.
 
 from __future__ import annotations
 
-import numpy as np
-
 import threading
 from array import array
 from functools import cached_property
 
+import numpy as np
+
 from .cfg import CFG
+from .rows import Rows
 
 DFA_KEYS = ("dfa_items_off", "dfa_items", "dfa_allowed", "dfa_pred", "dfa_is_pred", "dfa_comp_off", "dfa_comp",
             "dfa_sh_off", "dfa_sh_sym", "dfa_sh_to")
@@ -46,35 +47,21 @@ class DState:
         self.lhs = lhs  # the rules' left-hand sides: all an entry's origin is ever asked about
 
 
-class _ReadDStates(dict):
+def _read_dstates(g: "Grammar", t: dict) -> Rows:
     """The states of an ε-DFA read back from ``Grammar.dfa_tables``, each made when first used."""
+    allowed = t["dfa_allowed"]
+    it_off, its, pred, is_pred, c_off, comp, s_off, s_sym, s_to = (_ints(t[k]) for k in (
+        "dfa_items_off", "dfa_items", "dfa_pred", "dfa_is_pred", "dfa_comp_off", "dfa_comp", "dfa_sh_off",
+        "dfa_sh_sym", "dfa_sh_to"))
 
-    def __init__(self, g: "Grammar", t: dict):
-        super().__init__()
-        self.g = g
-        self.n = len(t["dfa_pred"])
-        self.t = {k: v.tolist() for k, v in t.items() if k != "dfa_allowed"}
-        self.allowed = t["dfa_allowed"]
+    def make(d: int) -> DState:
+        items = tuple(its[it_off[d]:it_off[d + 1]])
+        a, b = s_off[d], s_off[d + 1]
+        return DState(items, dict(zip(s_sym[a:b], s_to[a:b])), tuple(comp[c_off[d]:c_off[d + 1]]),
+                      int.from_bytes(allowed[d].astype("<u8").tobytes(), "little"), pred[d], g.accept_item in items,
+                      bool(is_pred[d]), frozenset(g._items[2][list(items)].tolist()))
 
-    def __missing__(self, d: int) -> DState:
-        if not 0 <= d < self.n:
-            raise IndexError(d)
-        t = self.t
-        items = tuple(t["dfa_items"][t["dfa_items_off"][d]:t["dfa_items_off"][d + 1]])
-        a, b = t["dfa_sh_off"][d], t["dfa_sh_off"][d + 1]
-        st = DState(items, dict(zip(t["dfa_sh_sym"][a:b], t["dfa_sh_to"][a:b])),
-                    tuple(t["dfa_comp"][t["dfa_comp_off"][d]:t["dfa_comp_off"][d + 1]]),
-                    int.from_bytes(self.allowed[d].astype("<u8").tobytes(), "little"), t["dfa_pred"][d],
-                    self.g.accept_item in items, bool(t["dfa_is_pred"][d]),
-                    frozenset(self.g._items[2][list(items)].tolist()))
-        self[d] = st
-        return st
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self):
-        return (self[d] for d in range(self.n))
+    return Rows(len(pred), make)
 
 
 class Grammar:
@@ -87,8 +74,9 @@ class Grammar:
 
     def __init__(self, cfg: CFG, arrays: dict | None = None):
         self.cfg = cfg
-        nt = self.n_terminals = len(cfg.terminal_arrays()[0])
-        n_nt, lhs_i, lens, rhs, start_i = cfg.rule_arrays()
+        nt = self.n_terminals = cfg.n_terminals
+        self.cfg_rules = cfg.rule_arrays()  # also written to the cache file (``cfg_arrays``)
+        n_nt, lhs_i, lens, rhs, start_i = self.cfg_rules
         self.n_nonterminals = n_nt
         self.n_rules = len(lens)
         # Dotted items: item k of rule r is first_item[r] + dot; built flat (large schema grammars
@@ -125,7 +113,7 @@ class Grammar:
         self._dfa = None  # the explored ε-DFA as arrays (``dfa_tables``)
         if arrays is not None and len(arrays["dfa_pred"]):
             self._dfa = {k: arrays[k] for k in DFA_KEYS}
-            self.dstates = _ReadDStates(self, self._dfa)
+            self.dstates = _read_dstates(self, self._dfa)
             self._explored = True
             k0 = 0
         else:

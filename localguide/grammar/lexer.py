@@ -29,6 +29,7 @@ from .. import kernels
 from .cfg import dfa_distances
 from .earley import Grammar
 from .errors import GrammarError
+from .rows import Rows
 
 
 # -- terminal adjacency --------------------------------------------------------------
@@ -376,8 +377,8 @@ class Scanner:
         # As Python values for the byte-by-byte advance, made when a state is first read: a
         # large schema's scanner has 10⁴ states, and loading one from the cache reads few.
         live_w, acc_off, acc_terms = self.live_w, self.acc_offsets, self.acc_terms
-        self.live = _Rows(n, lambda c: int.from_bytes(live_w[c].astype("<u8").tobytes(), "little"))
-        self.accept_lists = _Rows(n, lambda c: acc_terms[acc_off[c]:acc_off[c + 1]].tolist())
+        self.live = Rows(n, lambda c: int.from_bytes(live_w[c].astype("<u8").tobytes(), "little"))
+        self.accept_lists = Rows(n, lambda c: acc_terms[acc_off[c]:acc_off[c + 1]].tolist())
         self.is_ignore = np.zeros(nt, np.int8)
         if self.ign >= 0:
             self.is_ignore[self.ign] = 1
@@ -424,24 +425,3 @@ def _bitmasks(keys: np.ndarray, n: int, nt: int) -> np.ndarray:
         starts = np.flatnonzero(np.concatenate(([True], at[1:] != at[:-1])))
         words[at[starts]] = np.bitwise_or.reduceat(np.left_shift(np.uint64(1), (t & 63).astype(np.uint64)), starts)
     return words.reshape(n, nw)
-
-
-class _Rows(dict):
-    """A table of ``n`` rows, row ``i`` made by ``make(i)`` when first read (reads are a dict's)."""
-
-    def __init__(self, n: int, make):
-        super().__init__()
-        self.n = n
-        self.make = make
-
-    def __missing__(self, i: int):
-        if not 0 <= i < self.n:
-            raise IndexError(i)
-        v = self[i] = self.make(i)
-        return v
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self):
-        return (self[i] for i in range(self.n))

@@ -177,7 +177,7 @@ class MaskEngine:
         self.node_sets: list = []  # node -> its groups by (live terminals, lead) (``_node_sets``)
         self.grp_off = np.zeros(1, np.int64)
         self.grp_tok = np.zeros(0, np.int32)
-        self._tok_ro = read_only(self.grp_tok)  # what the kernels read (``_read_only``)
+        self._tok_ro = read_only(self.grp_tok)  # what the kernels read (``read_only``)
         self.unresolved: dict = {}  # tree -> tokens to check one by one
         self.a_ch_off = np.zeros(1, np.int64)
         self.a_ch_term = np.zeros(0, np.int32)
@@ -338,10 +338,11 @@ class MaskEngine:
     def _node_sets(self, s: int) -> list:
         """The groups of tree node ``s`` by (live terminals, lead): [(live, lead, gids)]."""
         by: dict = {}
-        a, b = self.node_groups(s).start, self.node_groups(s).stop
-        live = self._live
-        for g, c, lead in zip(range(a, b), self.a_grp_state[a:b].tolist(), self.a_grp_lead[a:b].tolist()):
-            by.setdefault((live[c], lead), []).append(g)
+        gs = self.node_groups(s)
+        live_of = self._live
+        states, leads = self.a_grp_state[gs.start:gs.stop].tolist(), self.a_grp_lead[gs.start:gs.stop].tolist()
+        for g, c, lead in zip(gs, states, leads):
+            by.setdefault((live_of[c], lead), []).append(g)
         sets = self.node_sets[s] = [(live, lead, tuple(gids)) for (live, lead), gids in by.items()]
         return sets
 
