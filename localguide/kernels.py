@@ -1941,19 +1941,42 @@ def _feed_slot(key, mask):
     return np.int64(((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(29)) & np.uint64(mask))
 
 
+# ``A[11]`` is scratch for ``_earley_make`` (the arena's only user, one call at a time),
+# four areas of a quarter each (a power of two): keys, seen (a hash set), the work stack's
+# states and origins. A set's closure runs in it instead of in arrays allocated per call,
+# which took most of the time of a new set of a few entries; larger sets allocate.
+SCRATCH = 256  # entries of each area (``arena.CompiledMasks.scratch``)
+
+
+@njit(cache=True, inline="always")
+def _sort_small(a, n):
+    """Sort ``a[:n]`` in place: insertion sort for the few keys of a set, else numpy's."""
+    if n > 32:
+        a[:n] = np.sort(a[:n])
+        return
+    for i in range(1, n):
+        x = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+
+
 @njit(cache=True)
-def _earley_make(A, D, kd, ko, nk):
-    """Close the kernel entries ``(kd[i], ko[i])`` (DFA state, origin set) and intern the set."""
-    set_off, set_keys = A[1], A[2]
+def _earley_make(A, D, sd, so, nk):
+    """Close the kernel entries ``(sd[i], so[i])`` (DFA state, origin set) and intern the set.
+
+    ``sd`` and ``so`` are the work stack and are overwritten (scratch or fresh arrays).
+    """
+    set_off, set_keys, scratch = A[1], A[2], A[11]
     d_pred, comp_off, comp_nt, sh_off, sh_sym, sh_to = D[1], D[2], D[3], D[4], D[5], D[6]
-    keys = np.empty(16, np.int64)
+    cap = len(scratch) >> 2
+    keys = scratch[:cap]
     n = 0
-    seen = np.zeros(64, np.int64)  # the keys so far, open addressing (key + 1; 0: empty)
-    sd = np.empty(max(16, nk), np.int64)
-    so = np.empty(max(16, nk), np.int64)
+    seen = scratch[cap:2 * cap]  # the keys so far, open addressing (key + 1; 0: empty)
+    seen[:] = 0
     m = nk
-    sd[:nk] = kd[:nk]
-    so[:nk] = ko[:nk]
     while m > 0:
         m -= 1
         d = sd[m]
@@ -2001,8 +2024,8 @@ def _earley_make(A, D, kd, ko, nk):
                         sd[m] = d2
                         so[m] = o if o2 < 0 else o2
                         m += 1
-    srt = np.sort(keys[:n])
-    return earley_intern(A, D, srt, n)
+    _sort_small(keys, n)
+    return earley_intern(A, D, keys, n)
 
 
 @njit(cache=True, inline="always")
@@ -2037,8 +2060,13 @@ def earley_feed(A, D, s, t):
         return EARLEY_GROW
     if (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
         nk = set_off[s + 1] - set_off[s]
-        kd = np.empty(nk, np.int64)
-        ko = np.empty(nk, np.int64)
+        cap = len(A[11]) >> 2
+        if nk <= cap:
+            kd = A[11][2 * cap:3 * cap]
+            ko = A[11][3 * cap:]
+        else:
+            kd = np.empty(nk, np.int64)
+            ko = np.empty(nk, np.int64)
         n = 0
         for e in range(set_off[s], set_off[s + 1]):
             k = set_keys[e]

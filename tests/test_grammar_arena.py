@@ -89,6 +89,7 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
 @pytest.mark.parametrize("name", ["json", "sql", "c", "yaml", "arithmetic", "c-gbnf", "csv"])
 def test_compiled_masks_equal_python_path(model, name, monkeypatch):
     monkeypatch.setattr(CompiledMasks, "initial_sets", 4)  # the arena grows many times
+    monkeypatch.setattr(CompiledMasks, "scratch", 2)  # and sets outgrow the scratch areas
     idx = lazy_index(name, model.vocabulary)
     idx.guide().allowed_token_ids()
     assert idx.engine.core is not None

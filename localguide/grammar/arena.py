@@ -100,6 +100,7 @@ class CompiledMasks:
     # Arena capacity to start with (a power of two), doubled as needed: growing copies it
     # all, a millisecond or more once it holds thousands of sets, so start with room.
     initial_sets = 8192
+    scratch = kernels.SCRATCH  # entries of each scratch area of ``kernels._earley_make`` (a power of two)
 
     def __init__(self, grammar, engine, tables):
         self.grammar = grammar
@@ -113,6 +114,8 @@ class CompiledMasks:
                          sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
         self._T = None
         self._T_version = -1
+        self._rd: dict = {}  # scanner state -> ``_readings_of``
+        self.last = ((), None)  # the last key made and its array: ``MaskEngine.bits_of`` takes it next
         self._gmarks = np.zeros(0, np.uint8)
         self._gcost = np.zeros(0, np.int64)  # scratch of ``kernels.earley_masks``: all BUDGET_BIG
         self.n_nt = grammar.n_nonterminals
@@ -140,7 +143,8 @@ class CompiledMasks:
         meta = np.array([0, 0, 0, -1], np.int64)  # sets, entry keys, feeds, the initial set (-1: not in yet)
         self.A = (meta, np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64),
                   np.zeros((n, self.n_words), np.uint64), np.zeros(n, np.uint64), np.zeros(4 * n, np.int64),
-                  np.zeros(8 * n, np.int64), np.zeros(8 * n, np.int64), *self._finish_arrays(n))
+                  np.zeros(8 * n, np.int64), np.zeros(8 * n, np.int64), *self._finish_arrays(n),
+                  np.zeros(4 * self.scratch, np.int64))
 
     def _finish_arrays(self, n: int) -> tuple:
         """The finish tables of ``n`` sets (one row when budget bounds are not computed here)."""
@@ -156,7 +160,7 @@ class CompiledMasks:
                 return False
             self.B = budget_tables(self.grammar, completer, self.engine.scanner)
             self.budget = True
-            self.A = self.A[:8] + self._finish_arrays(len(self.A[1]) - 1)
+            self.A = self.A[:8] + self._finish_arrays(len(self.A[1]) - 1) + self.A[11:]
         return True
 
     @property
@@ -165,7 +169,7 @@ class CompiledMasks:
 
     def _grow(self) -> None:
         """Double what is at least half full (the entry keys when nothing else is); rehash."""
-        meta, set_off, set_keys, set_allowed, set_hash, _, fk, fv, fin, fin_done, aft = self.A
+        meta, set_off, set_keys, set_allowed, set_hash, _, fk, fv, fin, fin_done, aft, scratch = self.A
         ns, nk, nf = meta.tolist()[:3]
         sets_full = 2 * (ns + 2) > len(set_off)
         feeds_full = 4 * (nf + 1) > len(fk)
@@ -182,7 +186,7 @@ class CompiledMasks:
         n = 2 * len(fk) if feeds_full else len(fk)
         fk2, fv2 = np.zeros(n, np.int64), np.zeros(n, np.int64)
         kernels.earley_rehash(ns, set_hash, ht, fk2, fv2, fk, fv)
-        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2, fin, fin_done, aft)
+        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2, fin, fin_done, aft, scratch)
 
     # -- masks ---------------------------------------------------------------------------
     def _trees(self) -> tuple:
@@ -219,6 +223,8 @@ class CompiledMasks:
         pos: dict = {}  # uid -> index in ``new``
         initial = self.grammar.initial if bounds and self.A[0][3] < 0 else None
         for p in [p for p, _ in configs] + ([initial] if initial is not None else []):
+            if p.uid in aid:
+                continue
             stack = [p]
             while stack:
                 q = stack[-1]
@@ -237,18 +243,25 @@ class CompiledMasks:
             a = aid.get(q.uid)
             return a if a is not None else -2 - pos[q.uid]
 
-        x_off, x_d, x_ref = [0], [], []
+        # one array for the new sets' entries and the configurations' sets, in slices
+        x_d, x_ref, x_off = [], [], [0]
         for q in new:
             for d, o in q.entries:
                 x_d.append(d)
                 x_ref.append(-1 if o is None else ref(o))
             x_off.append(len(x_d))
-        rd_off, rd = [0], []
-        for _, c in configs:
-            rd += self.engine.state_readings(c)
-            rd_off.append(len(rd))
-        args = (np.array(x_off, np.int64), np.array(x_d, np.int64), np.array(x_ref, np.int64),
-                np.array([ref(p) for p, _ in configs], np.int64), np.array(rd_off, np.int64), np.array(rd, np.int64))
+        n_x, n_cfg = len(x_d), len(configs)
+        flat = np.array(x_d + x_ref + x_off + [ref(p) for p, _ in configs], np.int64)
+        if n_cfg == 1:
+            rd_off, rd = self._readings_of(configs[0][1])
+        else:
+            rd_l, rd_off_l = [], [0]
+            for _, c in configs:
+                rd_l += self.engine.state_readings(c)
+                rd_off_l.append(len(rd_l))
+            rd_off, rd = np.array(rd_off_l, np.int64), np.array(rd_l, np.int64)
+        k = 2 * n_x + len(new) + 1
+        args = (flat[k - len(new) - 1:k], flat[:n_x], flat[n_x:2 * n_x], flat[k:], rd_off, rd)
         init_ref = -1 if initial is None else ref(initial)
         while True:
             T = self._trees()
@@ -265,16 +278,31 @@ class CompiledMasks:
                 self._grow()
             else:
                 self.engine.root(kernels.EARLEY_NEED_TREE - status)
-        for q, a in zip(new, aids.tolist()):
-            aid[q.uid] = a
+        if new:
+            for q, a in zip(new, aids.tolist()):
+                aid[q.uid] = a
+        if n_cfg == 1 and not costs:
+            # the usual case: one configuration, whose key is the union
+            if unres[0]:
+                return Walk([None], [None] if bounds else None, None, None)
+            key = tuple(union.tolist())
+            self.last = (key, union)
+            return Walk([key], [int(bnd[0])] if bounds else None, key, None)
         g, off, un = groups.tolist(), g_off.tolist(), unres.tolist()
-        keys = [None if un[i] else tuple(g[off[i]:off[i + 1]]) for i in range(len(configs))]
+        keys = [None if un[i] else tuple(g[off[i]:off[i + 1]]) for i in range(n_cfg)]
         whole = not any(un)
         if whole:
-            # one configuration (the usual case): its key is the union
             union_l = union.tolist()
-            u = keys[0] if len(keys) == 1 and len(keys[0]) == len(union_l) else tuple(union_l)
+            u = keys[0] if n_cfg == 1 and len(keys[0]) == len(union_l) else tuple(union_l)
         return Walk(keys,
                     [None if un[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
                     u if whole else None,
                     sorted(zip(cost.tolist(), union_l)) if costs and whole else None)
+
+    def _readings_of(self, c: int) -> tuple:
+        """(offsets, readings) of scanner state ``c`` as the kernel takes them, cached."""
+        got = self._rd.get(c)
+        if got is None:
+            rd = np.array(self.engine.state_readings(c), np.int64)
+            got = self._rd[c] = (np.array([0, len(rd)], np.int64), rd)
+        return got

@@ -501,7 +501,7 @@ class MaskEngine:
         batch = []
         for i in todo:
             p, c = configs[i]
-            if self.core is not None and not all(r in p.rkept for r in self._readings(p, c)):
+            if self.core is not None and (not p.rkept or not all(r in p.rkept for r in self._readings(p, c))):
                 batch.append(i)
             else:
                 out[i] = p.masks[c] = self.mask_key_python(p, c)
@@ -580,7 +580,11 @@ class MaskEngine:
         if m is None:
             m = np.zeros(self.n_words, np.uint64)
             self._rows_fit()
-            missing = kernels.union_bits(np.array(key, np.int64), self.grp_off, self._tok_ro, self._big_min,
+            core = self.core
+            last_key, gids = core.last if core is not None else ((), None)
+            if last_key is not key:  # (the compiled path's array of the key just made saves converting it)
+                gids = np.array(key, np.int64)
+            missing = kernels.union_bits(gids, self.grp_off, self._tok_ro, self._big_min,
                                          self._g_row, read_only(self._gw), m)
             for g in missing.tolist():  # their bitsets, for the next masks they are in
                 self._add_row(g)
