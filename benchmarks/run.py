@@ -846,8 +846,10 @@ def model_report(name: str, r: dict) -> str:
                      "fresh process and empty cache; the index builds trees when first needed), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
                      "`allowed_token_ids()` while the model's own tokenization of sample texts (2-3 per grammar, "
                      "`benchmarks/grammar_masks.py`) is walked through a guide of the cached index: `first` is the "
-                     "first walk in the process (every parser state new), `warm` the same walk again. `first max` "
-                     "includes numba's one-time start in the process (its first kernel call) where the walk makes it.\n\n"
+                     "walk of a fresh index (every parser state, arena set and mask new; median of "
+                     f"{r['grammar_masks'][0].get('repeat', 1)} walks, each of an index loaded again), `warm` the same walk again. "
+                     "`first max` (the largest of all first walks) includes one-time pauses where a walk meets one "
+                     "(Python's cycle collector, numba loading a kernel).\n\n"
                      + grammar_masks.table(r["grammar_masks"]))
     if "cli" in r:
         c = r["cli"]
