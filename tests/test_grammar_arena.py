@@ -200,3 +200,68 @@ def test_loaded_index_has_the_large_groups_bitsets_and_keeps_them(smollm2, smoll
             key = idx._mask_key(g.state)
             assert bits_ids(eng.bits_of(key)).tolist() == eng.union_of(key).tolist()
             g.advance(t)
+
+
+def _seeded(name, vocab):
+    """(an index of ``name`` loaded from its arrays, with the arena seed; the seed)."""
+    from localguide.grammar import arena
+
+    built = lazy_index(name, vocab)
+    a = built.arrays(seed=True)
+    assert len(a["ar_set_off"]) - 1 == arena.SEED_SETS
+    return GrammarIndex.from_arrays(a, vocab), {k: a[k] for k in arena.SEED_KEYS}
+
+
+def test_seed_kernel_equals_its_twin(smollm2_vocab):
+    from localguide import kernels
+    from localguide.grammar import arena
+
+    g = lazy_index("sql", smollm2_vocab).grammar
+    assert g.explore(arena.MAX_DSTATES)
+    D = arena._dfa_tables(g)
+    out = []
+    for seed in (kernels.earley_seed, kernels.py_earley_seed):
+        A = arena._new_arena(2048, D[0].shape[1], 1 << 14, 256)
+        keys = np.array(sorted(d << 32 for d, _ in g.initial.entries), np.int64)
+        seed(A, D, kernels.earley_intern(A, D, keys, len(keys)), 300, 4000)
+        out.append(A)
+    for x, y in zip(*out):
+        assert np.array_equal(x, y)
+    assert out[0][0][0] == 300
+
+
+@pytest.mark.parametrize("name", ["sql", "c"])
+def test_loaded_index_starts_from_the_seed(smollm2, smollm2_vocab, name):
+    """A loaded index's arena holds the seed before its first mask, finds the seed's sets for
+    the parser states it copies in, and its masks equal the Python path's."""
+    from localguide.grammar import arena
+
+    idx, seed = _seeded(name, smollm2_vocab)
+    g = idx.guide()
+    g.allowed_token_ids()
+    core = idx.engine.core
+    assert core.seed is not None
+    n_seed = len(seed["ar_set_off"]) - 1
+    assert core.n_sets == n_seed  # the initial state is a seed set
+    A = core.A
+    assert np.array_equal(A[1][:n_seed + 1], seed["ar_set_off"])
+    assert np.array_equal(A[2][:len(seed["ar_set_keys"])], seed["ar_set_keys"])
+    assert compare_walks(idx, smollm2, SAMPLES[name][0]) > 20
+    idx.flush()  # back to the seed, not to nothing
+    assert core.n_sets == n_seed
+
+
+def test_damaged_seed_is_left_out(smollm2, smollm2_vocab):
+    """A seed that does not fit the grammar's tables (a damaged cache file) is not loaded: the
+    arena starts empty and the masks are right."""
+    idx, seed = _seeded("sql", smollm2_vocab)
+    for k, fix in (("ar_set_keys", lambda x: x + (1 << 40)), ("ar_feed_sets", lambda x: x + 10 ** 6),
+                   ("ar_set_off", lambda x: x[::-1].copy())):
+        idx.engine.core = None
+        idx.engine._core_tried = False
+        idx.engine.seed = dict(seed, **{k: fix(seed[k])})
+        idx.flush()
+        g = idx.guide()
+        g.allowed_token_ids()
+        assert idx.engine.core.seed is None
+        assert compare_walks(idx, smollm2, ["SELECT a FROM t WHERE b > 1"]) > 5

@@ -27,6 +27,12 @@ from .masks import read_only
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
 MAX_BUDGET_SYMBOLS = 256  # each arena set holds a finish length per nonterminal and a completion per terminal
+# The seed: arena sets made at compile time from the initial set, breadth first, and kept
+# in the cache file, so that the first masks of a loaded index (the start of every text,
+# where closures are largest) find their sets made.
+SEED_SETS = 1024
+SEED_FEEDS = 16_384
+SEED_KEYS = ("ar_set_off", "ar_set_keys", "ar_feed_keys", "ar_feed_sets")
 
 
 class Walk(NamedTuple):
@@ -70,6 +76,47 @@ def budget_tables(grammar, completer, scanner) -> tuple:
             a([len(comp.best[t]) for t in range(nt)]), a(sfx), a([comp.start_lhs, nt]), (a(sx_off), a(sx_t), a(sx_len)))
 
 
+def seed_arrays(grammar) -> dict:
+    """``SEED_KEYS``: the seed of ``grammar``'s arena (``kernels.earley_seed``), empty arrays
+    for no grammar or one the compiled path does not take."""
+    empty = {"ar_set_off": np.zeros(1, np.int64), "ar_set_keys": np.zeros(0, np.int64),
+             "ar_feed_keys": np.zeros(0, np.int64), "ar_feed_sets": np.zeros(0, np.int64)}
+    if grammar is None or grammar.n_rules > MAX_RULES or not grammar.explore(MAX_DSTATES):
+        return empty
+    D = _dfa_tables(grammar)
+    n = 2 * SEED_SETS
+    A = _new_arena(n, D[0].shape[1], 4 * SEED_FEEDS, CompiledMasks.scratch)  # room for the seed
+    root = grammar.initial
+    if any(o is not None for _, o in root.entries):
+        return empty
+    keys = np.array(sorted(d << 32 for d, _ in root.entries), np.int64)
+    kernels.earley_seed(A, D, kernels.earley_intern(A, D, keys, len(keys)), SEED_SETS, SEED_FEEDS)
+    meta, set_off, set_keys, fk, fv = A[0], A[1], A[2], A[6], A[7]
+    ns, nk = int(meta[0]), int(meta[1])
+    used = fk != 0
+    return {"ar_set_off": set_off[:ns + 1].copy(), "ar_set_keys": set_keys[:nk].copy(),
+            "ar_feed_keys": fk[used], "ar_feed_sets": fv[used]}
+
+
+def _dfa_tables(grammar) -> tuple:
+    """``D`` of the kernels: ``grammar``'s explored ε-DFA as read-only arrays."""
+    t = {k: read_only(v) for k, v in grammar.dfa_tables().items()}
+    w = t["dfa_allowed"].shape[1]
+    return (t["dfa_allowed"], t["dfa_pred"], t["dfa_comp_off"], t["dfa_comp"], t["dfa_sh_off"], t["dfa_sh_sym"],
+            t["dfa_sh_to"], int_words(grammar.ignore_mask, w))
+
+
+def _new_arena(n: int, n_words: int, f: int, scratch: int) -> tuple:
+    """Empty arena tables (``A`` of the kernels) for ``n`` sets (a power of two) and a feed table
+    of ``f`` slots (a power of two, kept at most half full), without the finish tables of
+    budget bounds (``A[8:11]``, one row each)."""
+    meta = np.array([0, 0, 0, -1], np.int64)  # sets, entry keys, feeds, the initial set (-1: not in yet)
+    return (meta, np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64), np.zeros((n, n_words), np.uint64),
+            np.zeros(n, np.uint64), np.zeros(4 * n, np.int64), np.zeros(f, np.int64), np.zeros(f, np.int64),
+            np.zeros((1, 1), np.int64), np.zeros(1, np.uint8), np.zeros((1, 1), np.int64),
+            np.zeros(4 * scratch, np.int64))
+
+
 _z = np.zeros(1, np.int64)
 _NO_BUDGET = (_z, _z, _z, _z, _z, np.zeros(1, np.uint8), (_z, _z, _z, _z), _z, _z, np.array([0, 0], np.int64),
               (_z, _z, _z))
@@ -99,11 +146,12 @@ class CompiledMasks:
 
     # Arena capacity to start with (a power of two), doubled as needed: growing copies it
     # all, a millisecond or more once it holds thousands of sets, so start with room.
-    initial_sets = 8192
+    initial_sets = 2048
     scratch = kernels.SCRATCH  # entries of each scratch area of ``kernels._earley_make`` (a power of two)
 
-    def __init__(self, grammar, engine, tables):
+    def __init__(self, grammar, engine, tables, seed: dict | None = None):
         self.grammar = grammar
+        self.seed = seed if seed is not None and len(seed["ar_set_off"]) > 1 else None
         self.engine = engine
         self.D = tables
         self.n_words = tables[0].shape[1]
@@ -125,26 +173,27 @@ class CompiledMasks:
         _warm(self)
 
     @classmethod
-    def build(cls, grammar, engine) -> "CompiledMasks | None":
-        """The compiled path for ``grammar``, or None when its ε-DFA is too large to explore up front."""
+    def build(cls, grammar, engine, seed: dict | None = None) -> "CompiledMasks | None":
+        """The compiled path for ``grammar``, or None when its ε-DFA is too large to explore up front;
+        its arena starts from ``seed`` (``seed_arrays``, from the cache file) when it is one."""
         if grammar.n_rules > MAX_RULES or not grammar.explore(MAX_DSTATES):
             return None
-        t = {k: read_only(v) for k, v in grammar.dfa_tables().items()}
-        w = t["dfa_allowed"].shape[1]
-        tables = (t["dfa_allowed"], t["dfa_pred"], t["dfa_comp_off"], t["dfa_comp"], t["dfa_sh_off"], t["dfa_sh_sym"],
-                  t["dfa_sh_to"], int_words(grammar.ignore_mask, w))
-        return cls(grammar, engine, tables)
+        return cls(grammar, engine, _dfa_tables(grammar), seed)
 
     # -- the arena ---------------------------------------------------------------------
     def reset(self) -> None:
-        """Forget every arena set (with ``Grammar.flush``: parser states are copied in again)."""
+        """Forget every arena set but the seed's (with ``Grammar.flush``: parser states are copied in again)."""
         self._aid: dict = {}  # PState uid -> arena id
         n = self.initial_sets
-        meta = np.array([0, 0, 0, -1], np.int64)  # sets, entry keys, feeds, the initial set (-1: not in yet)
-        self.A = (meta, np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64),
-                  np.zeros((n, self.n_words), np.uint64), np.zeros(n, np.uint64), np.zeros(4 * n, np.int64),
-                  np.zeros(8 * n, np.int64), np.zeros(8 * n, np.int64), *self._finish_arrays(n),
-                  np.zeros(4 * self.scratch, np.int64))
+        seed = self.seed
+        while seed is not None and (n < 2 * len(seed["ar_set_off"]) or 8 * n < len(seed["ar_set_keys"])
+                                    or 4 * n < len(seed["ar_feed_keys"]) + 1):
+            n *= 2
+        self.A = _new_arena(n, self.n_words, 8 * n, self.scratch)[:8] + self._finish_arrays(n) + (
+            np.zeros(4 * self.scratch, np.int64),)
+        if seed is not None and not kernels.earley_restore(self.A, self.D, *(seed[k] for k in SEED_KEYS)):
+            self.seed = None  # a damaged cache file: start empty
+            self.reset()
 
     def _finish_arrays(self, n: int) -> tuple:
         """The finish tables of ``n`` sets (one row when budget bounds are not computed here)."""

@@ -35,11 +35,11 @@ MAX_CONFIGS = 4096
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
 MAX_CACHED_STATES = 100_000
 MAX_CACHED_MASK_BYTES = 256 << 20
-FORMAT = 5  # of the cached arrays
+FORMAT = 6  # of the cached arrays
 ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
               "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
               "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start", "sc_live_w",
-              "sc_acc_off", "sc_acc_terms", "sc_rdist", "g_nullable") + TREE_KEYS + BITS_KEYS + DFA_KEYS
+              "sc_acc_off", "sc_acc_terms", "sc_rdist", "g_nullable") + TREE_KEYS + BITS_KEYS + DFA_KEYS + arena.SEED_KEYS
 
 
 class GState:
@@ -83,6 +83,8 @@ class GrammarIndex:
         else:
             trees = None if lazy else build_trees(self.scanner, vocabulary)
         self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable, self.grammar)
+        if arrays is not None:
+            self.engine.seed = {k: arrays[k] for k in arena.SEED_KEYS}
         sc = self.scanner
         self._trans = [None] * sc.n_states  # rows as lists, converted when first used (all: 0.2 s at 12k states)
         self._live = sc.live
@@ -92,6 +94,7 @@ class GrammarIndex:
         self._ign_bit = self.grammar.ignore_mask
         self._states: dict = {}
         self._stop_bytes = 0
+        self._stop_bits = None  # the stop ids as a vocabulary bitset
         self.max_cached_states = MAX_CACHED_STATES
         self.max_cached_mask_bytes = MAX_CACHED_MASK_BYTES
         self.flushes = 0
@@ -104,12 +107,17 @@ class GrammarIndex:
         return self.vocabulary.fingerprint
 
     # -- persistence ---------------------------------------------------------------------
-    def arrays(self) -> dict:
-        """Everything needed to rebuild this index (``from_arrays``), as numpy arrays; completes the trees."""
+    def arrays(self, seed: bool = False) -> dict:
+        """Everything needed to rebuild this index (``from_arrays``), as numpy arrays; completes the trees.
+
+        ``seed``: with the arena sets near the start of every text (``arena.seed_arrays``, a few
+        ms for a shipped grammar, more for a large generated one), which the loaded index's
+        first masks then find made."""
         out = {"format": np.array([FORMAT])}
         g = self.grammar
         out.update(cfg_arrays(self.cfg, g.cfg_rules))
         out.update(g.arrays(arena.MAX_DSTATES if g.n_rules <= arena.MAX_RULES else 0))
+        out.update(arena.seed_arrays(g) if seed else arena.seed_arrays(None))
         out.update(self.scanner.arrays())
         out.update(self.engine.tree_arrays())
         return out
@@ -293,7 +301,10 @@ class GrammarIndex:
             key = ("stop bits", st.key)
             m = self._states.get(key)
             if m is None:
-                m = self._states[key] = bits_with(self.token_bits(st), self.stop_ids)
+                if self._stop_bits is None:
+                    self._stop_bits = bits_with(np.zeros(self.engine.n_words, np.uint64), self.stop_ids)
+                m = self._states[key] = np.bitwise_or(self.token_bits(st), self._stop_bits)
+                m.flags.writeable = False
                 self._stop_bytes += m.nbytes
             return m
         return self.token_bits(st)

@@ -189,6 +189,7 @@ class MaskEngine:
         self.a_unres = np.zeros(self.n_trees, np.uint8)
         self.version = 0  # of the trees, raised by each ``_install``
         self.core = None  # the compiled path (``arena.CompiledMasks``), built by the first mask
+        self.seed = None  # its arena's seed (``arena.SEED_KEYS``) from a cache file
         self._core_tried = grammar is None
         self._install_lock = threading.Lock()
         self._complete_lock = threading.Lock()
@@ -543,7 +544,7 @@ class MaskEngine:
             from .arena import CompiledMasks
 
             with paused():  # exploring the ε-DFA allocates like a compile (up to 20,000 states)
-                self.core = CompiledMasks.build(self.grammar, self)
+                self.core = CompiledMasks.build(self.grammar, self, self.seed)
             self._core_tried = True
         return self.core
 

@@ -113,13 +113,14 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
 
             return normalize(to_cfg(text, kind, desc, start), max_ignored_run)
 
-        idx = _COMPILED[key] = cached_index(path, make_cfg, vocabulary, desc, lazy)
+        idx = _COMPILED[key] = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
     return idx
 
 
-def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool) -> GrammarIndex:
+def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed: bool = False) -> GrammarIndex:
     """The ``GrammarIndex`` of ``make_cfg()`` (a normalized CFG), from the disk cache at ``path``
-    when there; else built (``lazy``: trees on demand, the rest and the file in the background)."""
+    when there; else built (``lazy``: trees on demand, the rest and the file in the background).
+    ``seed``: the file holds the arena seed (``GrammarIndex.arrays``)."""
     from ..gcpause import paused
 
     with paused():
@@ -128,7 +129,7 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool) -> Gr
             return GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
         idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
     if lazy:
-        cache.save_later(path, idx.arrays)
+        cache.save_later(path, lambda: idx.arrays(seed))
     else:
-        cache.store(path, idx.arrays())
+        cache.store(path, idx.arrays(seed))
     return idx
