@@ -144,8 +144,9 @@ def _longer(a: np.ndarray, n: int) -> np.ndarray:
 class CompiledMasks:
     """The compiled ``mask_key`` of one grammar index (not thread-safe, as the index)."""
 
-    # Arena capacity to start with (a power of two), doubled as needed: growing copies it
-    # all, a millisecond or more once it holds thousands of sets, so start with room.
+    # Arena capacity to start with (a power of two), doubled as needed (growing copies it all,
+    # a millisecond or more once it holds thousands of sets). Not larger: the hash tables are
+    # touched at random, and those of 8,192 sets (2 MB) made every first-pass mask slower.
     initial_sets = 2048
     scratch = kernels.SCRATCH  # entries of each scratch area of ``kernels._earley_make`` (a power of two)
 
@@ -189,8 +190,8 @@ class CompiledMasks:
         while seed is not None and (n < 2 * len(seed["ar_set_off"]) or 8 * n < len(seed["ar_set_keys"])
                                     or 4 * n < len(seed["ar_feed_keys"]) + 1):
             n *= 2
-        self.A = _new_arena(n, self.n_words, 8 * n, self.scratch)[:8] + self._finish_arrays(n) + (
-            np.zeros(4 * self.scratch, np.int64),)
+        A = _new_arena(n, self.n_words, 8 * n, self.scratch)
+        self.A = A[:8] + self._finish_arrays(n) + A[11:]
         if seed is not None and not kernels.earley_restore(self.A, self.D, *(seed[k] for k in SEED_KEYS)):
             self.seed = None  # a damaged cache file: start empty
             self.reset()
