@@ -121,6 +121,7 @@ _z = np.zeros(1, np.int64)
 _NO_BUDGET = (_z, _z, _z, _z, _z, np.zeros(1, np.uint8), (_z, _z, _z, _z), _z, _z, np.array([0, 0], np.int64),
               (_z, _z, _z))
 _NO_COSTS = np.zeros(0, np.int64)
+_NO_FEEDS = np.zeros(0, np.int64)
 _warmed = False
 
 
@@ -219,7 +220,7 @@ class CompiledMasks:
 
     def _grow(self) -> None:
         """Double what is at least half full (the entry keys when nothing else is); rehash."""
-        meta, set_off, set_keys, set_allowed, set_hash, _, fk, fv, fin, fin_done, aft, scratch = self.A
+        meta, set_off, set_keys, set_allowed, set_hash, ht, fk, fv, fin, fin_done, aft, scratch = self.A
         ns, nk, nf = meta.tolist()[:3]
         sets_full = 2 * (ns + 2) > len(set_off)
         feeds_full = 4 * (nf + 1) > len(fk)
@@ -232,11 +233,15 @@ class CompiledMasks:
                 fin, fin_done, aft = _longer(fin, cap), _longer(fin_done, cap), _longer(aft, cap)
         if 2 * nk > len(set_keys) or not (sets_full or feeds_full):
             set_keys = _longer(set_keys, 2 * len(set_keys))
-        ht = np.zeros(4 * (len(set_off) - 1), np.int64)
-        n = 2 * len(fk) if feeds_full else len(fk)
-        fk2, fv2 = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        kernels.earley_rehash(ns, set_hash, ht, fk2, fv2, fk, fv)
-        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk2, fv2, fin, fin_done, aft, scratch)
+        # Only the tables that grew are made again (fresh memory is slow to touch at first).
+        if sets_full:
+            ht = np.zeros(4 * (len(set_off) - 1), np.int64)
+            kernels.earley_rehash(ns, set_hash, ht, fk, fv, _NO_FEEDS, _NO_FEEDS)
+        if feeds_full:
+            fk2, fv2 = np.zeros(2 * len(fk), np.int64), np.zeros(2 * len(fk), np.int64)
+            kernels.earley_rehash(0, set_hash, ht, fk2, fv2, fk, fv)
+            fk, fv = fk2, fv2
+        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk, fv, fin, fin_done, aft, scratch)
 
     # -- masks ---------------------------------------------------------------------------
     def _trees(self) -> tuple:
