@@ -16,7 +16,8 @@ For each model and grammar:
   cached index (``sampler_mask()``, the mask the llama.cpp sampler applies: a bitset of
   the vocabulary, or ids where a budget binds; then ``advance()``, for each token);
   ``first`` is the first walk of a fresh index (the cache file loaded again: no parser
-  state, arena set or mask computed yet; numba's kernels loaded), ``warm`` the same walk
+  state or mask computed yet, the arena holding only the file's seed; numba's kernels
+  loaded), ``warm`` the same walk
   again. The first walk is repeated ``--repeat`` times, each with a fresh index, and the
   median of each statistic reported (``first max``: the largest): on a shared machine one
   walk's p99 moves by half from run to run. With ``--budget N`` the guides get
