@@ -2141,46 +2141,33 @@ def py_earley_seed(A, D, root, max_sets, max_feeds):
 @njit(cache=True)
 def earley_restore(A, D, set_off, set_keys, feed_keys, feed_sets):
     """Load a seed (``earley_seed``'s sets and feeds) into the new arena ``A`` (all zeros), which
-    has room for it; each set's allowed terminals and hash are computed again. False, the arena left
-    empty, when the seed does not fit these tables (a damaged cache file)."""
-    meta, a_off, a_keys, set_allowed, set_hash, ht, fk, fv = A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7]
-    d_allowed = D[0]
-    n_d = d_allowed.shape[0]
+    has room for it: each set interned again in order, then the feeds. False when the seed does
+    not fit these tables (a damaged cache file); the arena is then of no use."""
+    fk, fv = A[6], A[7]
+    n_d = D[0].shape[0]
     ns = len(set_off) - 1
-    nk = len(set_keys)
-    n_bits = set_allowed.shape[1] * 64
-    ok = (ns >= 0 and ns + 2 <= len(a_off) and 2 * (ns + 1) <= len(ht) and nk <= len(a_keys)
-          and 2 * (len(feed_keys) + 1) <= len(fk) and len(feed_keys) == len(feed_sets) and set_off[0] == 0
-          and set_off[ns] == nk)
+    n_bits = A[3].shape[1] * 64
+    if not (ns >= 0 and set_off[0] == 0 and set_off[ns] == len(set_keys) and len(feed_keys) == len(feed_sets)
+            and 2 * (len(feed_keys) + 1) <= len(fk)):
+        return False
     for i in range(ns):
-        if not ok:
-            break
         if set_off[i + 1] < set_off[i]:
-            ok = False
+            return False
         for j in range(set_off[i], set_off[i + 1]):
             d = set_keys[j] >> 32
             o = (set_keys[j] & 0xFFFFFFFF) - 1
             if d < 0 or d >= n_d or o >= i or o < -1 or (j > set_off[i] and set_keys[j] <= set_keys[j - 1]):
-                ok = False  # an entry's origin is an earlier set; keys sorted, distinct
+                return False  # an entry's origin is an earlier set; keys sorted, distinct
     for i in range(len(feed_keys)):
         k = feed_keys[i] - 1
         if k < 0 or k // n_bits >= ns or feed_sets[i] < EARLEY_REJECT or feed_sets[i] >= ns:
-            ok = False
-    if not ok:
-        return False
+            return False
     for i in range(ns):
-        for w in range(set_allowed.shape[1]):
-            set_allowed[i, w] = 0
-        for j in range(set_off[i], set_off[i + 1]):
-            a_keys[j] = set_keys[j]
-            for w in range(set_allowed.shape[1]):
-                set_allowed[i, w] |= d_allowed[set_keys[j] >> 32, w]
-        a_off[i + 1] = set_off[i + 1]
-        set_hash[i] = _keys_hash(set_keys[set_off[i]:], set_off[i + 1] - set_off[i])
-    earley_rehash(ns, set_hash, ht, fk, fv, feed_keys, feed_sets)
-    meta[0] = ns
-    meta[1] = nk
-    meta[2] = len(feed_keys)
+        n = set_off[i + 1] - set_off[i]
+        if earley_intern(A, D, set_keys[set_off[i]:set_off[i + 1]], n) != i:
+            return False  # no room, or a set twice
+    earley_rehash(0, A[4], A[5], fk, fv, feed_keys, feed_sets)
+    A[0][2] = len(feed_keys)
     return True
 
 

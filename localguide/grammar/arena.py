@@ -86,10 +86,7 @@ def seed_arrays(grammar) -> dict:
     D = _dfa_tables(grammar)
     n = 2 * SEED_SETS
     A = _new_arena(n, D[0].shape[1], 4 * SEED_FEEDS, CompiledMasks.scratch)  # room for the seed
-    root = grammar.initial
-    if any(o is not None for _, o in root.entries):
-        return empty
-    keys = np.array(sorted(d << 32 for d, _ in root.entries), np.int64)
+    keys = np.array(sorted(d << 32 for d, _ in grammar.initial.entries), np.int64)  # no origins: all 0
     kernels.earley_seed(A, D, kernels.earley_intern(A, D, keys, len(keys)), SEED_SETS, SEED_FEEDS)
     meta, set_off, set_keys, fk, fv = A[0], A[1], A[2], A[6], A[7]
     ns, nk = int(meta[0]), int(meta[1])

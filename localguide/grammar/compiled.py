@@ -117,7 +117,7 @@ class GrammarIndex:
         g = self.grammar
         out.update(cfg_arrays(self.cfg, g.cfg_rules))
         out.update(g.arrays(arena.MAX_DSTATES if g.n_rules <= arena.MAX_RULES else 0))
-        out.update(arena.seed_arrays(g) if seed else arena.seed_arrays(None))
+        out.update(arena.seed_arrays(g if seed else None))
         out.update(self.scanner.arrays())
         out.update(self.engine.tree_arrays())
         return out
