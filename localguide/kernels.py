@@ -1845,8 +1845,9 @@ def py_scanner_closure(r_next, h1, h2, st_off, st_rd, max_states):
 # counts references to every array a helper takes out of them, with an atomic add and a
 # call to release each, where its pruning pass cannot prove them balanced (helpers with
 # early returns). That was half the time of a new set (``earley_feed``: 2.3 to 1.1 µs on
-# sql's seed). The entry kernels take views without a reference count (``_bare``) of arrays
-# that their caller holds for the whole call, and never return them or views of them.
+# sql's seed). The entry kernels take views without a reference count (``_bare``, or a
+# context below) of arrays that their caller holds for the whole call, and never return
+# them or views of them.
 
 
 @njit(cache=True, inline="always")
@@ -1866,18 +1867,47 @@ def _bare_dfa(D):
     return (_bare(D[0]), _bare(D[1]), _bare(D[2]), _bare(D[3]), _bare(D[4]), _bare(D[5]), _bare(D[6]), _bare(D[7]))
 
 
-@njit(cache=True, inline="always")
-def _bare_trees(T):
-    return (_bare(T[0]), _bare(T[1]), _bare(T[2]), _bare(T[3]), _bare(T[4]), _bare(T[5]), _bare(T[6]), _bare(T[7]),
-            _bare(T[8]), _bare(T[9]), _bare(T[10]), _bare(T[11]), _bare(T[12]), _bare(T[13]))
+# A context: the arrays of ``A``, ``D``, ``T`` and ``B`` in that order (nested tuples
+# flattened), each as three int64s (address, rows, columns), in one array that
+# ``arena.CompiledMasks`` makes again when one of them changes. Passing it instead of the
+# tuples saves numba's unboxing of some fifty arrays per call (4 µs of a mask). Its arrays
+# must be C-contiguous, of the dtypes and dimensions of ``CTX_SPEC``, and held by the caller.
+CTX_SPEC = (
+    ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 2), ("u8", 1), ("i8", 1), ("i8", 1), ("i8", 1),  # A
+    ("i8", 2), ("b", 1), ("i8", 2), ("i8", 1),
+    ("u8", 2), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 1),  # D
+    ("i8", 1), ("i4", 1), ("i4", 1), ("i8", 1), ("i4", 1), ("i4", 1), ("u8", 2), ("i8", 1),  # T
+    ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("b", 1),
+    ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("i8", 1),  # B
+    ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1))
+CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
 
 
 @njit(cache=True, inline="always")
-def _bare_budget(B):
-    dc, sx = B[6], B[10]
-    return (_bare(B[0]), _bare(B[1]), _bare(B[2]), _bare(B[3]), _bare(B[4]), _bare(B[5]),
-            (_bare(dc[0]), _bare(dc[1]), _bare(dc[2]), _bare(dc[3])), _bare(B[7]), _bare(B[8]), _bare(B[9]),
-            (_bare(sx[0]), _bare(sx[1]), _bare(sx[2])))
+def _c1(ctx, i, dt):
+    return carray(_voidptr(ctx[3 * i]), (ctx[3 * i + 1],), dt)
+
+
+@njit(cache=True, inline="always")
+def _c2(ctx, i, dt):
+    return carray(_voidptr(ctx[3 * i]), (ctx[3 * i + 1], ctx[3 * i + 2]), dt)
+
+
+@njit(cache=True, inline="always")
+def _ctx_tables(ctx):
+    """(A, D, T, B) of a context (``CTX_SPEC``), as views without reference counting."""
+    i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
+    A = (_c1(ctx, 0, i8), _c1(ctx, 1, i8), _c1(ctx, 2, i8), _c2(ctx, 3, u8), _c1(ctx, 4, u8), _c1(ctx, 5, i8),
+         _c1(ctx, 6, i8), _c1(ctx, 7, i8), _c2(ctx, 8, i8), _c1(ctx, 9, b), _c2(ctx, 10, i8), _c1(ctx, 11, i8))
+    D = (_c2(ctx, 12, u8), _c1(ctx, 13, i8), _c1(ctx, 14, i8), _c1(ctx, 15, i8), _c1(ctx, 16, i8), _c1(ctx, 17, i8),
+         _c1(ctx, 18, i8), _c1(ctx, 19, u8))
+    T = (_c1(ctx, 20, i8), _c1(ctx, 21, i4), _c1(ctx, 22, i4), _c1(ctx, 23, i8), _c1(ctx, 24, i4), _c1(ctx, 25, i4),
+         _c2(ctx, 26, u8), _c1(ctx, 27, i8), _c1(ctx, 28, i8), _c1(ctx, 29, i8), _c1(ctx, 30, i8), _c1(ctx, 31, b),
+         _c1(ctx, 32, i8), _c1(ctx, 33, b))
+    B = (_c1(ctx, 34, i8), _c1(ctx, 35, i8), _c1(ctx, 36, i8), _c1(ctx, 37, i8), _c1(ctx, 38, i8), _c1(ctx, 39, b),
+         (_c1(ctx, 40, i8), _c1(ctx, 41, i8), _c1(ctx, 42, i8), _c1(ctx, 43, i8)), _c1(ctx, 44, i8),
+         _c1(ctx, 45, i8), _c1(ctx, 46, i8), (_c1(ctx, 47, i8), _c1(ctx, 48, i8), _c1(ctx, 49, i8)))
+    return A, D, T, B
 
 
 EARLEY_REJECT = -1
@@ -2687,9 +2717,9 @@ def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
 
 
 @njit(cache=True)
-def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, ign, gmarks, do_bound,
-                 gcost):
-    """``earley_mask_groups`` for several configurations at once, after interning new sets.
+def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, ign, gmarks, do_bound, gcost):
+    """``earley_mask_groups`` for several configurations at once, after interning new sets; the
+    arena and tables come as a context (``CTX_SPEC``).
 
     The new sets come first, in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k``
     in ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
@@ -2706,7 +2736,7 @@ def earley_masks(A, D, T, B, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, ini
     Status 0, ``EARLEY_GROW`` or ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets
     interned so far).
     """
-    A, D, T, B = _bare_arena(A), _bare_dfa(D), _bare_trees(T), _bare_budget(B)
+    A, D, T, B = _ctx_tables(ctx)
     n_new = len(x_off) - 1
     aids = np.empty(n_new, np.int64)
     n_cfg = len(cfg_ref)

@@ -132,6 +132,31 @@ def _warm(core: "CompiledMasks") -> None:
         _warmed = True
 
 
+def _flat(tables) -> list:
+    out = []
+    for x in tables:
+        out += _flat(x) if isinstance(x, tuple) else [x]
+    return out
+
+
+def kernel_context(A, D, T, B) -> tuple:
+    """(``kernels.CTX_SPEC``'s context of the tables, the arrays it points into): an array
+    that does not match its slot is copied to one that does, and the copy held there."""
+    arrays = _flat((A, D, T, B))
+    if len(arrays) != len(kernels.CTX_SPEC):
+        raise ValueError(f"{len(arrays)} tables for a kernel context of {len(kernels.CTX_SPEC)}")
+    ctx = np.zeros(3 * len(arrays), np.int64)
+    for i, (a, (code, ndim)) in enumerate(zip(arrays, kernels.CTX_SPEC)):
+        dt = kernels.CTX_DTYPES[code]
+        if a.ndim != ndim:
+            raise ValueError(f"table {i} of a kernel context has {a.ndim} dimensions, not {ndim}")
+        if a.dtype != dt or not a.flags.c_contiguous:
+            a = arrays[i] = np.ascontiguousarray(a, dt)
+        ctx[3 * i] = a.ctypes.data
+        ctx[3 * i + 1:3 * i + 1 + ndim] = a.shape
+    return ctx, arrays
+
+
 def _longer(a: np.ndarray, n: int) -> np.ndarray:
     """``a`` followed by zeros, ``n`` rows in all."""
     out = np.zeros((n,) + a.shape[1:], a.dtype)
@@ -168,6 +193,7 @@ class CompiledMasks:
         self.n_nt = grammar.n_nonterminals
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
+        self._ctx = (None, None)  # (what ``kernel_context`` was made of, it)
         self.reset()
         _warm(self)
 
@@ -323,7 +349,7 @@ class CompiledMasks:
                     self._gcost = np.full(len(self._gmarks), kernels.BUDGET_BIG, np.int64)
                 gcost = self._gcost
             status, aids, g_off, unres, bnd, groups, union, cost = kernels.earley_masks(
-                self.A, self.D, T, self.B, *args, init_ref, self.ign, self._gmarks, bounds, gcost)
+                self._context(T), *args, init_ref, self.ign, self._gmarks, bounds, gcost)
             if status == 0:
                 break
             if status == kernels.EARLEY_GROW:
@@ -350,6 +376,15 @@ class CompiledMasks:
                     [None if un[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
                     u if whole else None,
                     sorted(zip(cost.tolist(), union_l)) if costs and whole else None)
+
+    def _context(self, T) -> np.ndarray:
+        """The kernel context of the arena and tables now (made again when one was replaced)."""
+        src, ctx = self._ctx
+        if src is None or src[0] is not self.A or src[1] is not T or src[2] is not self.B:
+            src = (self.A, T, self.B)
+            ctx, held = kernel_context(self.A, self.D, T, self.B)
+            self._ctx = ((*src, held), ctx)  # the arrays stay alive while the context is in use
+        return ctx
 
     def _readings_of(self, c: int) -> tuple:
         """(offsets, readings) of scanner state ``c`` as the kernel takes them, cached."""
