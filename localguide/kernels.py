@@ -1867,8 +1867,9 @@ def _bare_dfa(D):
     return (_bare(D[0]), _bare(D[1]), _bare(D[2]), _bare(D[3]), _bare(D[4]), _bare(D[5]), _bare(D[6]), _bare(D[7]))
 
 
-# A context: the arrays of ``A``, ``D``, ``T`` and ``B`` in that order (nested tuples
-# flattened), each as three int64s (address, rows, columns), in one array that
+# A context: the arrays of ``A``, ``D``, ``T``, ``B`` and ``S`` (the scanner states'
+# readings, CSR) in that order (nested tuples flattened), each as three int64s
+# (address, rows, columns), in one array that
 # ``arena.CompiledMasks`` makes again when one of them changes. Passing it instead of the
 # tuples saves numba's unboxing of some fifty arrays per call (4 µs of a mask). Its arrays
 # must be C-contiguous, of the dtypes and dimensions of ``CTX_SPEC``, and held by the caller.
@@ -1879,7 +1880,8 @@ CTX_SPEC = (
     ("i8", 1), ("i4", 1), ("i4", 1), ("i8", 1), ("i4", 1), ("i4", 1), ("u8", 2), ("i8", 1),  # T
     ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("b", 1),
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("i8", 1),  # B
-    ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1))
+    ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1),
+    ("i8", 1), ("i4", 1))  # S
 CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
 
 
@@ -1895,7 +1897,7 @@ def _c2(ctx, i, dt):
 
 @njit(cache=True, inline="always")
 def _ctx_tables(ctx):
-    """(A, D, T, B) of a context (``CTX_SPEC``), as views without reference counting."""
+    """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting."""
     i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
     A = (_c1(ctx, 0, i8), _c1(ctx, 1, i8), _c1(ctx, 2, i8), _c2(ctx, 3, u8), _c1(ctx, 4, u8), _c1(ctx, 5, i8),
          _c1(ctx, 6, i8), _c1(ctx, 7, i8), _c2(ctx, 8, i8), _c1(ctx, 9, b), _c2(ctx, 10, i8), _c1(ctx, 11, i8))
@@ -1907,7 +1909,8 @@ def _ctx_tables(ctx):
     B = (_c1(ctx, 34, i8), _c1(ctx, 35, i8), _c1(ctx, 36, i8), _c1(ctx, 37, i8), _c1(ctx, 38, i8), _c1(ctx, 39, b),
          (_c1(ctx, 40, i8), _c1(ctx, 41, i8), _c1(ctx, 42, i8), _c1(ctx, 43, i8)), _c1(ctx, 44, i8),
          _c1(ctx, 45, i8), _c1(ctx, 46, i8), (_c1(ctx, 47, i8), _c1(ctx, 48, i8), _c1(ctx, 49, i8)))
-    return A, D, T, B
+    S = (_c1(ctx, 50, i8), _c1(ctx, 51, i4))
+    return A, D, T, B, S
 
 
 EARLEY_REJECT = -1
@@ -2717,14 +2720,14 @@ def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
 
 
 @njit(cache=True)
-def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, ign, gmarks, do_bound, gcost):
+def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_state, init_ref, ign, gmarks, do_bound, gcost):
     """``earley_mask_groups`` for several configurations at once, after interning new sets; the
     arena and tables come as a context (``CTX_SPEC``).
 
     The new sets come first, in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k``
     in ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
     ``-2 - j`` (new set ``j < i``). Configuration ``c`` is (set ``cfg_ref[c]``, a reference,
-    readings ``cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]]``).
+    scanner state ``cfg_state[c]``).
 
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
     ``gcost`` as in ``earley_mask_groups`` (all ``BUDGET_BIG``, and left so), the group costs
@@ -2736,7 +2739,8 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, 
     Status 0, ``EARLEY_GROW`` or ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets
     interned so far).
     """
-    A, D, T, B = _ctx_tables(ctx)
+    A, D, T, B, S = _ctx_tables(ctx)
+    st_off, st_rd = S
     n_new = len(x_off) - 1
     aids = np.empty(n_new, np.int64)
     n_cfg = len(cfg_ref)
@@ -2764,14 +2768,19 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, 
         p = cfg_ref[c]
         if p < 0:
             p = aids[-2 - p]
-        status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, cfg_rd[cfg_rd_off[c]:cfg_rd_off[c + 1]], ign,
-                                                    gmarks, do_bound, gcost)
+        sc = cfg_state[c]
+        status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, st_rd[st_off[sc]:st_off[sc + 1]], ign, gmarks,
+                                                    do_bound, gcost)
         if status == EARLEY_UNRESOLVED:
             unres[c] = 1
         elif status != 0:
             for i in range(len(gcost)):
                 gcost[i] = BUDGET_BIG
             return status, aids, g_off, unres, bounds, groups, groups, groups
+        if n_cfg == 1:
+            groups = got  # sorted and distinct: the union already
+            g_off[1] = len(got)
+            break
         if len(groups) < g_off[c] + len(got):
             groups = _grow(groups, g_off[c])
             while len(groups) < g_off[c] + len(got):
@@ -2782,17 +2791,21 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_rd_off, cfg_rd, init_ref, 
         for i in range(len(gcost)):
             gcost[i] = BUDGET_BIG
     # and the union over the configurations (sorted, distinct): the guide state's key
-    n = 0
-    union = np.empty(g_off[n_cfg], np.int64)
-    for i in range(g_off[n_cfg]):
-        g = groups[i]
-        if gmarks[g] == 0:
-            gmarks[g] = 1
-            union[n] = g
-            n += 1
-    for i in range(n):
-        gmarks[union[i]] = 0
-    union = np.sort(union[:n])
+    if n_cfg == 1:
+        union = groups
+        n = len(groups)
+    else:
+        n = 0
+        union = np.empty(g_off[n_cfg], np.int64)
+        for i in range(g_off[n_cfg]):
+            g = groups[i]
+            if gmarks[g] == 0:
+                gmarks[g] = 1
+                union[n] = g
+                n += 1
+        for i in range(n):
+            gmarks[union[i]] = 0
+        union = np.sort(union[:n])
     costs = np.empty(n if len(gcost) and not unres.any() else 0, np.int64)
     for i in range(len(costs)):
         costs[i] = gcost[union[i]]

@@ -139,10 +139,10 @@ def _flat(tables) -> list:
     return out
 
 
-def kernel_context(A, D, T, B) -> tuple:
+def kernel_context(A, D, T, B, S) -> tuple:
     """(``kernels.CTX_SPEC``'s context of the tables, the arrays it points into): an array
     that does not match its slot is copied to one that does, and the copy held there."""
-    arrays = _flat((A, D, T, B))
+    arrays = _flat((A, D, T, B, S))
     if len(arrays) != len(kernels.CTX_SPEC):
         raise ValueError(f"{len(arrays)} tables for a kernel context of {len(kernels.CTX_SPEC)}")
     ctx = np.zeros(3 * len(arrays), np.int64)
@@ -184,9 +184,9 @@ class CompiledMasks:
         self.live_w = read_only(sc.live_w)
         self.readings = (sc.tree_of.astype(np.int64), sc.tree_lim.astype(np.int64), sc.r_term.astype(np.int64),
                          sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
+        self.S = (sc.st_off, sc.st_rd)  # each scanner state's readings
         self._T = None
         self._T_version = -1
-        self._rd: dict = {}  # scanner state -> ``_readings_of``
         self.last = ((), None)  # the last key made and its array: ``MaskEngine.bits_of`` takes it next
         self._gmarks = np.zeros(0, np.uint8)
         self._gcost = np.zeros(0, np.int64)  # scratch of ``kernels.earley_masks``: all BUDGET_BIG
@@ -329,17 +329,9 @@ class CompiledMasks:
                 x_ref.append(-1 if o is None else ref(o))
             x_off.append(len(x_d))
         n_x, n_cfg = len(x_d), len(configs)
-        flat = np.array(x_d + x_ref + x_off + [ref(p) for p, _ in configs], np.int64)
-        if n_cfg == 1:
-            rd_off, rd = self._readings_of(configs[0][1])
-        else:
-            rd_l, rd_off_l = [], [0]
-            for _, c in configs:
-                rd_l += self.engine.state_readings(c)
-                rd_off_l.append(len(rd_l))
-            rd_off, rd = np.array(rd_off_l, np.int64), np.array(rd_l, np.int64)
+        flat = np.array(x_d + x_ref + x_off + [ref(p) for p, _ in configs] + [c for _, c in configs], np.int64)
         k = 2 * n_x + len(new) + 1
-        args = (flat[k - len(new) - 1:k], flat[:n_x], flat[n_x:2 * n_x], flat[k:], rd_off, rd)
+        args = (flat[k - len(new) - 1:k], flat[:n_x], flat[n_x:2 * n_x], flat[k:k + n_cfg], flat[k + n_cfg:])
         init_ref = -1 if initial is None else ref(initial)
         while True:
             T = self._trees()
@@ -382,14 +374,6 @@ class CompiledMasks:
         src, ctx = self._ctx
         if src is None or src[0] is not self.A or src[1] is not T or src[2] is not self.B:
             src = (self.A, T, self.B)
-            ctx, held = kernel_context(self.A, self.D, T, self.B)
+            ctx, held = kernel_context(self.A, self.D, T, self.B, self.S)
             self._ctx = ((*src, held), ctx)  # the arrays stay alive while the context is in use
         return ctx
-
-    def _readings_of(self, c: int) -> tuple:
-        """(offsets, readings) of scanner state ``c`` as the kernel takes them, cached."""
-        got = self._rd.get(c)
-        if got is None:
-            rd = np.array(self.engine.state_readings(c), np.int64)
-            got = self._rd[c] = (np.array([0, len(rd)], np.int64), rd)
-        return got

@@ -212,6 +212,7 @@ class MaskEngine:
         self.bits_cache: dict = {}
         self._g_row = np.full(0, -1, np.int64)
         self._gw = np.zeros((0, self.n_words), np.uint64)
+        self._gw_ro = read_only(self._gw)  # what the kernels take (``read_only``)
         self._n_gw = 0
         self._n_kept_rows = 0  # rows read from the cache file, which a flush keeps
         if arrays is not None and "tr_big_grp" in arrays:
@@ -219,6 +220,7 @@ class MaskEngine:
             # most on Gemma's vocabulary), not by the first masks that need them
             big = arrays["tr_big_grp"]
             self._gw = arrays["tr_big_bits"]
+            self._gw_ro = read_only(self._gw)
             self._rows_fit()
             self._g_row[big] = np.arange(len(big))
             self._n_gw = self._n_kept_rows = len(big)
@@ -586,7 +588,7 @@ class MaskEngine:
             if last_key is not key:  # (the compiled path's array of the key just made saves converting it)
                 gids = np.array(key, np.int64)
             missing = kernels.union_bits(gids, self.grp_off, self._tok_ro, self._big_min,
-                                         self._g_row, read_only(self._gw), m)
+                                         self._g_row, self._gw_ro, m)
             for g in missing.tolist():  # their bitsets, for the next masks they are in
                 self._add_row(g)
             m.flags.writeable = False
@@ -608,10 +610,11 @@ class MaskEngine:
         self._rows_fit()
         if self._n_gw == len(self._gw):
             self._gw = np.concatenate([self._gw, np.zeros((max(8, self._n_gw), self.n_words), np.uint64)])
+            self._gw_ro = read_only(self._gw)
         row = self._gw[self._n_gw]
         row[:] = 0  # after a flush, rows are reused: union_bits ors into what is there
         kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1,
-                           self._g_row, read_only(self._gw), row)
+                           self._g_row, self._gw_ro, row)
         self._g_row[g] = self._n_gw
         self._n_gw += 1
         self.mask_bytes += row.nbytes
