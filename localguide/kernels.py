@@ -2217,6 +2217,8 @@ def earley_restore(A, D, set_off, set_keys, feed_keys, feed_sets):
     """Load a seed (``earley_seed``'s sets and feeds) into the new arena ``A`` (all zeros), which
     has room for it: each set interned again in order, then the feeds. False when the seed does
     not fit these tables (a damaged cache file); the arena is then of no use."""
+    A = _bare_arena(A)
+    D = _bare_dfa(D)
     fk, fv = A[6], A[7]
     n_d = D[0].shape[0]
     ns = len(set_off) - 1
@@ -2253,6 +2255,25 @@ def _any_allowed(set_allowed, q):
     return False
 
 
+@njit(cache=True, inline="always")
+def _work(keep, n):
+    """A new int64 work array of ``n`` entries, held by the list ``keep`` and used through an
+    unmanaged view: numba counts references (atomically) to an array variable that a loop
+    may reassign, at every iteration, which was most of the tree walk's time; the caller
+    clears ``keep`` after its last use of the views."""
+    a = np.empty(n, np.int64)
+    keep.append(a)
+    return _bare(a)
+
+
+@njit(cache=True, inline="always")
+def _work_grown(keep, a, n):
+    """``_grow(a, n)`` as a ``_work`` array."""
+    b = _work(keep, max(2 * len(a), 16))
+    b[:n] = a[:n]
+    return b
+
+
 @njit(cache=True)
 def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     """(status, sorted groups, bound) that the readings ``readings`` of a scanner state keep
@@ -2274,26 +2295,28 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     (ch_off, ch_term, ch_node, node_grp, grp_state, grp_lead, live_w, tree_root, tree_of, tree_lim, r_term,
      r_acc, r_base, has_unres) = T
     nw = set_allowed.shape[1]
-    out = np.empty(64, np.int64)
+    keep = [np.empty(0, np.int64)]  # the work arrays below, used through unmanaged views (``_work``)
+    out = _work(keep, 64)
     nout = 0
-    wq = np.empty(16, np.int64)  # (set, reading) pairs to walk
-    wr = np.empty(16, np.int64)
+    wq = _work(keep, 16)  # (set, reading) pairs to walk
+    wr = _work(keep, 16)
     nwk = 0
     for i in range(len(readings)):
         r = readings[i]
         t = r_term[r]
         if ((set_allowed[p0, t >> 6] | ign_w[t >> 6]) >> np.uint64(t & 63)) & np.uint64(1):
             if nwk == len(wq):
-                wq = _grow(wq, nwk)
-                wr = _grow(wr, nwk)
+                wq = _work_grown(keep, wq, nwk)
+                wr = _work_grown(keep, wr, nwk)
             wq[nwk] = p0
             wr[nwk] = r
             nwk += 1
-    done = np.zeros(64, np.int64)  # pairs walked
+    done = _work(keep, 64)  # pairs walked
+    done[:] = 0
     nd = 0
     n_r = len(r_term)
-    ss = np.empty(64, np.int64)  # (tree node, set) stack
-    sq = np.empty(64, np.int64)
+    ss = _work(keep, 64)  # (tree node, set) stack
+    sq = _work(keep, 64)
     status = 0
     while nwk > 0 and status == 0:
         nwk -= 1
@@ -2302,7 +2325,8 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
         # each (set, reading) pair once: a small open-addressing set of pair keys
         if 2 * (nd + 1) > len(done):
             old = done
-            done = np.zeros(2 * len(old), np.int64)
+            done = _work(keep, 2 * len(old))
+            done[:] = 0
             for j in range(len(old)):
                 if old[j] != 0:
                     i = _feed_slot(old[j], len(done) - 1)
@@ -2346,7 +2370,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
                         if gmarks[g] == 0:
                             gmarks[g] = 1
                             if nout == len(out):
-                                out = _grow(out, nout)
+                                out = _work_grown(keep, out, nout)
                             out[nout] = g
                             nout += 1
                         if do_cost:
@@ -2369,8 +2393,8 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
                         m = 0
                         break
                     if m == len(ss):
-                        ss = _grow(ss, m)
-                        sq = _grow(sq, m)
+                        ss = _work_grown(keep, ss, m)
+                        sq = _work_grown(keep, sq, m)
                     ss[m] = ch_node[k]
                     sq[m] = q2
                     m += 1
@@ -2400,16 +2424,16 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
             else:
                 continue
             if nwk == len(wq):
-                wq = _grow(wq, nwk)
-                wr = _grow(wr, nwk)
+                wq = _work_grown(keep, wq, nwk)
+                wr = _work_grown(keep, wr, nwk)
             wq[nwk] = q2
             wr[nwk] = r2
             nwk += 1
     for i in range(nout):
         gmarks[out[i]] = 0
-    if status != 0:
-        return status, out[:0], bound
-    return 0, np.sort(out[:nout]), bound
+    res = np.sort(out[:nout]) if status == 0 else np.empty(0, np.int64)
+    keep.clear()  # the work arrays die here, after the last use of their views
+    return status, res, bound
 
 
 # Budget bounds (``budget.Completer``, lengths only): ``B`` = (items of each DFA state (CSR),
