@@ -297,42 +297,16 @@ class CompiledMasks:
         bound, and then the union and costs are None too.
         """
         aid = self._aid
-        new: list = []
-        pos: dict = {}  # uid -> index in ``new``
         initial = self.grammar.initial if bounds and self.A[0][3] < 0 else None
-        for p in [p for p, _ in configs] + ([initial] if initial is not None else []):
-            if p.uid in aid:
-                continue
-            stack = [p]
-            while stack:
-                q = stack[-1]
-                if q.uid in aid or q.uid in pos:
-                    stack.pop()
-                    continue
-                missing = [o for _, o in q.entries if o is not None and o.uid not in aid and o.uid not in pos]
-                if missing:
-                    stack += missing
-                    continue
-                pos[q.uid] = len(new)
-                new.append(q)
-                stack.pop()
-
-        def ref(q) -> int:
-            a = aid.get(q.uid)
-            return a if a is not None else -2 - pos[q.uid]
-
-        # one array for the new sets' entries and the configurations' sets, in slices
-        x_d, x_ref, x_off = [], [], [0]
-        for q in new:
-            for d, o in q.entries:
-                x_d.append(d)
-                x_ref.append(-1 if o is None else ref(o))
-            x_off.append(len(x_d))
-        n_x, n_cfg = len(x_d), len(configs)
-        flat = np.array(x_d + x_ref + x_off + [ref(p) for p, _ in configs] + [c for _, c in configs], np.int64)
+        got = self._args_one(configs[0]) if len(configs) == 1 and initial is None else None
+        if got is None:
+            new, flat, n_x, init_ref = self._args(configs, initial)
+        else:
+            new, flat, n_x = got
+            init_ref = -1
+        n_cfg = len(configs)
         k = 2 * n_x + len(new) + 1
         args = (flat[k - len(new) - 1:k], flat[:n_x], flat[n_x:2 * n_x], flat[k:k + n_cfg], flat[k + n_cfg:])
-        init_ref = -1 if initial is None else ref(initial)
         while True:
             T = self._trees()
             gcost = _NO_COSTS
@@ -368,6 +342,63 @@ class CompiledMasks:
                     [None if un[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
                     u if whole else None,
                     sorted(zip(cost.tolist(), union_l)) if costs and whole else None)
+
+    def _args_one(self, config) -> tuple | None:
+        """``_args`` of one configuration whose parser state, or else all of its origins, the arena
+        holds (the usual case: the state the last token made); None otherwise."""
+        aid = self._aid
+        p, c = config
+        a = aid.get(p.uid)
+        if a is not None:
+            return (), np.array([0, a, c], np.int64), 0
+        ents = p.entries
+        refs = []
+        for _, o in ents:
+            if o is None:
+                refs.append(-1)
+                continue
+            r = aid.get(o.uid)
+            if r is None:
+                return None
+            refs.append(r)
+        return (p,), np.array([d for d, _ in ents] + refs + [0, len(ents), -2, c], np.int64), len(ents)
+
+    def _args(self, configs, initial) -> tuple:
+        """(the parser states to copy in, origins first; the kernel's arguments in one array: their
+        entries' DFA states, their references, offsets, the configurations' sets and scanner
+        states; the entry count; the reference of ``initial``, or -1)."""
+        aid = self._aid
+        new: list = []
+        pos: dict = {}  # uid -> index in ``new``
+        for p in [p for p, _ in configs] + ([initial] if initial is not None else []):
+            if p.uid in aid:
+                continue
+            stack = [p]
+            while stack:
+                q = stack[-1]
+                if q.uid in aid or q.uid in pos:
+                    stack.pop()
+                    continue
+                missing = [o for _, o in q.entries if o is not None and o.uid not in aid and o.uid not in pos]
+                if missing:
+                    stack += missing
+                    continue
+                pos[q.uid] = len(new)
+                new.append(q)
+                stack.pop()
+
+        def ref(q) -> int:
+            a = aid.get(q.uid)
+            return a if a is not None else -2 - pos[q.uid]
+
+        x_d, x_ref, x_off = [], [], [0]
+        for q in new:
+            for d, o in q.entries:
+                x_d.append(d)
+                x_ref.append(-1 if o is None else ref(o))
+            x_off.append(len(x_d))
+        flat = np.array(x_d + x_ref + x_off + [ref(p) for p, _ in configs] + [c for _, c in configs], np.int64)
+        return new, flat, len(x_d), -1 if initial is None else ref(initial)
 
     def _context(self, T) -> np.ndarray:
         """The kernel context of the arena and tables now (made again when one was replaced)."""

@@ -496,6 +496,18 @@ class MaskEngine:
         """(``mask_key`` of each configuration, their union when the compiled path computed it,
         else None). Those not cached come from the compiled path, all in one call, except where
         the Python walks are done already (budget bounds) or the compiled path declines."""
+        if len(configs) == 1:  # the usual case, without the lists
+            p, c = configs[0]
+            k = p.masks.get(c)
+            if k is not None:
+                return [k], k
+            core = self._compiled()
+            if core is not None and (not p.rkept or not all(r in p.rkept for r in self._readings(p, c))):
+                k = core.walk(configs).keys[0]
+            if k is None:
+                k = self.mask_key_python(p, c)
+            p.masks[c] = k
+            return [k], k
         out = [p.masks.get(c) for p, c in configs]
         todo = [i for i, k in enumerate(out) if k is None]
         if not todo:
