@@ -454,6 +454,44 @@ def _grow(a, n):
     return b
 
 
+# Work arrays. numba counts references to an array variable that a loop may reassign (a
+# buffer that grows) at every iteration of that loop, atomically: most of the time of the
+# tree walks (masks, and the subterminal trees of a compile). A kernel allocates such
+# buffers into a list ``keep`` (one per dtype), which holds them for the call, and works on
+# views without a count; it clears ``keep`` after its last use of the views, and returns
+# copies, never the views.
+
+
+@njit(cache=True, inline="always")
+def _bare(a):
+    """A view of ``a`` without reference counting: valid only while the caller holds ``a``."""
+    return carray(_voidptr(a.ctypes.data), a.shape, a.dtype)
+
+
+@njit(cache=True, inline="always")
+def _work(keep, n):
+    """A new 1-D work array of ``n`` entries of ``keep``'s dtype, held by ``keep``."""
+    a = np.empty(n, keep[0].dtype)
+    keep.append(a)
+    return _bare(a)
+
+
+@njit(cache=True, inline="always")
+def _work2(keep, rows, cols):
+    """A new 2-D work array (``rows`` × ``cols``, all -1) of ``keep``'s dtype, held by ``keep``."""
+    a = np.full((rows, cols), -1, keep[0].dtype)
+    keep.append(a)
+    return _bare(a)
+
+
+@njit(cache=True, inline="always")
+def _work_grown(keep, a, n):
+    """``_grow(a, n)`` as a ``_work`` array."""
+    b = _work(keep, max(2 * len(a), 16))
+    b[:n] = a[:n]
+    return b
+
+
 # --- DFA minimization ----------------------------------------------------------
 #
 # Valmari & Lehtinen's partition refinement ("Efficient minimization of DFAs with
@@ -1330,30 +1368,37 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
     cur_c = np.empty(max_cfg, np.int32)
     cur_l = np.empty(max_cfg, np.int32)
     eff = np.empty(max_cfg, np.int32)
+    # the buffers that grow are work arrays (``_work``)
+    k32 = [np.empty(0, np.int32)]
+    k64 = [np.empty(0, np.int64)]
+    k2 = [np.empty((0, 0), np.int32)]
     cap = 64
-    child = np.full((cap, n_terms), -1, np.int32)
-    l_parent = np.full(cap, -1, np.int32)
-    l_term = np.full(cap, -1, np.int32)
-    e_tok = np.empty(1 << 12, np.int32)
-    e_s = np.empty(1 << 12, np.int32)
-    e_c = np.empty(1 << 12, np.int32)
-    e_l = np.empty(1 << 12, np.int32)
-    u_tok = np.empty(16, np.int32)
+    child = _work2(k2, cap, n_terms)
+    l_parent = _work(k32, cap)
+    l_term = _work(k32, cap)
+    l_parent[:] = -1
+    l_term[:] = -1
+    e_tok = _work(k32, 1 << 12)
+    e_s = _work(k32, 1 << 12)
+    e_c = _work(k32, 1 << 12)
+    e_l = _work(k32, 1 << 12)
+    u_tok = _work(k32, 16)
     n_orig = len(origins)
     # global outputs
-    seq_parent = np.empty(1 << 10, np.int32)
-    seq_term = np.empty(1 << 10, np.int32)
+    seq_parent = _work(k32, 1 << 10)
+    seq_term = _work(k32, 1 << 10)
     n_gseq = 0
     tree_seq = np.zeros(n_orig + 1, np.int64)
-    grp_seq = np.empty(1 << 10, np.int32)
-    grp_state = np.empty(1 << 10, np.int32)
-    grp_lead = np.empty(1 << 10, np.int32)
-    grp_off = np.zeros(1 << 10, np.int64)
+    grp_seq = _work(k32, 1 << 10)
+    grp_state = _work(k32, 1 << 10)
+    grp_lead = _work(k32, 1 << 10)
+    grp_off = _work(k64, 1 << 10)
+    grp_off[:] = 0
     n_grp = 0
-    grp_tok = np.empty(1 << 16, np.int32)
+    grp_tok = _work(k32, 1 << 16)
     n_gtok = 0
     unres_off = np.zeros(n_orig + 1, np.int64)
-    unres_tok = np.empty(16, np.int32)
+    unres_tok = _work(k32, 16)
     n_unres = 0
     for oi in range(n_orig):
         start_c = origins[oi]
@@ -1412,10 +1457,10 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                             if dominated:
                                 continue
                         if n_out == len(e_tok):
-                            e_tok = _grow(e_tok, n_out)
-                            e_s = _grow(e_s, n_out)
-                            e_c = _grow(e_c, n_out)
-                            e_l = _grow(e_l, n_out)
+                            e_tok = _work_grown(k32, e_tok, n_out)
+                            e_s = _work_grown(k32, e_s, n_out)
+                            e_c = _work_grown(k32, e_c, n_out)
+                            e_l = _work_grown(k32, e_l, n_out)
                         e_tok[n_out] = order[k]
                         e_s[n_out] = cur_s[j]
                         e_c[n_out] = cur_c[j]
@@ -1450,11 +1495,11 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                                 if s2 < 0:
                                     if n_seq == cap:
                                         cap *= 2
-                                        gc = np.full((cap, n_terms), -1, np.int32)
+                                        gc = _work2(k2, cap, n_terms)
                                         gc[:n_seq] = child[:n_seq]
                                         child = gc
-                                        l_parent = _grow(l_parent, n_seq)
-                                        l_term = _grow(l_term, n_seq)
+                                        l_parent = _work_grown(k32, l_parent, n_seq)
+                                        l_term = _work_grown(k32, l_term, n_seq)
                                     s2 = n_seq
                                     n_seq += 1
                                     for q in range(n_terms):
@@ -1482,7 +1527,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                     for q in range(n + 1, end):
                         for k in range(tok_start[q], tok_start[q] + tok_count[q]):
                             if n_u == len(u_tok):
-                                u_tok = _grow(u_tok, n_u)
+                                u_tok = _work_grown(k32, u_tok, n_u)
                             u_tok[n_u] = order[k]
                             n_u += 1
                     n = end
@@ -1495,8 +1540,8 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
         # -- this tree's sequence nodes
         base = n_gseq
         while n_gseq + n_seq > len(seq_parent):
-            seq_parent = _grow(seq_parent, n_gseq)
-            seq_term = _grow(seq_term, n_gseq)
+            seq_parent = _work_grown(k32, seq_parent, n_gseq)
+            seq_term = _work_grown(k32, seq_term, n_gseq)
         for s in range(n_seq):
             seq_parent[base + s] = l_parent[s] + base if s > 0 else -1
             seq_term[base + s] = l_term[s]
@@ -1518,7 +1563,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                 perm = _counting_order(e_c[:n_out], n_states, perm)
                 perm = _counting_order(e_s[:n_out], n_seq, perm)
             while n_gtok + n_out > len(grp_tok):
-                grp_tok = _grow(grp_tok, n_gtok)
+                grp_tok = _work_grown(k32, grp_tok, n_gtok)
             prev_s = -1
             prev_c = -1
             prev_l = -1
@@ -1527,12 +1572,10 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                 e = perm[i]
                 if e_s[e] != prev_s or e_c[e] != prev_c or e_l[e] != prev_l:
                     if n_grp + 2 > len(grp_seq):
-                        grp_seq = _grow(grp_seq, n_grp)
-                        grp_state = _grow(grp_state, n_grp)
-                        grp_lead = _grow(grp_lead, n_grp)
-                        g2 = np.zeros(2 * len(grp_off), np.int64)
-                        g2[:n_grp + 1] = grp_off[:n_grp + 1]
-                        grp_off = g2
+                        grp_seq = _work_grown(k32, grp_seq, n_grp)
+                        grp_state = _work_grown(k32, grp_state, n_grp)
+                        grp_lead = _work_grown(k32, grp_lead, n_grp)
+                        grp_off = _work_grown(k64, grp_off, n_grp + 1)
                     grp_seq[n_grp] = e_s[e] + base
                     grp_state[n_grp] = e_c[e]
                     grp_lead[n_grp] = e_l[e]
@@ -1551,14 +1594,18 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
         if n_u > 0:
             us = np.unique(u_tok[:n_u])
             while n_unres + len(us) > len(unres_tok):
-                unres_tok = _grow(unres_tok, n_unres)
+                unres_tok = _work_grown(k32, unres_tok, n_unres)
             unres_tok[n_unres:n_unres + len(us)] = us
             n_unres += len(us)
         unres_off[oi + 1] = n_unres
     grp_off[n_grp] = n_gtok
-    return (seq_parent[:n_gseq].copy(), seq_term[:n_gseq].copy(), tree_seq, grp_seq[:n_grp].copy(),
-            grp_state[:n_grp].copy(), grp_lead[:n_grp].copy(), grp_off[:n_grp + 1].copy(),
-            grp_tok[:n_gtok].copy(), unres_off, unres_tok[:n_unres].copy())
+    out = (seq_parent[:n_gseq].copy(), seq_term[:n_gseq].copy(), tree_seq, grp_seq[:n_grp].copy(),
+           grp_state[:n_grp].copy(), grp_lead[:n_grp].copy(), grp_off[:n_grp + 1].copy(),
+           grp_tok[:n_gtok].copy(), unres_off, unres_tok[:n_unres].copy())
+    k32.clear()  # the work arrays die here, after the copies
+    k64.clear()
+    k2.clear()
+    return out
 
 
 def py_grammar_trees(tokens, ctrans, accept_lists, seed_tab, ign, live_tab, rdist, origins, track):
@@ -1848,12 +1895,6 @@ def py_scanner_closure(r_next, h1, h2, st_off, st_rd, max_states):
 # sql's seed). The entry kernels take views without a reference count (``_bare``, or a
 # context below) of arrays that their caller holds for the whole call, and never return
 # them or views of them.
-
-
-@njit(cache=True, inline="always")
-def _bare(a):
-    """A view of ``a`` without reference counting: valid only while the caller holds ``a``."""
-    return carray(_voidptr(a.ctypes.data), a.shape, a.dtype)
 
 
 @njit(cache=True, inline="always")
@@ -2253,25 +2294,6 @@ def _any_allowed(set_allowed, q):
         if set_allowed[q, w]:
             return True
     return False
-
-
-@njit(cache=True, inline="always")
-def _work(keep, n):
-    """A new int64 work array of ``n`` entries, held by the list ``keep`` and used through an
-    unmanaged view: numba counts references (atomically) to an array variable that a loop
-    may reassign, at every iteration, which was most of the tree walk's time; the caller
-    clears ``keep`` after its last use of the views."""
-    a = np.empty(n, np.int64)
-    keep.append(a)
-    return _bare(a)
-
-
-@njit(cache=True, inline="always")
-def _work_grown(keep, a, n):
-    """``_grow(a, n)`` as a ``_work`` array."""
-    b = _work(keep, max(2 * len(a), 16))
-    b[:n] = a[:n]
-    return b
 
 
 @njit(cache=True)
