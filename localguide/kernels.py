@@ -2702,12 +2702,72 @@ def py_keep_bits_in_id_order(data, words):
     return py_keep_bits(data, words)
 
 
+NEG_INF_BITS = -8388608  # float32 -inf (0xFF800000) read as int32: a llama_token_data logit
+
+
+@njit(cache=True)
+def mark_bits_in_id_order(data, words):
+    """For a mask that keeps most of llama.cpp's fresh array (row ``i`` holds token ``i``): the
+    rows of the tokens it does not allow (ids past its bits included) get a logit of -inf, in
+    place, visiting only those rows, O(words + dropped); the size stays. Each row marked is
+    checked; -1 if the array was not in id order after all (rows before the mismatch marked).
+    Samplers give a -inf logit no probability, so this samples as ``keep_bits_in_id_order`` does."""
+    n = data.shape[0]
+    nw = len(words)
+    one = np.uint64(1)
+    for w in range(nw):
+        word = ~words[w]
+        while word:
+            t = (w << 6) + _lowest_bit(word)
+            word &= word - one
+            if t >= n:
+                return n
+            if data[t, 0] != t:
+                return -1
+            data[t, 1] = NEG_INF_BITS
+    for t in range(64 * nw, n):
+        if data[t, 0] != t:
+            return -1
+        data[t, 1] = NEG_INF_BITS
+    return n
+
+
+def py_mark_bits_in_id_order(data, words):
+    """Twin of ``mark_bits_in_id_order``."""
+    n = data.shape[0]
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    for t in range(n):
+        if t < len(bits) and bits[t]:
+            continue
+        if int(data[t, 0]) != t:
+            return -1
+        data[t, 1] = NEG_INF_BITS
+    return n
+
+
+@njit(cache=True, inline="always")
+def _popcount(w):
+    w = w - ((w >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    w = (w & np.uint64(0x3333333333333333)) + ((w >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    w = (w + (w >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (w * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
 @njit(cache=True)
 def mask_candidates_bits(array_address, words):
-    """``keep_bits_in_id_order`` on the ``llama_token_data_array`` at ``array_address``, in place:
-    the new size, or -1 (size unchanged) if the array was not in token-id order."""
+    """The mask ``words`` on the ``llama_token_data_array`` at ``array_address``, in place: the
+    allowed rows compacted to the front (``keep_bits_in_id_order``) or, when the mask keeps more
+    than half of them, the others' logits set to -inf (``mark_bits_in_id_order``: a grammar mask
+    that allows any identifier keeps most of the vocabulary, and moving those rows took longer
+    than the rest of the mask). The new size, or -1 (size unchanged) if the array was not in
+    token-id order."""
     header = carray(_voidptr(array_address), (2,), np.int64)
     data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
+    kept = np.uint64(0)
+    for w in range(len(words)):
+        kept += _popcount(words[w])
+    if 2 * np.int64(kept) > header[1]:
+        return mark_bits_in_id_order(data, words)
     k = keep_bits_in_id_order(data, words)
     if k >= 0:
         header[1] = k

@@ -600,6 +600,84 @@ def test_keep_bits_in_id_order_equals_twin(case):
                        data, bitset(allowed.tolist(), len(data) + 71))
 
 
+@SETTINGS
+@given(candidate_arrays(max_id_slack=70))
+@example(PERMUTED_ENDS)
+@example((candidates(np.arange(6)), np.array([0, 2, 5, 64, 70], np.int32)))
+def test_mark_bits_in_id_order_equals_twin(case):
+    """A dense mask marks the rows it drops with a -inf logit (and leaves the others) instead of
+    moving the rows it keeps: the twin's result, -1 as soon as a row it marks is out of place."""
+    data, allowed = case
+    mask = bitset(allowed.tolist(), len(data) + 71)
+    d1, d2 = data.copy(), data.copy()
+    k1 = kernels.mark_bits_in_id_order(d1, mask)
+    k2 = kernels.py_mark_bits_in_id_order(d2, mask)
+    assert k1 == k2
+    if k1 >= 0:
+        np.testing.assert_array_equal(d1, d2)
+        assert k1 == len(data)
+        keep = set(allowed.tolist())
+        for row, old in zip(d1, data):
+            want = old[1] if row[0] in keep else kernels.NEG_INF_BITS
+            assert row[0] == old[0] and row[1] == want and row[2] == old[2]
+
+
+def test_mask_candidates_bits_marks_a_dense_mask():
+    import ctypes
+
+    arr = candidates(np.arange(50))
+    before = arr.copy()
+    cur = token_data_array(arr)
+    dropped = {3, 10, 49}
+    assert kernels.mask_candidates_bits(ctypes.addressof(cur), bitset(set(range(50)) - dropped, 50)) == 50
+    assert cur.size == 50
+    for t in range(50):
+        assert arr[t, 1] == (kernels.NEG_INF_BITS if t in dropped else before[t, 1])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_marking_samples_as_compaction(seed):
+    """llama.cpp's usual sampler chain (top-k, top-p, min-p, temperature, dist) picks the same
+    token after either way of applying a mask, for the same seed."""
+    import ctypes
+
+    import llama_cpp
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    allowed = [t for t in range(n) if rng.random() < (0.9 if seed % 2 else 0.2)]
+    logits = rng.normal(0, 3, n).astype(np.float32)
+
+    def sample(apply) -> int:
+        arr = candidates(np.arange(n))
+        arr[:, 1] = logits.view(np.int32)
+        cur = token_data_array(arr)
+        apply(cur)
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        for smpl in (llama_cpp.llama_sampler_init_top_k(40), llama_cpp.llama_sampler_init_top_p(0.95, 1),
+                     llama_cpp.llama_sampler_init_min_p(0.05, 1), llama_cpp.llama_sampler_init_temp(0.8),
+                     llama_cpp.llama_sampler_init_dist(seed)):
+            llama_cpp.llama_sampler_chain_add(chain, smpl)
+        try:
+            llama_cpp.llama_sampler_apply(chain, ctypes.byref(cur))
+            return int(cur.data[cur.selected].id)
+        finally:
+            llama_cpp.llama_sampler_free(chain)
+
+    mask = bitset(allowed, n)
+
+    def compact(cur):
+        data = np.ctypeslib.as_array(ctypes.cast(cur.data, ctypes.POINTER(ctypes.c_int32)), (cur.size, 3))
+        cur.size = kernels.keep_bits_in_id_order(data, mask)
+
+    def mark(cur):
+        data = np.ctypeslib.as_array(ctypes.cast(cur.data, ctypes.POINTER(ctypes.c_int32)), (cur.size, 3))
+        assert kernels.mark_bits_in_id_order(data, mask) == n
+
+    a, b = sample(compact), sample(mark)
+    assert a in allowed and a == b
+
+
 def test_mask_candidates_bits_refuses_an_array_out_of_id_order():
     import ctypes
 
