@@ -2476,7 +2476,7 @@ EARLEY_INF = 1 << 40
 BUDGET_BIG = 1 << 30  # ``Completer.visit_bound``'s "no completion"
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _earley_finish(A, D, B, x):
     """Fill the finish tables of arena set ``x`` and of the sets it depends on (origins first)."""
     meta, set_off, set_keys, fin, fin_done = A[0], A[1], A[2], A[8], A[9]
@@ -2545,7 +2545,7 @@ def _earley_finish(A, D, B, x):
         m -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earley_after(A, D, B, x, t):
     """``Completer.after_terminal``'s length: the shortest completion (bytes) of arena set ``x``
     once it takes terminal ``t``; ``EARLEY_INF`` if none."""
@@ -2583,7 +2583,7 @@ def earley_after(A, D, B, x, t):
     return res
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
     """``Completer.visit_bound(s, q)``: the longest lexeme suffix of tree node ``s``'s groups
     plus the longest completion after a terminal they may end in, from arena set ``q``."""
@@ -2618,7 +2618,7 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
     return sfx + worst
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _earley_nonempty(A, D, B, q):
     """``Completer._nonempty``'s length: the shortest completion of arena set ``q`` that starts a
     new lexeme (memoized in the last column of ``A[10]``)."""
@@ -2637,7 +2637,7 @@ def _earley_nonempty(A, D, B, q):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earley_group_cost(A, D, B, q, c, ign):
     """``Completer.node_cost`` (bytes): the shortest completion of configuration (arena set ``q``,
     scanner state ``c``): a lexeme suffix of ``c``'s readings, then the parser's completion
