@@ -1924,6 +1924,7 @@ CTX_SPEC = (
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1),
     ("i8", 1), ("i4", 1))  # S
 CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
+CTX_ARENA = 12  # the first slots: the arena, written by the kernels
 
 
 @njit(cache=True, inline="always")

@@ -265,3 +265,21 @@ def test_damaged_seed_is_left_out(smollm2, smollm2_vocab):
         g.allowed_token_ids()
         assert idx.engine.core.seed is None
         assert compare_walks(idx, smollm2, ["SELECT a FROM t WHERE b > 1"]) > 5
+
+
+def test_kernel_context_copies_tables_but_not_the_arena(smollm2_vocab):
+    """A read-only table of another dtype is copied into the context; an arena array, which the
+    kernels write, must match its slot (a copy would lose the kernels' writes)."""
+    from localguide.grammar import arena
+
+    idx = sources.compile_grammar("arithmetic", smollm2_vocab)
+    idx.guide().sampler_mask()
+    core = idx.engine.core
+    T = core._trees()
+    S = (core.S[0], core.S[1].astype(np.int64))  # readings of another dtype than their slot's
+    ctx, held = arena.kernel_context(core.A, core.D, T, core.B, S)
+    assert held[-1].dtype == np.int32 and ctx[-3] == held[-1].ctypes.data
+    np.testing.assert_array_equal(held[-1], core.S[1])
+    A = (core.A[0].astype(np.int32),) + core.A[1:]
+    with pytest.raises(ValueError, match="arena array 0"):
+        arena.kernel_context(A, core.D, T, core.B, core.S)

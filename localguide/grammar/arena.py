@@ -140,8 +140,9 @@ def _flat(tables) -> list:
 
 
 def kernel_context(A, D, T, B, S) -> tuple:
-    """(``kernels.CTX_SPEC``'s context of the tables, the arrays it points into): an array
-    that does not match its slot is copied to one that does, and the copy held there."""
+    """(``kernels.CTX_SPEC``'s context of the tables, the arrays it points into): a read-only
+    table that does not match its slot is copied to one that does, and the copy held there; an
+    arena array (which the kernels write) must match."""
     arrays = _flat((A, D, T, B, S))
     if len(arrays) != len(kernels.CTX_SPEC):
         raise ValueError(f"{len(arrays)} tables for a kernel context of {len(kernels.CTX_SPEC)}")
@@ -151,6 +152,8 @@ def kernel_context(A, D, T, B, S) -> tuple:
         if a.ndim != ndim:
             raise ValueError(f"table {i} of a kernel context has {a.ndim} dimensions, not {ndim}")
         if a.dtype != dt or not a.flags.c_contiguous:
+            if i < kernels.CTX_ARENA:
+                raise ValueError(f"arena array {i} is {a.dtype}, not {np.dtype(dt)} (C-contiguous)")
             a = arrays[i] = np.ascontiguousarray(a, dt)
         ctx[3 * i] = a.ctypes.data
         ctx[3 * i + 1:3 * i + 1 + ndim] = a.shape

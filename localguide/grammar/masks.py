@@ -501,9 +501,8 @@ class MaskEngine:
             k = p.masks.get(c)
             if k is not None:
                 return [k], k
-            core = self._compiled()
-            if core is not None and (not p.rkept or not all(r in p.rkept for r in self._readings(p, c))):
-                k = core.walk(configs).keys[0]
+            if self._compiled_for(p, c):
+                k = self.core.walk(configs).keys[0]
             if k is None:
                 k = self.mask_key_python(p, c)
             p.masks[c] = k
@@ -512,11 +511,10 @@ class MaskEngine:
         todo = [i for i, k in enumerate(out) if k is None]
         if not todo:
             return out, None
-        self._compiled()
         batch = []
         for i in todo:
             p, c = configs[i]
-            if self.core is not None and (not p.rkept or not all(r in p.rkept for r in self._readings(p, c))):
+            if self._compiled_for(p, c):
                 batch.append(i)
             else:
                 out[i] = p.masks[c] = self.mask_key_python(p, c)
@@ -550,6 +548,11 @@ class MaskEngine:
         if core is None or not core.enable_budget(completer):
             return None
         return core.walk(configs, bounds=True, costs=True).costs
+
+    def _compiled_for(self, p, c: int) -> bool:
+        """Whether the compiled path computes ``mask_key(p, c)``: it exists, and the Python walks of
+        the readings are not all done already (budget bounds)."""
+        return self._compiled() is not None and (not p.rkept or not all(r in p.rkept for r in self._readings(p, c)))
 
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
