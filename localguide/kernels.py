@@ -1909,7 +1909,7 @@ def _bare_dfa(D):
 
 
 # A context: the arrays of ``A``, ``D``, ``T``, ``B`` and ``S`` (the scanner states'
-# readings, CSR) in that order (nested tuples flattened), each as three int64s
+# readings, CSR, and which DFA states hold the completed start item) in that order (nested tuples flattened), each as three int64s
 # (address, rows, columns), in one array that
 # ``arena.CompiledMasks`` makes again when one of them changes. Passing it instead of the
 # tuples saves numba's unboxing of some fifty arrays per call (4 µs of a mask). Its arrays
@@ -1922,7 +1922,7 @@ CTX_SPEC = (
     ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("b", 1),
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("i8", 1),  # B
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1),
-    ("i8", 1), ("i4", 1))  # S
+    ("i8", 1), ("i4", 1), ("b", 1))  # S
 CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
 CTX_ARENA = 12  # the first slots: the arena, written by the kernels
 
@@ -1951,7 +1951,7 @@ def _ctx_tables(ctx):
     B = (_c1(ctx, 34, i8), _c1(ctx, 35, i8), _c1(ctx, 36, i8), _c1(ctx, 37, i8), _c1(ctx, 38, i8), _c1(ctx, 39, b),
          (_c1(ctx, 40, i8), _c1(ctx, 41, i8), _c1(ctx, 42, i8), _c1(ctx, 43, i8)), _c1(ctx, 44, i8),
          _c1(ctx, 45, i8), _c1(ctx, 46, i8), (_c1(ctx, 47, i8), _c1(ctx, 48, i8), _c1(ctx, 49, i8)))
-    S = (_c1(ctx, 50, i8), _c1(ctx, 51, i4))
+    S = (_c1(ctx, 50, i8), _c1(ctx, 51, i4), _c1(ctx, 52, b))
     return A, D, T, B, S
 
 
@@ -2440,22 +2440,21 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
         if q2 < 0 or not _any_allowed(set_allowed, q2):
             continue
         # the first readings of what may follow: the ignored run (after a real terminal) and
-        # each terminal the parser allows
-        for b in range(-1, nw * 64):
-            if b < 0:
-                if t == ign or ign < 0:
-                    continue
-                r2 = r_base[ign]
-            elif (set_allowed[q2, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
-                r2 = r_base[b]
-            else:
-                continue
-            if nwk == len(wq):
-                wq = _work_grown(keep, wq, nwk)
-                wr = _work_grown(keep, wr, nwk)
+        # each terminal the parser allows (its set bits, lowest first)
+        while nwk + 1 + n_bits > len(wq):
+            wq = _work_grown(keep, wq, nwk)
+            wr = _work_grown(keep, wr, nwk)
+        if t != ign and ign >= 0:
             wq[nwk] = q2
-            wr[nwk] = r2
+            wr[nwk] = r_base[ign]
             nwk += 1
+        for w in range(nw):
+            word = set_allowed[q2, w]
+            while word:
+                wq[nwk] = q2
+                wr[nwk] = r_base[(w << 6) + _lowest_bit(word)]
+                nwk += 1
+                word &= word - np.uint64(1)
     for i in range(nout):
         gmarks[out[i]] = 0
     res = np.sort(out[:nout]) if status == 0 else np.empty(0, np.int64)
@@ -2830,31 +2829,65 @@ def py_union_bits(key, grp_off, grp_tok, big_min, g_row, gw, out):
     return np.array(missing, np.int64)
 
 
+ACC_KNOWN = 2  # ``earley_masks``' flags beside "unresolved" (1): acceptance computed, and it holds
+ACC_YES = 4
+
+
+@njit(cache=True, inline="always")
+def _set_accepts(A, d_accept, q):
+    """Whether arena set ``q`` holds the completed start item begun in the initial set
+    (``PState.accepting``); the arena must know its initial set."""
+    set_off, set_keys, init = A[1], A[2], A[0][3]
+    for e in range(set_off[q], set_off[q + 1]):
+        k = set_keys[e]
+        if d_accept[k >> 32]:
+            o = (k & 0xFFFFFFFF) - 1
+            if o == init or o < 0 and q == init:
+                return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _masks_failed(status):
+    out = np.zeros(3, np.int64)
+    out[0] = status
+    return out
+
+
 @njit(cache=True)
-def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_state, init_ref, ign, gmarks, do_bound, gcost):
+def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, gcost):
     """``earley_mask_groups`` for several configurations at once, after interning new sets; the
     arena and tables come as a context (``CTX_SPEC``).
 
-    The new sets come first, in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k``
-    in ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
+    ``args`` holds, one after the other, ``x_d`` and ``x_ref`` (``n_x`` each), ``x_off``
+    (``n_new + 1``), ``cfg_ref`` and ``cfg_state`` (``n_cfg`` each). The new sets come first,
+    in order: set ``i`` has entries ``(x_d[k], x_ref[k])`` for ``k`` in
+    ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
     ``-2 - j`` (new set ``j < i``). Configuration ``c`` is (set ``cfg_ref[c]``, a reference,
-    scanner state ``cfg_state[c]``).
+    scanner state ``cfg_state[c]``). One array in and one out: numba's unboxing and boxing
+    cost some 0.3 µs an array.
 
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
     ``gcost`` as in ``earley_mask_groups`` (all ``BUDGET_BIG``, and left so), the group costs
     are returned beside the union (else an empty array).
 
-    Returns (status, arena ids of the new sets, per configuration offsets into the groups,
-    whether its trees left tokens unresolved, and its budget bound with ``do_bound``, groups,
-    the union of all configurations' groups, sorted, and their costs).
-    Status 0, ``EARLEY_GROW`` or ``EARLEY_NEED_TREE - tree`` (then nothing but the new sets
-    interned so far).
+    Returns one array: (status, union length ``n``, costs length), then the arena ids of the
+    new sets, each configuration's flags (1: its trees left tokens unresolved;
+    ``ACC_KNOWN``: its acceptance computed, when the arena knows its initial set,
+    ``ACC_YES``: it accepts), each one's budget bound with ``do_bound``, the offsets of each
+    one's groups and, with several configurations, the groups; then the union of all
+    configurations' groups (sorted) and their costs. Status 0, ``EARLEY_GROW`` or
+    ``EARLEY_NEED_TREE - tree`` (then the header only; the new sets interned so far stay).
     """
     A, D, T, B, S = _ctx_tables(ctx)
-    st_off, st_rd = S
-    n_new = len(x_off) - 1
+    st_off, st_rd, d_accept = S
+    r_term, r_acc = T[10], T[11]
+    set_allowed, fk, fv = A[3], A[6], A[7]
+    n_bits = set_allowed.shape[1] * 64
+    x_d, x_ref = args[:n_x], args[n_x:2 * n_x]
+    k0 = 2 * n_x + n_new + 1
+    x_off, cfg_ref, cfg_state = args[2 * n_x:k0], args[k0:k0 + n_cfg], args[k0 + n_cfg:k0 + 2 * n_cfg]
     aids = np.empty(n_new, np.int64)
-    n_cfg = len(cfg_ref)
     g_off = np.zeros(n_cfg + 1, np.int64)
     unres = np.zeros(n_cfg, np.uint8)
     bounds = np.zeros(n_cfg, np.int64)
@@ -2871,7 +2904,7 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_state, init_ref, ign, gmar
         keys.sort()
         a = earley_intern(A, D, keys, n)
         if a == EARLEY_GROW:
-            return a, aids, g_off, unres, bounds, groups, groups, groups
+            return _masks_failed(a)
         aids[i] = a
     if init_ref != -1:
         A[0][3] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
@@ -2880,14 +2913,33 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_state, init_ref, ign, gmar
         if p < 0:
             p = aids[-2 - p]
         sc = cfg_state[c]
-        status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, st_rd[st_off[sc]:st_off[sc + 1]], ign, gmarks,
-                                                    do_bound, gcost)
+        rd = st_rd[st_off[sc]:st_off[sc + 1]]
+        # acceptance (``GrammarIndex.accepting``): a lexeme that ends here completes a sentence
+        acc = 0
+        if A[0][3] >= 0:
+            acc = ACC_KNOWN
+            for i in range(len(rd)):
+                r = rd[i]
+                t = r_term[r]
+                if r_acc[r] and t != ign and (set_allowed[p, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                    q2 = _feed_memo(fk, fv, p * n_bits + t + 1)
+                    if q2 == EARLEY_GROW:
+                        q2 = earley_feed(A, D, p, t)
+                    if q2 == EARLEY_GROW:
+                        for j in range(len(gcost)):
+                            gcost[j] = BUDGET_BIG
+                        return _masks_failed(q2)
+                    if q2 >= 0 and _set_accepts(A, d_accept, q2):
+                        acc = ACC_KNOWN | ACC_YES
+                        break
+        status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, rd, ign, gmarks, do_bound, gcost)
+        unres[c] = acc
         if status == EARLEY_UNRESOLVED:
-            unres[c] = 1
+            unres[c] |= 1
         elif status != 0:
             for i in range(len(gcost)):
                 gcost[i] = BUDGET_BIG
-            return status, aids, g_off, unres, bounds, groups, groups, groups
+            return _masks_failed(status)
         if n_cfg == 1:
             groups = got  # sorted and distinct: the union already
             g_off[1] = len(got)
@@ -2898,7 +2950,7 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_state, init_ref, ign, gmar
                 groups = _grow(groups, g_off[c])
         groups[g_off[c]:g_off[c] + len(got)] = got
         g_off[c + 1] = g_off[c] + len(got)
-    if len(gcost) and unres.any():  # a walk stopped at an unresolved tree may have lowered some
+    if len(gcost) and (unres & 1).any():  # a walk stopped at an unresolved tree may have lowered some
         for i in range(len(gcost)):
             gcost[i] = BUDGET_BIG
     # and the union over the configurations (sorted, distinct): the guide state's key
@@ -2917,8 +2969,27 @@ def earley_masks(ctx, x_off, x_d, x_ref, cfg_ref, cfg_state, init_ref, ign, gmar
         for i in range(n):
             gmarks[union[i]] = 0
         union = np.sort(union[:n])
-    costs = np.empty(n if len(gcost) and not unres.any() else 0, np.int64)
+    costs = np.empty(n if len(gcost) and not (unres & 1).any() else 0, np.int64)
     for i in range(len(costs)):
         costs[i] = gcost[union[i]]
         gcost[union[i]] = BUDGET_BIG
-    return 0, aids, g_off, unres, bounds, groups[:g_off[n_cfg]], union, costs
+    n_g = g_off[n_cfg] if n_cfg > 1 else 0  # one configuration: its groups are the union
+    out = np.empty(3 + n_new + 3 * n_cfg + 1 + n_g + n + len(costs), np.int64)
+    out[0] = 0
+    out[1] = n
+    out[2] = len(costs)
+    k = 3
+    out[k:k + n_new] = aids
+    k += n_new
+    out[k:k + n_cfg] = unres
+    k += n_cfg
+    out[k:k + n_cfg] = bounds
+    k += n_cfg
+    out[k:k + n_cfg + 1] = g_off
+    k += n_cfg + 1
+    out[k:k + n_g] = groups[:n_g]
+    k += n_g
+    out[k:k + n] = union[:n]
+    k += n
+    out[k:] = costs
+    return out

@@ -58,10 +58,13 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
         configs = list(g.state.configs)
         w = eng.core.walk(configs, bounds=True)  # one call, new states copied in
         keys, bounds = w.keys, w.bounds
-        for (p, c), got, bound in zip(configs, keys, bounds):
+        for (p, c), got, bound, ends in zip(configs, keys, bounds, w.accepting):
             assert got is not None
             assert got == eng.mask_key_python(p, c)
             assert bound == python_bound(p, c)
+            # acceptance, told by the same call: a lexeme ending here completes a sentence
+            assert ends == any(q is not None and q.accepting
+                               for q in (p.feed(t) for t in idx._acc[c] if t != idx._ign))
             checked += 1
         assert eng.core.walk(configs).keys == keys  # without bounds, from the same arena
         if rng.random() < 0.3:  # the group costs near the end of a budget (slow in Python)
@@ -114,7 +117,7 @@ def test_flush_resets_the_arena(smollm2, smollm2_vocab):
 def test_bitsets_after_a_flush_equal_the_ids(smollm2, smollm2_vocab):
     """A flush frees the rows of the large groups' bitsets; refilled for other groups, a row
     holds only theirs (a reused row once kept the old group's bits: unsound masks)."""
-    from localguide.grammar.masks import bits_ids
+    from localguide.grammar.masks import bits_ids, key_groups, key_of
 
     idx = lazy_index("sql", smollm2_vocab)
     eng = idx.engine
@@ -122,7 +125,7 @@ def test_bitsets_after_a_flush_equal_the_ids(smollm2, smollm2_vocab):
     keys = []
     for t in tokenize(smollm2, "SELECT a, b FROM t WHERE a > 1 ORDER BY b"):
         g.sampler_mask()
-        keys.append(idx._mask_key(g.state))
+        keys.append(key_groups(idx._mask_key(g.state)).tolist())
         g.advance(t)
     big = max(64, eng.vocab_size >> 6)
     large = sorted({k for key in keys for k in key if eng.grp_off[k + 1] - eng.grp_off[k] >= big})
@@ -131,8 +134,8 @@ def test_bitsets_after_a_flush_equal_the_ids(smollm2, smollm2_vocab):
     for order in (large, large[::-1]):  # rows refilled in another order after the flush
         idx.flush()
         for k in order:
-            eng.bits_of((k,))  # gives the group its row
-            key = tuple(sorted((k, small)))  # made with the row
+            eng.bits_of(key_of([k]))  # gives the group its row
+            key = key_of([k, small])  # made with the row
             assert bits_ids(eng.bits_of(key)).tolist() == eng.union_of(key).tolist()
 
 
@@ -276,10 +279,10 @@ def test_kernel_context_copies_tables_but_not_the_arena(smollm2_vocab):
     idx.guide().sampler_mask()
     core = idx.engine.core
     T = core._trees()
-    S = (core.S[0], core.S[1].astype(np.int64))  # readings of another dtype than their slot's
+    S = (core.S[0], core.S[1].astype(np.int64), core.S[2])  # readings of another dtype than their slot's
     ctx, held = arena.kernel_context(core.A, core.D, T, core.B, S)
-    assert held[-1].dtype == np.int32 and ctx[-3] == held[-1].ctypes.data
-    np.testing.assert_array_equal(held[-1], core.S[1])
+    assert held[-2].dtype == np.int32 and ctx[-6] == held[-2].ctypes.data
+    np.testing.assert_array_equal(held[-2], core.S[1])
     A = (core.A[0].astype(np.int32),) + core.A[1:]
     with pytest.raises(ValueError, match="arena array 0"):
         arena.kernel_context(A, core.D, T, core.B, core.S)

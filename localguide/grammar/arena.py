@@ -40,8 +40,9 @@ class Walk(NamedTuple):
 
     keys: list  # each configuration's mask key (``MaskEngine.mask_key``), or None
     bounds: list | None  # each one's ``GrammarIndex.budget_bound`` (with ``bounds``), or None
-    union: tuple | None  # the keys' union, the guide state's mask key
+    union: bytes | None  # the keys' union, the guide state's mask key
     costs: list | None  # ``GrammarIndex.budget_info``'s sorted (bound, group) pairs (with ``costs``)
+    accepting: list  # whether a lexeme ending at each configuration completes a sentence
 
 
 def budget_tables(grammar, completer, scanner) -> tuple:
@@ -132,6 +133,18 @@ def _warm(core: "CompiledMasks") -> None:
         _warmed = True
 
 
+_ACC_KNOWN, _ACC_YES = kernels.ACC_KNOWN, kernels.ACC_YES
+
+
+def _accept_states(grammar) -> np.ndarray:
+    """One flag per state of ``grammar``'s explored ε-DFA: it holds the completed start item."""
+    t = grammar.dfa_tables()
+    off, items = t["dfa_items_off"], t["dfa_items"]
+    out = np.zeros(len(off) - 1, np.uint8)
+    out[np.searchsorted(off, np.flatnonzero(items == grammar.accept_item), side="right") - 1] = 1
+    return out
+
+
 def _flat(tables) -> list:
     out = []
     for x in tables:
@@ -187,7 +200,7 @@ class CompiledMasks:
         self.live_w = read_only(sc.live_w)
         self.readings = (sc.tree_of.astype(np.int64), sc.tree_lim.astype(np.int64), sc.r_term.astype(np.int64),
                          sc.r_acc.astype(np.uint8), sc.r_base.astype(np.int64))
-        self.S = (sc.st_off, sc.st_rd)  # each scanner state's readings
+        self.S = (sc.st_off, sc.st_rd, _accept_states(grammar))  # each scanner state's readings; the accepting DFA states
         self._T = None
         self._T_version = -1
         self.last = ((), None)  # the last key made and its array: ``MaskEngine.bits_of`` takes it next
@@ -287,7 +300,7 @@ class CompiledMasks:
                     self._gmarks = np.zeros(2 * n_grp, np.uint8)
         return self._T
 
-    def mask_key(self, p, c: int) -> tuple | None:
+    def mask_key(self, p, c: int) -> bytes | None:
         """``MaskEngine.mask_key(p, c)`` computed in the arena; None: ask the Python path."""
         return self.walk([(p, c)]).keys[0]
 
@@ -300,16 +313,14 @@ class CompiledMasks:
         bound, and then the union and costs are None too.
         """
         aid = self._aid
-        initial = self.grammar.initial if bounds and self.A[0][3] < 0 else None
+        initial = self.grammar.initial if self.A[0][3] < 0 else None  # (acceptance reads its arena id)
         got = self._args_one(configs[0]) if len(configs) == 1 and initial is None else None
         if got is None:
             new, flat, n_x, init_ref = self._args(configs, initial)
         else:
             new, flat, n_x = got
             init_ref = -1
-        n_cfg = len(configs)
-        k = 2 * n_x + len(new) + 1
-        args = (flat[k - len(new) - 1:k], flat[:n_x], flat[n_x:2 * n_x], flat[k:k + n_cfg], flat[k + n_cfg:])
+        n_cfg, n_new = len(configs), len(new)
         while True:
             T = self._trees()
             gcost = _NO_COSTS
@@ -317,34 +328,44 @@ class CompiledMasks:
                 if len(self._gcost) < len(self._gmarks):
                     self._gcost = np.full(len(self._gmarks), kernels.BUDGET_BIG, np.int64)
                 gcost = self._gcost
-            status, aids, g_off, unres, bnd, groups, union, cost = kernels.earley_masks(
-                self._context(T), *args, init_ref, self.ign, self._gmarks, bounds, gcost)
+            out = kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
+                                       bounds, gcost)
+            status, n_u, n_c = out[:3].tolist()
             if status == 0:
                 break
             if status == kernels.EARLEY_GROW:
                 self._grow()
             else:
                 self.engine.root(kernels.EARLEY_NEED_TREE - status)
+        k = 3 + n_new
         if new:
-            for q, a in zip(new, aids.tolist()):
+            for q, a in zip(new, out[3:k].tolist()):
                 aid[q.uid] = a
         if n_cfg == 1 and not costs:
             # the usual case: one configuration, whose key is the union
-            if unres[0]:
-                return Walk([None], [None] if bounds else None, None, None)
-            key = tuple(union.tolist())
+            f, b = out[k:k + 2].tolist()
+            acc = [bool(f & _ACC_YES) if f & _ACC_KNOWN else None]
+            if f & 1:
+                return Walk([None], [None] if bounds else None, None, None, acc)
+            union = out[len(out) - n_u:]
+            key = union.tobytes()
             self.last = (key, union)
-            return Walk([key], [int(bnd[0])] if bounds else None, key, None)
-        g, off, un = groups.tolist(), g_off.tolist(), unres.tolist()
-        keys = [None if un[i] else tuple(g[off[i]:off[i + 1]]) for i in range(n_cfg)]
+            return Walk([key], [b] if bounds else None, key, None, acc)
+        fl = out[k:k + n_cfg].tolist()
+        bnd = out[k + n_cfg:k + 2 * n_cfg].tolist()
+        off = out[k + 2 * n_cfg:k + 3 * n_cfg + 1].tolist()
+        k += 3 * n_cfg + 1
+        end = len(out) - n_c
+        union = out[end - n_u:end]
+        groups = union if n_cfg == 1 else out[k:k + off[-1]]
+        un = [f & 1 for f in fl]
+        keys = [None if un[i] else groups[off[i]:off[i + 1]].tobytes() for i in range(n_cfg)]
         whole = not any(un)
-        if whole:
-            union_l = union.tolist()
-            u = keys[0] if n_cfg == 1 and len(keys[0]) == len(union_l) else tuple(union_l)
         return Walk(keys,
-                    [None if un[i] else b for i, b in enumerate(bnd.tolist())] if bounds else None,
-                    u if whole else None,
-                    sorted(zip(cost.tolist(), union_l)) if costs and whole else None)
+                    [None if un[i] else b for i, b in enumerate(bnd)] if bounds else None,
+                    union.tobytes() if whole else None,
+                    sorted(zip(out[end:].tolist(), union.tolist())) if costs and whole else None,
+                    [bool(f & _ACC_YES) if f & _ACC_KNOWN else None for f in fl])
 
     def _args_one(self, config) -> tuple | None:
         """``_args`` of one configuration whose parser state, or else all of its origins, the arena

@@ -258,24 +258,30 @@ class GrammarIndex:
         a = st._accepting
         if a is None:
             a = False
-            ign = self._ign
             for p, c in st.configs:
-                if st.initial and p.accepting:
+                if st.initial and p.accepting or self._ends(p, c):
                     a = True
-                    break
-                for t in self._acc[c]:
-                    if t == ign:
-                        continue
-                    p2 = p.feed(t)
-                    if p2 is not None and p2.accepting:
-                        a = True
-                        break
-                if a:
                     break
             st._accepting = a
         return a
 
-    def _mask_key(self, st: GState) -> tuple:
+    def _ends(self, p, c: int) -> bool:
+        """Whether a lexeme that ends at scanner state ``c`` completes a sentence from parser
+        state ``p`` (the compiled path's mask walk tells it on the way, ``PState.ends``)."""
+        e = p.ends.get(c)
+        if e is None:
+            e = False
+            ign = self._ign
+            for t in self._acc[c]:
+                if t != ign:
+                    p2 = p.feed(t)
+                    if p2 is not None and p2.accepting:
+                        e = True
+                        break
+            p.ends[c] = e
+        return e
+
+    def _mask_key(self, st: GState) -> bytes:
         k = st._gkey
         if k is None:
             k = st._gkey = self.engine.union_key(st.configs)
@@ -297,30 +303,31 @@ class GrammarIndex:
 
     def allowed_bits(self, st: GState) -> np.ndarray:
         """``allowed(st)`` as a bitset of the vocabulary: what the sampler applies."""
+        bits = self.token_bits(st)  # first: its mask walk tells acceptance too
         if self.accepting(st):
             key = ("stop bits", st.key)
             m = self._states.get(key)
             if m is None:
                 if self._stop_bits is None:
                     self._stop_bits = bits_with(np.zeros(self.engine.n_words, np.uint64), self.stop_ids)
-                m = self._states[key] = np.bitwise_or(self.token_bits(st), self._stop_bits)
+                m = self._states[key] = np.bitwise_or(bits, self._stop_bits)
                 m.flags.writeable = False
                 self._stop_bytes += m.nbytes
             return m
-        return self.token_bits(st)
+        return bits
 
     def allowed(self, st: GState) -> np.ndarray:
+        tm = self.token_mask(st)  # first: its mask walk tells acceptance too
         if self.accepting(st):
             key = ("stop", st.key)
             m = self._states.get(key)
             if m is None:
-                tm = self.token_mask(st)  # never holds a stop id (their text is empty)
                 m = np.insert(tm, np.searchsorted(tm, self.stop_ids), self.stop_ids).astype(np.int32, copy=False)
                 m.flags.writeable = False
                 self._states[key] = m
                 self._stop_bytes += m.nbytes
             return m
-        return self.token_mask(st)
+        return tm  # never holds a stop id (their text is empty)
 
     def budget_bound(self, st: GState) -> int:
         """A cheap upper bound on every group bound of ``budget_info(st)`` (cached on ``st``)."""

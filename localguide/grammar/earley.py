@@ -431,6 +431,7 @@ class Grammar:
             st._climb = None
             st._proj = None
             st.masks = {}
+            st.ends = {}
             st.rkept = {}
             st.budget = None
         init = self.initial
@@ -489,7 +490,7 @@ class PState:
     """One canonical Earley set. Use ``feed(t)`` (memoized) and ``allowed``/``accepting``."""
 
     __slots__ = ("g", "entries", "uid", "allowed", "accepting", "_waiting", "_feeds", "_peeks", "_climb", "masks",
-                 "rkept", "budget", "_proj", "__weakref__")
+                 "ends", "rkept", "budget", "_proj", "__weakref__")
 
     def __init__(self, g: Grammar, entries, uid: int):
         self.g = g
@@ -511,6 +512,7 @@ class PState:
         self._climb = None
         self._proj = None  # DFA states' left-hand sides -> this set cut down to them (``Grammar._project``)
         self.masks: dict = {}  # scanner state -> token mask (``MaskEngine``)
+        self.ends: dict = {}  # scanner state -> whether a lexeme ending there completes a sentence
         self.rkept: dict = {}  # reading -> kept groups (``MaskEngine``)
         self.budget = None  # shortest completion (``budget.Completer``)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
 from ..kernels import MASK_BITS
-from .masks import bits_has, bits_ids, bits_with
+from .masks import bits_has, bits_ids, bits_with, key_of
 
 
 class GrammarGuide:
@@ -75,8 +75,7 @@ class GrammarGuide:
         key = (k, first)
         m = cache.get(key)
         if m is None:
-            gids = tuple(sorted(g for _, g in pairs[:k] if g >= 0))
-            m = index.engine.bits_of(gids)
+            m = index.engine.bits_of(key_of(g for _, g in pairs[:k] if g >= 0))
             extra = [-1 - g for _, g in pairs[:k] if g < 0]
             if first >= 0:
                 extra.append(first)

@@ -480,16 +480,17 @@ class MaskEngine:
             rs = self._state_rd[c] = self.scanner.reading_ids(c)
         return rs
 
-    def mask_key(self, p, c: int) -> tuple:
-        """The groups (and unresolved tokens) that make ``mask(p, c)``: a sorted tuple."""
+    def mask_key(self, p, c: int) -> bytes:
+        """The groups (and unresolved tokens, ``-1 - token``) that make ``mask(p, c)``: ``key_of``
+        them."""
         k = p.masks.get(c)
         return k if k is not None else self._keys(((p, c),))[0][0]
 
-    def union_key(self, configs) -> tuple:
-        """The union of the ``mask_key``s of ``configs`` (a guide state's mask), sorted."""
+    def union_key(self, configs) -> bytes:
+        """The union of the ``mask_key``s of ``configs`` (a guide state's mask)."""
         keys, union = self._keys(configs)
         if union is None:
-            union = keys[0] if len(keys) == 1 else tuple(sorted(set().union(*keys)))
+            union = keys[0] if len(keys) == 1 else np.unique(np.concatenate([key_groups(k) for k in keys])).tobytes()
         return union
 
     def _keys(self, configs) -> tuple:
@@ -502,7 +503,10 @@ class MaskEngine:
             if k is not None:
                 return [k], k
             if self._compiled_for(p, c):
-                k = self.core.walk(configs).keys[0]
+                w = self.core.walk(configs)
+                k = w.keys[0]
+                if w.accepting[0] is not None:
+                    p.ends[c] = w.accepting[0]
             if k is None:
                 k = self.mask_key_python(p, c)
             p.masks[c] = k
@@ -521,9 +525,11 @@ class MaskEngine:
         union = None
         if batch:
             w = self.core.walk([configs[i] for i in batch])
-            for i, k in zip(batch, w.keys):
+            for i, k, a in zip(batch, w.keys, w.accepting):
                 p, c = configs[i]
                 out[i] = p.masks[c] = k if k is not None else self.mask_key_python(p, c)
+                if a is not None:
+                    p.ends[c] = a
             if len(batch) == len(configs):
                 union = w.union
         return out, union
@@ -536,9 +542,11 @@ class MaskEngine:
         if core is None or not core.enable_budget(completer):
             return [None] * len(configs), None
         w = core.walk(configs, bounds=True)
-        for (p, c), k in zip(configs, w.keys):
+        for (p, c), k, a in zip(configs, w.keys, w.accepting):
             if k is not None:
                 p.masks[c] = k
+            if a is not None:
+                p.ends[c] = a
         return w.bounds, w.union
 
     def group_costs(self, configs, completer) -> list | None:
@@ -571,19 +579,19 @@ class MaskEngine:
         r_term = self.r_term
         return [r for r in self.state_readings(c) if (al >> r_term[r]) & 1]
 
-    def mask_key_python(self, p, c: int) -> tuple:
+    def mask_key_python(self, p, c: int) -> bytes:
         """``mask_key`` by the Python path only (the compiled path's twin); not cached as a mask."""
         kept = []
         for r in self._readings(p, c):
             kept += self.kept(p, r)
-        return tuple(sorted(set(kept)))
+        return key_of(set(kept))
 
     def mask(self, p, c: int) -> np.ndarray:
         """Sorted token ids (no stop ids) that keep (parser state ``p``, scanner state ``c``) viable."""
         return self.union_of(self.mask_key(p, c))
 
-    def union_of(self, key: tuple) -> np.ndarray:
-        """The tokens of the groups ``key`` (a sorted tuple), cached by ``key``."""
+    def union_of(self, key: bytes) -> np.ndarray:
+        """The tokens of the groups ``key`` (``key_of``), cached by ``key``."""
         m = self.union_cache.get(key)
         if m is None:
             m = self.union_cache[key] = self._union(key)
@@ -591,8 +599,8 @@ class MaskEngine:
                 self.mask_bytes += m.nbytes
         return m
 
-    def bits_of(self, key: tuple) -> np.ndarray:
-        """The tokens of the groups ``key`` (a sorted tuple) as a read-only bitset of the
+    def bits_of(self, key: bytes) -> np.ndarray:
+        """The tokens of the groups ``key`` (``key_of``) as a read-only bitset of the
         vocabulary (bit ``t`` of uint64 word ``t >> 6``), cached by ``key``."""
         m = self.bits_cache.get(key)
         if m is None:
@@ -600,8 +608,8 @@ class MaskEngine:
             self._rows_fit()
             core = self.core
             last_key, gids = core.last if core is not None else ((), None)
-            if last_key is not key:  # (the compiled path's array of the key just made saves converting it)
-                gids = np.array(key, np.int64)
+            if last_key is not key:  # (the compiled path's array of the key just made saves a copy)
+                gids = key_groups(key).copy()  # (writable: one numba specialization)
             missing = kernels.union_bits(gids, self.grp_off, self._tok_ro, self._big_min,
                                          self._g_row, self._gw_ro, m)
             for g in missing.tolist():  # their bitsets, for the next masks they are in
@@ -634,11 +642,12 @@ class MaskEngine:
         self._n_gw += 1
         self.mask_bytes += row.nbytes
 
-    def _union(self, key: tuple) -> np.ndarray:
-        groups = [g for g in key if g >= 0]
-        if len(groups) == len(key) and len(groups) == 1:
+    def _union(self, key: bytes) -> np.ndarray:
+        ks = key_groups(key)
+        groups = ks[ks >= 0].tolist()
+        if len(groups) == len(ks) == 1:
             return self.group_tokens(groups[0])
-        extra = np.array(sorted(-1 - g for g in key if g < 0), np.int32)
+        extra = np.sort(-1 - ks[ks < 0]).astype(np.int32)
         # The few large groups that hold most of a big mask recur together from mask to mask:
         # their union is cached by the combination, and the rest is merged into it.
         big_min = self._big_min
@@ -658,6 +667,18 @@ class MaskEngine:
         out = kernels.union_groups(self.grp_off, self._tok_ro, np.array(groups, np.int64), extra, self._marks)
         out.flags.writeable = False
         return out
+
+
+def key_of(groups) -> bytes:
+    """The mask key of ``groups`` (group ids, and ``-1 - token`` for a token checked alone): the
+    sorted distinct ids as int64 bytes. Bytes, not a tuple: made from the kernel's array in one
+    copy, and hashed once (a tuple of a few hundred ints took microseconds to build and to hash)."""
+    return np.array(sorted(set(groups)), np.int64).tobytes()
+
+
+def key_groups(key: bytes) -> np.ndarray:
+    """The ids of a mask key (``key_of``), read-only."""
+    return np.frombuffer(key, np.int64)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
