@@ -21,7 +21,9 @@ For each model and grammar:
   again. The first walk is repeated ``--repeat`` times, each with a fresh index, and the
   median of each statistic reported (``first max``: the largest): on a shared machine one
   walk's p99 moves by half from run to run. With ``--budget N`` the guides get
-  ``max_tokens=N`` (budget-aware masks).
+  ``max_tokens=N`` (budget-aware masks, as ``Model.generate`` and the CLI make), and
+  ``first guide`` is the time to make a fresh index's first guide (its budget tables);
+  ``--no-compile`` leaves the compile timings out.
 
 Times are CPU time of the process (``time.process_time``), which other work on a shared
 machine disturbs less than wall time; p50/p99 over all masks of the walk.
@@ -119,12 +121,17 @@ def pct(xs, q):
 
 
 def walk(idx, token_lists, budget):
+    """(µs per ``sampler_mask()``, µs per ``advance()``, ms to make the first guide)."""
     from localguide.kernels import MASK_BITS
 
     times, adv = [], []
     clock = time.process_time_ns
+    made = None
     for tokens in token_lists:
+        a = clock()
         g = idx.guide(max_tokens=budget)
+        if made is None:  # with a budget, the first guide of an index builds the budget tables
+            made = (clock() - a) / 1e6
         for t in tokens:
             a = clock()
             mask, mode = g.sampler_mask()
@@ -139,14 +146,16 @@ def walk(idx, token_lists, budget):
             g.advance(t)
             adv.append((clock() - a) / 1000)
         assert g.is_accepting()
-    return times, adv
+    return times, adv, made
 
 
 REPEAT = 3
 
 
-def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, repeat: int = REPEAT) -> list[dict]:
-    """One row per grammar for the model at ``path`` (see the module doc)."""
+def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, repeat: int = REPEAT,
+            compile_times: bool = True) -> list[dict]:
+    """One row per grammar for the model at ``path`` (see the module doc); without ``compile_times``
+    only the walks (the compile columns are then None)."""
     import llama_cpp
 
     from localguide import Vocabulary
@@ -164,28 +173,34 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
         for grammar in grammars:
             with tempfile.TemporaryDirectory(prefix="lg-bench-") as tmp:
                 env = dict(os.environ, LOCALGUIDE_CACHE_DIR=tmp)
-                compile_time(path, "arithmetic", "cold", env)  # warm the vocabulary cache of this dir
-                with tempfile.TemporaryDirectory(prefix="lg-bench-") as tmp2:  # its own empty cache
-                    first_mask = compile_time(path, grammar, "first", dict(os.environ, LOCALGUIDE_CACHE_DIR=tmp2))
-                cold = compile_time(path, grammar, "cold", env)
-                cached = compile_time(path, grammar, "cached", env)
+                first_mask = cold = cached = None
+                if compile_times:
+                    compile_time(path, "arithmetic", "cold", env)  # warm the vocabulary cache of this dir
+                    with tempfile.TemporaryDirectory(prefix="lg-bench-") as tmp2:  # its own empty cache
+                        first_mask = compile_time(path, grammar, "first", dict(os.environ, LOCALGUIDE_CACHE_DIR=tmp2))
+                    cold = compile_time(path, grammar, "cold", env)
+                    cached = compile_time(path, grammar, "cached", env)
                 os.environ["LOCALGUIDE_CACHE_DIR"] = tmp
+                if not compile_times:
+                    sources._COMPILED.clear()
+                    compile_grammar(grammar, voc)  # writes the cache file the walks load
                 token_lists = [llama.tokenize(s.encode(), add_bos=False, special=False) for s in SAMPLES[grammar]]
                 firsts = []
                 for _ in range(repeat):
                     sources._COMPILED.clear()
                     idx = compile_grammar(grammar, voc)  # loads the cache file: a fresh index
                     firsts.append(walk(idx, token_lists, budget))
-                warm, adv2 = walk(idx, token_lists, budget)
+                warm, adv2, _ = walk(idx, token_lists, budget)
                 sources._COMPILED.clear()
 
             def med(f, part=0):
                 return sorted(f(x[part]) for x in firsts)[len(firsts) // 2]
 
-            row = {"model": model_name, "grammar": grammar, "tokens": len(firsts[0][0]), "cold_s": cold["cpu"],
-                   "trie_s": cold["trie"], "cold_first_s": first_mask["wall"],
-                   "cached_ms": cached["cpu"] * 1000, "first_p50": med(lambda t: pct(t, 50)),
-                   "first_p99": med(lambda t: pct(t, 99)), "first_max": max(max(f) for f, _ in firsts),
+            row = {"model": model_name, "grammar": grammar, "tokens": len(firsts[0][0]), "budget": budget,
+                   "cold_s": cold and cold["cpu"], "trie_s": cold and cold["trie"],
+                   "cold_first_s": first_mask and first_mask["wall"], "cached_ms": cached and cached["cpu"] * 1000,
+                   "guide_ms": med(lambda m: m, 2), "first_p50": med(lambda t: pct(t, 50)),
+                   "first_p99": med(lambda t: pct(t, 99)), "first_max": max(max(f) for f, _, _ in firsts),
                    "warm_p50": pct(warm, 50), "warm_p99": pct(warm, 99), "repeat": repeat,
                    "adv_first_p50": med(lambda t: pct(t, 50), 1), "adv_first_p99": med(lambda t: pct(t, 99), 1)}
             rows.append(row)
@@ -199,14 +214,20 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
 
 
 def table(rows) -> str:
-    head = ("model", "grammar", "tokens", "cold s (+trie)", "cold to mask s", "cached ms", "first p50", "first p99", "first max",
-            "warm p50", "warm p99", "advance p50/p99 (first)")
+    compiled = rows and rows[0]["cold_s"] is not None
+    head = (("model", "grammar", "tokens") + (("cold s (+trie)", "cold to mask s", "cached ms") if compiled else ())
+            + (("first guide ms",) if rows and rows[0].get("budget") is not None else ())
+            + ("first p50", "first p99", "first max", "warm p50", "warm p99", "advance p50/p99 (first)"))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['grammar']} | {r['tokens']} | {r['cold_s']:.2f} (+{r['trie_s']:.2f}) | "
-                     f"{r['cold_first_s']:.2f} | {r['cached_ms']:.0f} | "
-                     f"{r['first_p50']:.0f} | {r['first_p99']:.0f} | {r['first_max']:.0f} | {r['warm_p50']:.1f} | "
-                     f"{r['warm_p99']:.1f} | {r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f} |")
+        cells = [r["model"], r["grammar"], str(r["tokens"])]
+        if compiled:
+            cells += [f"{r['cold_s']:.2f} (+{r['trie_s']:.2f})", f"{r['cold_first_s']:.2f}", f"{r['cached_ms']:.0f}"]
+        if r.get("budget") is not None:
+            cells.append(f"{r['guide_ms']:.1f}")
+        cells += [f"{r['first_p50']:.0f}", f"{r['first_p99']:.0f}", f"{r['first_max']:.0f}", f"{r['warm_p50']:.1f}",
+                  f"{r['warm_p99']:.1f}", f"{r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -216,11 +237,12 @@ def main():
     ap.add_argument("--grammars", default="json,sql,c")
     ap.add_argument("--budget", type=int, default=None, help="max_tokens for the guides (default: none)")
     ap.add_argument("--repeat", type=int, default=REPEAT, help="first walks, each of a fresh index (default: %(default)s)")
+    ap.add_argument("--no-compile", action="store_true", help="only the walks (no compile timings)")
     args = ap.parse_args()
     rows = []
     for model, path in model_paths(args.models.split(",")).items():
         rows += measure(path, model, args.grammars.split(","), args.budget,
-                        log=lambda m: print(m, file=sys.stderr), repeat=args.repeat)
+                        log=lambda m: print(m, file=sys.stderr), repeat=args.repeat, compile_times=not args.no_compile)
     print(f"\nmasks: µs CPU per sampler_mask(); budget: {args.budget}; first walks: median of {args.repeat}\n")
     print(table(rows))
 

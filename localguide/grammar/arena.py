@@ -173,10 +173,12 @@ def kernel_context(A, D, T, B, S) -> tuple:
     return ctx, arrays
 
 
-def _longer(a: np.ndarray, n: int) -> np.ndarray:
-    """``a`` followed by zeros, ``n`` rows in all."""
+def _longer(a: np.ndarray, n: int, used: int | None = None) -> np.ndarray:
+    """``a`` followed by zeros, ``n`` rows in all; only its first ``used`` rows are copied (the
+    rest are zeros): fresh memory is slow to touch the first time (about 2 µs a page on a VM)."""
     out = np.zeros((n,) + a.shape[1:], a.dtype)
-    out[:len(a)] = a
+    k = len(a) if used is None else used
+    out[:k] = a[:k]
     return out
 
 
@@ -263,15 +265,15 @@ class CompiledMasks:
         ns, nk, nf = meta.tolist()[:3]
         sets_full = 2 * (ns + 2) > len(set_off)
         feeds_full = 4 * (nf + 1) > len(fk)
-        if sets_full:
+        if sets_full:  # (rows past the sets made so far are zeros: not copied)
             cap = 2 * (len(set_off) - 1)
-            set_off = _longer(set_off, cap + 1)
-            set_allowed = _longer(set_allowed, cap)
-            set_hash = _longer(set_hash, cap)
+            set_off = _longer(set_off, cap + 1, ns + 1)
+            set_allowed = _longer(set_allowed, cap, ns)
+            set_hash = _longer(set_hash, cap, ns)
             if self.budget:
-                fin, fin_done, aft = _longer(fin, cap), _longer(fin_done, cap), _longer(aft, cap)
+                fin, fin_done, aft = _longer(fin, cap, ns), _longer(fin_done, cap, ns), _longer(aft, cap, ns)
         if 2 * nk > len(set_keys) or not (sets_full or feeds_full):
-            set_keys = _longer(set_keys, 2 * len(set_keys))
+            set_keys = _longer(set_keys, 2 * len(set_keys), nk)
         # Only the tables that grew are made again (fresh memory is slow to touch at first).
         if sets_full:
             ht = np.zeros(4 * (len(set_off) - 1), np.int64)

@@ -386,6 +386,14 @@ class GrammarIndex:
             info = st.budget = (pairs[-1][0] if pairs else 0, pairs, {})
         return info
 
+    def prepare_budget(self) -> None:
+        """Build what budget-aware masks need (the ``Completer``, the compiled path's budget tables)
+        now, when a guide with ``max_tokens`` is made, not in its first mask (tens of ms once per index)."""
+        comp = self.completer
+        core = self.engine._compiled()
+        if core is not None:
+            core.enable_budget(comp)
+
     @property
     def completer(self):
         if self._budget is None:

@@ -39,6 +39,7 @@ class GrammarGuide:
         if max_tokens is not None and _state is None:
             if max_tokens < 0:
                 raise ValueError("max_tokens must be >= 0")
+            index.prepare_budget()
             plan = self._current_plan()
             if plan is not None and len(plan) > max_tokens:
                 raise BudgetError(f"{index.description} needs at least {len(plan)} tokens "
