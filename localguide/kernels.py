@@ -2855,7 +2855,7 @@ def _masks_failed(status):
 
 
 @njit(cache=True)
-def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, gcost):
+def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, gcost, feed_from, feed_t):
     """``earley_mask_groups`` for several configurations at once, after interning new sets; the
     arena and tables come as a context (``CTX_SPEC``).
 
@@ -2865,7 +2865,9 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
     ``-2 - j`` (new set ``j < i``). Configuration ``c`` is (set ``cfg_ref[c]``, a reference,
     scanner state ``cfg_state[c]``). One array in and one out: numba's unboxing and boxing
-    cost some 0.3 µs an array.
+    cost some 0.3 µs an array. With ``feed_from >= 0``, new set 0 is not given by entries but
+    is the set after terminal ``feed_t`` from arena set ``feed_from`` (``earley_feed``, often
+    memoized by the walk before); ``EARLEY_REJECT`` if that feed is rejected.
 
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
     ``gcost`` as in ``earley_mask_groups`` (all ``BUDGET_BIG``, and left so), the group costs
@@ -2893,6 +2895,14 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     bounds = np.zeros(n_cfg, np.int64)
     groups = np.empty(0, np.int64)
     for i in range(n_new):
+        if i == 0 and feed_from >= 0:
+            a = _feed_memo(fk, fv, feed_from * n_bits + feed_t + 1)
+            if a == EARLEY_GROW:
+                a = earley_feed(A, D, feed_from, feed_t)
+            if a < 0:
+                return _masks_failed(a)
+            aids[0] = a
+            continue
         n = x_off[i + 1] - x_off[i]
         keys = np.empty(n, np.int64)
         for j in range(n):

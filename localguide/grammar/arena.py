@@ -319,8 +319,9 @@ class CompiledMasks:
         got = self._args_one(configs[0]) if len(configs) == 1 and initial is None else None
         if got is None:
             new, flat, n_x, init_ref = self._args(configs, initial)
+            feed = (-1, 0)
         else:
-            new, flat, n_x = got
+            new, flat, n_x, feed = got
             init_ref = -1
         n_cfg, n_new = len(configs), len(new)
         while True:
@@ -331,12 +332,15 @@ class CompiledMasks:
                     self._gcost = np.full(len(self._gmarks), kernels.BUDGET_BIG, np.int64)
                 gcost = self._gcost
             out = kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
-                                       bounds, gcost)
+                                       bounds, gcost, *feed)
             status, n_u, n_c = out[:3].tolist()
             if status == 0:
                 break
             if status == kernels.EARLEY_GROW:
                 self._grow()
+            elif status == kernels.EARLEY_REJECT:  # (never, while the arena follows the parser): copy it in
+                new, flat, n_x = self._args_one(configs[0], via_feed=False)[:3]
+                feed = (-1, 0)
             else:
                 self.engine.root(kernels.EARLEY_NEED_TREE - status)
         k = 3 + n_new
@@ -369,14 +373,25 @@ class CompiledMasks:
                     sorted(zip(out[end:].tolist(), union.tolist())) if costs and whole else None,
                     [bool(f & _ACC_YES) if f & _ACC_KNOWN else None for f in fl])
 
-    def _args_one(self, config) -> tuple | None:
+    def _args_one(self, config, via_feed: bool = True) -> tuple | None:
         """``_args`` of one configuration whose parser state, or else all of its origins, the arena
-        holds (the usual case: the state the last token made); None otherwise."""
+        holds (the usual case: the state the last token made), and the feed that makes its set
+        (-1 and 0: none); None otherwise.
+
+        A parser state made by feeding a terminal to one the arena holds is made there the same
+        way (``PState.src``): the walk before has often made that set already, and sets fed from
+        it, where a copy of the state's entries is a new set (``Grammar._project`` cuts origins
+        the arena keeps) whose every feed is new."""
         aid = self._aid
         p, c = config
         a = aid.get(p.uid)
         if a is not None:
-            return (), np.array([0, a, c], np.int64), 0
+            return (), np.array([0, a, c], np.int64), 0, (-1, 0)
+        src = p.src
+        if src is not None and via_feed:
+            a = aid.get(src[0])
+            if a is not None:
+                return (p,), np.array([0, 0, -2, c], np.int64), 0, (a, src[1])
         ents = p.entries
         refs = []
         for _, o in ents:
@@ -387,7 +402,7 @@ class CompiledMasks:
             if r is None:
                 return None
             refs.append(r)
-        return (p,), np.array([d for d, _ in ents] + refs + [0, len(ents), -2, c], np.int64), len(ents)
+        return (p,), np.array([d for d, _ in ents] + refs + [0, len(ents), -2, c], np.int64), len(ents), (-1, 0)
 
     def _args(self, configs, initial) -> tuple:
         """(the parser states to copy in, origins first; the kernel's arguments in one array: their

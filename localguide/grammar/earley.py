@@ -490,7 +490,7 @@ class PState:
     """One canonical Earley set. Use ``feed(t)`` (memoized) and ``allowed``/``accepting``."""
 
     __slots__ = ("g", "entries", "uid", "allowed", "accepting", "_waiting", "_feeds", "_peeks", "_climb", "masks",
-                 "ends", "rkept", "budget", "_proj", "__weakref__")
+                 "ends", "rkept", "budget", "_proj", "src", "__weakref__")
 
     def __init__(self, g: Grammar, entries, uid: int):
         self.g = g
@@ -515,6 +515,7 @@ class PState:
         self.ends: dict = {}  # scanner state -> whether a lexeme ending there completes a sentence
         self.rkept: dict = {}  # reading -> kept groups (``MaskEngine``)
         self.budget = None  # shortest completion (``budget.Completer``)
+        self.src = None  # (uid of a state, terminal) whose feed first made this one (``arena``)
 
     @property
     def items(self):
@@ -552,6 +553,8 @@ class PState:
                 if d2 is not None:
                     kernel.append((d2, self if o is None else o))
             res = g._make(kernel)
+            if res.src is None and res is not self:
+                res.src = (self.uid, t)
         elif (self.g.ignore_mask >> t) & 1:
             res = self
         else:
