@@ -286,3 +286,14 @@ def test_kernel_context_copies_tables_but_not_the_arena(smollm2_vocab):
     A = (core.A[0].astype(np.int32),) + core.A[1:]
     with pytest.raises(ValueError, match="arena array 0"):
         arena.kernel_context(A, core.D, T, core.B, core.S)
+
+
+def test_merged_mask_keys_are_the_sorted_union():
+    """A guide state's key merges its configurations' keys (unresolved tokens as negative ids)."""
+    from localguide.grammar.masks import key_groups, key_of, merge_keys
+
+    rng = random.Random(3)
+    for n in (0, 1, 2, 40):
+        keys = [key_of(rng.randrange(-5, 60) for _ in range(n)) for _ in range(rng.randrange(2, 5))]
+        got = merge_keys(keys)
+        assert key_groups(got).tolist() == sorted(set().union(*(key_groups(k).tolist() for k in keys)))
