@@ -239,11 +239,13 @@ class CompiledMasks:
             self.reset()
 
     def _finish_arrays(self, n: int) -> tuple:
-        """The finish tables of ``n`` sets (one row when budget bounds are not computed here)."""
+        """The finish tables of ``2 n`` sets (one row when budget bounds are not computed here):
+        twice the arena's capacity, so that they are copied at every other growth of the arena
+        only (megabytes; their rows past the sets made are zero pages, never touched)."""
         if not self.budget:
             return np.zeros((1, 1), np.int64), np.zeros(1, np.uint8), np.zeros((1, 1), np.int64)
-        return (np.zeros((n, self.n_nt), np.int64), np.zeros(n, np.uint8),
-                np.zeros((n, 64 * self.n_words + 1), np.int64))
+        return (np.zeros((2 * n, self.n_nt), np.int64), np.zeros(2 * n, np.uint8),
+                np.zeros((2 * n, 64 * self.n_words + 1), np.int64))
 
     def enable_budget(self, completer) -> bool:
         """Compute budget bounds here from now on (``budget_tables``); False where they cannot be."""
@@ -270,8 +272,8 @@ class CompiledMasks:
             set_off = _longer(set_off, cap + 1, ns + 1)
             set_allowed = _longer(set_allowed, cap, ns)
             set_hash = _longer(set_hash, cap, ns)
-            if self.budget:
-                fin, fin_done, aft = _longer(fin, cap, ns), _longer(fin_done, cap, ns), _longer(aft, cap, ns)
+            if self.budget and cap > len(fin):
+                fin, fin_done, aft = _longer(fin, 2 * cap, ns), _longer(fin_done, 2 * cap, ns), _longer(aft, 2 * cap, ns)
         if 2 * nk > len(set_keys) or not (sets_full or feeds_full):
             set_keys = _longer(set_keys, 2 * len(set_keys), nk)
         # Only the tables that grew are made again (fresh memory is slow to touch at first).
