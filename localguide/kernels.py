@@ -2301,7 +2301,7 @@ def _any_allowed(set_allowed, q):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     """(status, sorted groups, bound) that the readings ``readings`` of a scanner state keep
     under arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
