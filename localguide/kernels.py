@@ -2344,6 +2344,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     n_r = len(r_term)
     ss = _work(keep, 64)  # (tree node, set) stack
     sq = _work(keep, 64)
+    al = _work(keep, nw).view(np.uint64)  # what the set there allows, and the ignored terminal
     status = 0
     while nwk > 0 and status == 0:
         nwk -= 1
@@ -2384,7 +2385,11 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
             m -= 1
             s = ss[m]
             q = sq[m]
-            if not _any_allowed(set_allowed, q):
+            any_al = np.uint64(0)
+            for w in range(nw):  # (one load per word, not one per group: the stores below may alias it)
+                any_al |= set_allowed[q, w]
+                al[w] = set_allowed[q, w] | ign_w[w]
+            if not any_al:
                 continue
             kept_any = False
             for g in range(node_grp[s], node_grp[s + 1]):
@@ -2392,7 +2397,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
                     continue
                 c = grp_state[g]
                 for w in range(nw):
-                    if live_w[c, w] & (set_allowed[q, w] | ign_w[w]):
+                    if live_w[c, w] & al[w]:
                         kept_any = True
                         if gmarks[g] == 0:
                             gmarks[g] = 1
