@@ -1909,8 +1909,8 @@ def _bare_dfa(D):
 
 
 # A context: the arrays of ``A``, ``D``, ``T``, ``B`` and ``S`` (the scanner states'
-# readings, CSR, and which DFA states hold the completed start item) in that order (nested tuples flattened), each as three int64s
-# (address, rows, columns), in one array that
+# readings, CSR, and which DFA states hold the completed start item) in that order (nested
+# tuples flattened), each as three int64s (address, rows, columns), in one array that
 # ``arena.CompiledMasks`` makes again when one of them changes. Passing it instead of the
 # tuples saves numba's unboxing of some fifty arrays per call (4 µs of a mask). Its arrays
 # must be C-contiguous, of the dtypes and dimensions of ``CTX_SPEC``, and held by the caller.
@@ -2153,14 +2153,6 @@ def _feed_find(fk, key):
 
 
 @njit(cache=True, inline="always")
-def _feed_memo(fk, fv, key):
-    """The memoized feed of ``key`` (``earley_feed``), ``EARLEY_GROW`` when there is none:
-    inlined, as a call that passes the arena costs more than the lookup."""
-    i = _feed_find(fk, key)
-    return fv[i] if fk[i] == key else EARLEY_GROW
-
-
-@njit(cache=True, inline="always")
 def earley_feed(A, D, s, t):
     """The set after terminal ``t`` from set ``s`` (memoized): ``EARLEY_REJECT``, or ``s``
     itself for an ignored terminal the grammar does not take; ``EARLEY_GROW``.
@@ -2316,7 +2308,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     """
     bound = 0
     do_cost = len(gcost) > 0
-    set_allowed, fk, fv = A[3], A[6], A[7]
+    set_allowed = A[3]
     n_bits = set_allowed.shape[1] * 64
     ign_w = D[7]
     (ch_off, ch_term, ch_node, node_grp, grp_state, grp_lead, live_w, tree_root, tree_of, tree_lim, r_term,
@@ -2417,9 +2409,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
             for k in range(ch_off[s], ch_off[s + 1]):
                 t = ch_term[k]
                 if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-                    q2 = _feed_memo(fk, fv, q * n_bits + t + 1)
-                    if q2 == EARLEY_GROW:
-                        q2 = earley_feed(A, D, q, t)
+                    q2 = earley_feed(A, D, q, t)
                     if q2 == EARLEY_GROW:
                         status = EARLEY_GROW
                         m = 0
@@ -2436,9 +2426,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
         t = r_term[r]
         q2 = q0
         if t != ign:
-            q2 = _feed_memo(fk, fv, q0 * n_bits + t + 1)
-            if q2 == EARLEY_GROW:
-                q2 = earley_feed(A, D, q0, t)
+            q2 = earley_feed(A, D, q0, t)
         if q2 == EARLEY_GROW:
             status = EARLEY_GROW
             break
@@ -2853,7 +2841,11 @@ def _set_accepts(A, d_accept, q):
 
 
 @njit(cache=True, inline="always")
-def _masks_failed(status):
+def _masks_failed(status, gcost):
+    """``earley_masks``' answer when it stops early: the header only, and ``gcost`` reset (a walk
+    may have lowered some)."""
+    for i in range(len(gcost)):
+        gcost[i] = BUDGET_BIG
     out = np.zeros(3, np.int64)
     out[0] = status
     return out
@@ -2889,8 +2881,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     A, D, T, B, S = _ctx_tables(ctx)
     st_off, st_rd, d_accept = S
     r_term, r_acc = T[10], T[11]
-    set_allowed, fk, fv = A[3], A[6], A[7]
-    n_bits = set_allowed.shape[1] * 64
+    set_allowed = A[3]
     x_d, x_ref = args[:n_x], args[n_x:2 * n_x]
     k0 = 2 * n_x + n_new + 1
     x_off, cfg_ref, cfg_state = args[2 * n_x:k0], args[k0:k0 + n_cfg], args[k0 + n_cfg:k0 + 2 * n_cfg]
@@ -2901,11 +2892,9 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     groups = np.empty(0, np.int64)
     for i in range(n_new):
         if i == 0 and feed_from >= 0:
-            a = _feed_memo(fk, fv, feed_from * n_bits + feed_t + 1)
-            if a == EARLEY_GROW:
-                a = earley_feed(A, D, feed_from, feed_t)
+            a = earley_feed(A, D, feed_from, feed_t)
             if a < 0:
-                return _masks_failed(a)
+                return _masks_failed(a, gcost)
             aids[0] = a
             continue
         n = x_off[i + 1] - x_off[i]
@@ -2919,7 +2908,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
         keys.sort()
         a = earley_intern(A, D, keys, n)
         if a == EARLEY_GROW:
-            return _masks_failed(a)
+            return _masks_failed(a, gcost)
         aids[i] = a
     if init_ref != -1:
         A[0][3] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
@@ -2937,13 +2926,9 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
                 r = rd[i]
                 t = r_term[r]
                 if r_acc[r] and t != ign and (set_allowed[p, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-                    q2 = _feed_memo(fk, fv, p * n_bits + t + 1)
+                    q2 = earley_feed(A, D, p, t)
                     if q2 == EARLEY_GROW:
-                        q2 = earley_feed(A, D, p, t)
-                    if q2 == EARLEY_GROW:
-                        for j in range(len(gcost)):
-                            gcost[j] = BUDGET_BIG
-                        return _masks_failed(q2)
+                        return _masks_failed(q2, gcost)
                     if q2 >= 0 and _set_accepts(A, d_accept, q2):
                         acc = ACC_KNOWN | ACC_YES
                         break
@@ -2952,9 +2937,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
         if status == EARLEY_UNRESOLVED:
             unres[c] |= 1
         elif status != 0:
-            for i in range(len(gcost)):
-                gcost[i] = BUDGET_BIG
-            return _masks_failed(status)
+            return _masks_failed(status, gcost)
         if n_cfg == 1:
             groups = got  # sorted and distinct: the union already
             g_off[1] = len(got)

@@ -42,7 +42,6 @@ class Walk(NamedTuple):
     bounds: list | None  # each one's ``GrammarIndex.budget_bound`` (with ``bounds``), or None
     union: bytes | None  # the keys' union, the guide state's mask key
     costs: list | None  # ``GrammarIndex.budget_info``'s sorted (bound, group) pairs (with ``costs``)
-    accepting: list  # whether a lexeme ending at each configuration completes a sentence
 
 
 def budget_tables(grammar, completer, scanner) -> tuple:
@@ -173,12 +172,11 @@ def kernel_context(A, D, T, B, S) -> tuple:
     return ctx, arrays
 
 
-def _longer(a: np.ndarray, n: int, used: int | None = None) -> np.ndarray:
-    """``a`` followed by zeros, ``n`` rows in all; only its first ``used`` rows are copied (the
-    rest are zeros): fresh memory is slow to touch the first time (about 2 µs a page on a VM)."""
+def _longer(a: np.ndarray, n: int, used: int) -> np.ndarray:
+    """The first ``used`` rows of ``a`` followed by zeros, ``n`` rows in all (the rows past
+    ``used`` are zeros: fresh memory is slow to touch the first time, about 2 µs a page on a VM)."""
     out = np.zeros((n,) + a.shape[1:], a.dtype)
-    k = len(a) if used is None else used
-    out[:k] = a[:k]
+    out[:used] = a[:used]
     return out
 
 
@@ -310,7 +308,9 @@ class CompiledMasks:
 
     def walk(self, configs, bounds: bool = False, costs: bool = False) -> Walk:
         """The mask keys of the (parser state, scanner state) pairs ``configs`` and their union,
-        in one kernel call that also copies in the parser states the arena lacks (origins first).
+        in one kernel call that also copies in the parser states the arena lacks (origins first)
+        and records on each parser state whether a lexeme ending there completes a sentence
+        (``PState.ends``, read by ``GrammarIndex.accepting``).
 
         With ``bounds`` (after ``enable_budget``) also their budget bounds, and with ``costs``
         the groups' costs. A configuration whose trees leave tokens unresolved has no key or
@@ -349,17 +349,19 @@ class CompiledMasks:
         if new:
             for q, a in zip(new, out[3:k].tolist()):
                 aid[q.uid] = a
+        fl = out[k:k + n_cfg].tolist()
+        for (p, c), f in zip(configs, fl):
+            if f & _ACC_KNOWN:
+                p.ends[c] = bool(f & _ACC_YES)
         if n_cfg == 1 and not costs:
             # the usual case: one configuration, whose key is the union
-            f, b = out[k:k + 2].tolist()
-            acc = [bool(f & _ACC_YES) if f & _ACC_KNOWN else None]
-            if f & 1:
-                return Walk([None], [None] if bounds else None, None, None, acc)
+            b = int(out[k + 1])
+            if fl[0] & 1:
+                return Walk([None], [None] if bounds else None, None, None)
             union = out[len(out) - n_u:]
             key = union.tobytes()
             self.last = (key, union)
-            return Walk([key], [b] if bounds else None, key, None, acc)
-        fl = out[k:k + n_cfg].tolist()
+            return Walk([key], [b] if bounds else None, key, None)
         bnd = out[k + n_cfg:k + 2 * n_cfg].tolist()
         off = out[k + 2 * n_cfg:k + 3 * n_cfg + 1].tolist()
         k += 3 * n_cfg + 1
@@ -372,8 +374,7 @@ class CompiledMasks:
         return Walk(keys,
                     [None if un[i] else b for i, b in enumerate(bnd)] if bounds else None,
                     union.tobytes() if whole else None,
-                    sorted(zip(out[end:].tolist(), union.tolist())) if costs and whole else None,
-                    [bool(f & _ACC_YES) if f & _ACC_KNOWN else None for f in fl])
+                    sorted(zip(out[end:].tolist(), union.tolist())) if costs and whole else None)
 
     def _args_one(self, config, via_feed: bool = True) -> tuple | None:
         """``_args`` of one configuration whose parser state, or else all of its origins, the arena

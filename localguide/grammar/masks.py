@@ -503,10 +503,7 @@ class MaskEngine:
             if k is not None:
                 return [k], k
             if self._compiled_for(p, c):
-                w = self.core.walk(configs)
-                k = w.keys[0]
-                if w.accepting[0] is not None:
-                    p.ends[c] = w.accepting[0]
+                k = self.core.walk(configs).keys[0]
             if k is None:
                 k = self.mask_key_python(p, c)
             p.masks[c] = k
@@ -525,11 +522,9 @@ class MaskEngine:
         union = None
         if batch:
             w = self.core.walk([configs[i] for i in batch])
-            for i, k, a in zip(batch, w.keys, w.accepting):
+            for i, k in zip(batch, w.keys):
                 p, c = configs[i]
                 out[i] = p.masks[c] = k if k is not None else self.mask_key_python(p, c)
-                if a is not None:
-                    p.ends[c] = a
             if len(batch) == len(configs):
                 union = w.union
         return out, union
@@ -542,11 +537,9 @@ class MaskEngine:
         if core is None or not core.enable_budget(completer):
             return [None] * len(configs), None
         w = core.walk(configs, bounds=True)
-        for (p, c), k, a in zip(configs, w.keys, w.accepting):
+        for (p, c), k in zip(configs, w.keys):
             if k is not None:
                 p.masks[c] = k
-            if a is not None:
-                p.ends[c] = a
         return w.bounds, w.union
 
     def group_costs(self, configs, completer) -> list | None:
