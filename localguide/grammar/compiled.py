@@ -310,7 +310,7 @@ class GrammarIndex:
             if m is None:
                 if self._stop_bits is None:
                     self._stop_bits = bits_with(np.zeros(self.engine.n_words, np.uint64), self.stop_ids)
-                m = self._states[key] = np.bitwise_or(bits, self._stop_bits)
+                m = self._states[key] = np.bitwise_or(bits, self._stop_bits, out=self.engine.fresh_bits())
                 m.flags.writeable = False
                 self._stop_bytes += m.nbytes
             return m

@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from .. import kernels
+from ..slabs import Slabs
 
 MAX_READINGS = 256
 
@@ -210,6 +211,7 @@ class MaskEngine:
         # the large groups' own bitsets (rows of ``_gw``, by ``_g_row``) or-ed in whole.
         self.n_words = (self.vocab_size + 63) // 64
         self.bits_cache: dict = {}
+        self._slabs = Slabs()  # where the cached bitsets are carved from (fresh pages are slow)
         self._g_row = np.full(0, -1, np.int64)
         self._gw = np.zeros((0, self.n_words), np.uint64)
         self._gw_ro = read_only(self._gw)  # what the kernels take (``read_only``)
@@ -332,6 +334,7 @@ class MaskEngine:
         self.union_cache = {}
         self._large = {}
         self.bits_cache = {}
+        self._slabs.release()
         self._g_row[self._g_row >= self._n_kept_rows] = -1
         self._n_gw = self._n_kept_rows
         self.mask_bytes = 0
@@ -597,7 +600,7 @@ class MaskEngine:
         vocabulary (bit ``t`` of uint64 word ``t >> 6``), cached by ``key``."""
         m = self.bits_cache.get(key)
         if m is None:
-            m = np.zeros(self.n_words, np.uint64)
+            m = self.fresh_bits()
             self._rows_fit()
             core = self.core
             last_key, gids = core.last if core is not None else ((), None)
@@ -611,6 +614,10 @@ class MaskEngine:
             self.bits_cache[key] = m
             self.mask_bytes += m.nbytes
         return m
+
+    def fresh_bits(self) -> np.ndarray:
+        """A zeroed bitset of the vocabulary for a mask that is kept (``slabs``)."""
+        return self._slabs.zeros(self.n_words)
 
     @property
     def _big_min(self) -> int:
