@@ -2315,10 +2315,11 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
      r_acc, r_base, has_unres) = T
     nw = set_allowed.shape[1]
     keep = [np.empty(0, np.int64)]  # the work arrays below, used through unmanaged views (``_work``)
-    out = _work(keep, 64)
+    block = _work(keep, 288 + nw)  # (one allocation for them all, carved below)
+    out = block[:64]
     nout = 0
-    wq = _work(keep, 16)  # (set, reading) pairs to walk
-    wr = _work(keep, 16)
+    wq = block[64:80]  # (set, reading) pairs to walk
+    wr = block[80:96]
     nwk = 0
     for i in range(len(readings)):
         r = readings[i]
@@ -2330,13 +2331,13 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
             wq[nwk] = p0
             wr[nwk] = r
             nwk += 1
-    done = _work(keep, 64)  # pairs walked
+    done = block[96:160]  # pairs walked
     done[:] = 0
     nd = 0
     n_r = len(r_term)
-    ss = _work(keep, 64)  # (tree node, set) stack
-    sq = _work(keep, 64)
-    al = _work(keep, nw).view(np.uint64)  # what the set there allows, and the ignored terminal
+    ss = block[160:224]  # (tree node, set) stack
+    sq = block[224:288]
+    al = block[288:288 + nw].view(np.uint64)  # what the set there allows, and the ignored terminal
     status = 0
     while nwk > 0 and status == 0:
         nwk -= 1
@@ -2448,9 +2449,21 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
                 wr[nwk] = r_base[(w << 6) + _lowest_bit(word)]
                 nwk += 1
                 word &= word - np.uint64(1)
-    for i in range(nout):
-        gmarks[out[i]] = 0
-    res = np.sort(out[:nout]) if status == 0 else np.empty(0, np.int64)
+    n_grp = len(grp_state)
+    if status == 0 and 16 * nout > n_grp:
+        # many groups kept (a few hundred, typically): reading them off the marks in id order
+        # takes a third of the time of sorting them
+        res = np.empty(nout, np.int64)
+        j = 0
+        for g in range(n_grp):
+            if gmarks[g]:
+                res[j] = g
+                j += 1
+                gmarks[g] = 0
+    else:
+        for i in range(nout):
+            gmarks[out[i]] = 0
+        res = np.sort(out[:nout]) if status == 0 else np.empty(0, np.int64)
     keep.clear()  # the work arrays die here, after the last use of their views
     return status, res, bound
 
