@@ -32,12 +32,14 @@ machine disturbs less than wall time; p50/p99 over all masks of the walk.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 
 SAMPLES = {
     "json": [
@@ -149,6 +151,41 @@ def walk(idx, token_lists, budget):
     return times, adv, made
 
 
+def walk_llguidance(tokenizer, grammar_text, token_lists, n_vocab):
+    """The same walks through llguidance (``LLMatcher`` on the same Lark grammar): (µs per mask
+    fill, ``unsafe_compute_mask_ptr`` as ``llguidance.numpy`` calls it; µs per ``consume_token``;
+    sample tokens it refused, in masks or in consume; ms to make the matcher). A fresh matcher,
+    as localguide's first walk is of a fresh index."""
+    import llguidance as LLG
+    import numpy as np
+
+    mask = np.zeros((n_vocab + 31) // 32, np.int32)
+    ptr, nbytes = mask.ctypes.data, mask.nbytes
+    clock = time.process_time_ns
+    a = clock()
+    m = LLG.LLMatcher(tokenizer, LLG.LLMatcher.grammar_from_lark(grammar_text), log_level=0)
+    made = (clock() - a) / 1e6
+    if m.is_error():
+        raise RuntimeError(f"llguidance: {m.get_error()}")
+    times, adv, refused = [], [], 0
+    for tokens in token_lists:
+        m.reset()
+        for t in tokens:
+            a = clock()
+            m.unsafe_compute_mask_ptr(ptr, nbytes)
+            b = clock()
+            times.append((b - a) / 1000)
+            if not (int(mask[t >> 5]) >> (t & 31)) & 1:
+                refused += 1  # (where llguidance's lexer commits early: not minimally invasive)
+            a = clock()
+            ok = m.consume_token(t)
+            adv.append((clock() - a) / 1000)
+            if not ok:
+                refused += 1
+                break
+    return times, adv, refused, made
+
+
 REPEAT = 3
 
 
@@ -158,13 +195,14 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
     only the walks (the compile columns are then None)."""
     import llama_cpp
 
-    from localguide import Vocabulary
+    from localguide import Vocabulary, cache
     from localguide.grammar import compile_grammar, sources
     from localguide.vocabulary import quiet_stderr
 
     with quiet_stderr():
         llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
     voc = Vocabulary.from_gguf(path)
+    llg_tok = _llg_tokenizer(voc, llama)
     # numba's one-time start of the mask kernels in this process (as in ``cold to mask``'s child)
     compile_grammar("arithmetic", voc).guide().sampler_mask()
     rows = []
@@ -183,15 +221,22 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
                 os.environ["LOCALGUIDE_CACHE_DIR"] = tmp
                 if not compile_times:
                     sources._COMPILED.clear()
-                    compile_grammar(grammar, voc)  # writes the cache file the walks load
+                    compile_grammar(grammar, voc)  # writes the cache file the walks load,
+                    cache.flush()  # in a background thread: the walks must not build trees beside it
                 token_lists = [llama.tokenize(s.encode(), add_bos=False, special=False) for s in SAMPLES[grammar]]
                 firsts = []
                 for _ in range(repeat):
                     sources._COMPILED.clear()
+                    idx = None
+                    gc.collect()  # the index before is garbage: not this walk's collector pause
                     idx = compile_grammar(grammar, voc)  # loads the cache file: a fresh index
                     firsts.append(walk(idx, token_lists, budget))
                 warm, adv2, _ = walk(idx, token_lists, budget)
                 sources._COMPILED.clear()
+                llg = None
+                if llg_tok is not None and budget is None:
+                    text = sources.resolve(grammar)[0]
+                    llg = [walk_llguidance(llg_tok, text, token_lists, voc.size) for _ in range(repeat)]
 
             def med(f, part=0):
                 return sorted(f(x[part]) for x in firsts)[len(firsts) // 2]
@@ -203,6 +248,11 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
                    "first_p99": med(lambda t: pct(t, 99)), "first_max": max(max(f) for f, _, _ in firsts),
                    "warm_p50": pct(warm, 50), "warm_p99": pct(warm, 99), "repeat": repeat,
                    "adv_first_p50": med(lambda t: pct(t, 50), 1), "adv_first_p99": med(lambda t: pct(t, 99), 1)}
+            if llg is not None:
+                row.update({"llg_p50": sorted(pct(x[0], 50) for x in llg)[len(llg) // 2],
+                            "llg_p99": sorted(pct(x[0], 99) for x in llg)[len(llg) // 2],
+                            "llg_consume_p50": sorted(pct(x[1], 50) for x in llg)[len(llg) // 2],
+                            "llg_refused": llg[0][2], "llg_ms": sorted(x[3] for x in llg)[len(llg) // 2]})
             rows.append(row)
             log(json.dumps(row))
     finally:
@@ -213,11 +263,24 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
     return rows
 
 
+def _llg_tokenizer(voc, llama):
+    """llguidance's tokenizer over the model's raw token bytes (``peers.llg_tokenizer``), or None
+    when llguidance is not installed."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import peers
+
+    if peers.LLG is None:
+        return None
+    return peers.llg_tokenizer(SimpleNamespace(vocabulary=voc, llama=llama))
+
+
 def table(rows) -> str:
     compiled = rows and rows[0]["cold_s"] is not None
+    llg = any("llg_p50" in r for r in rows)
     head = (("model", "grammar", "tokens") + (("cold s (+trie)", "cold to mask s", "cached ms") if compiled else ())
             + (("first guide ms",) if rows and rows[0].get("budget") is not None else ())
-            + ("first p50", "first p99", "first max", "warm p50", "warm p99", "advance p50/p99 (first)"))
+            + ("first p50", "first p99", "first max", "warm p50", "warm p99", "advance p50/p99 (first)")
+            + (("llguidance p50 / p99", "llguidance/localguide p50", "llguidance refused") if llg else ()))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["model"], r["grammar"], str(r["tokens"])]
@@ -227,6 +290,9 @@ def table(rows) -> str:
             cells.append(f"{r['guide_ms']:.1f}")
         cells += [f"{r['first_p50']:.0f}", f"{r['first_p99']:.0f}", f"{r['first_max']:.0f}", f"{r['warm_p50']:.1f}",
                   f"{r['warm_p99']:.1f}", f"{r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f}"]
+        if llg:
+            cells += ([f"{r['llg_p50']:.0f} / {r['llg_p99']:.0f}", f"{r['llg_p50'] / r['first_p50']:.1f}",
+                       f"{r['llg_refused']} of {r['tokens']}"] if "llg_p50" in r else ["–"] * 3)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -107,8 +107,11 @@ def llg_tokenizer(model):
     return LLG.LLTokenizer(wrapper, eos_token=[int(t) for t in model.vocabulary.stop_ids])
 
 
-def llg_matcher(tokenizer, regex: str):
-    m = LLG.LLMatcher(tokenizer, LLG.LLMatcher.grammar_from_regex(regex), log_level=0)
+def llg_matcher(tokenizer, regex: str | None = None, lark: str | None = None):
+    """An ``LLMatcher`` for a regex, or for a Lark grammar (llguidance's own Lark dialect, which
+    takes our shipped grammars as they are)."""
+    grammar = LLG.LLMatcher.grammar_from_regex(regex) if lark is None else LLG.LLMatcher.grammar_from_lark(lark)
+    m = LLG.LLMatcher(tokenizer, grammar, log_level=0)
     if m.is_error():
         raise RuntimeError(f"llguidance: {m.get_error()}")
     return m
