@@ -237,6 +237,10 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
                 if llg_tok is not None and budget is None:
                     text = sources.resolve(grammar)[0]
                     llg = [walk_llguidance(llg_tok, text, token_lists, voc.size) for _ in range(repeat)]
+                    # A sentence with leading whitespace (Lark's %ignore allows it there too): accepted?
+                    lead = [llama.tokenize(b"\n" + SAMPLES[grammar][0].encode(), add_bos=False, special=False)]
+                    lead_llg = walk_llguidance(llg_tok, text, lead, voc.size)[2] == 0
+                    lead_lg = _accepts(compile_grammar(grammar, voc), lead[0])
 
             def med(f, part=0):
                 return sorted(f(x[part]) for x in firsts)[len(firsts) // 2]
@@ -252,7 +256,8 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
                 row.update({"llg_p50": sorted(pct(x[0], 50) for x in llg)[len(llg) // 2],
                             "llg_p99": sorted(pct(x[0], 99) for x in llg)[len(llg) // 2],
                             "llg_consume_p50": sorted(pct(x[1], 50) for x in llg)[len(llg) // 2],
-                            "llg_refused": llg[0][2], "llg_ms": sorted(x[3] for x in llg)[len(llg) // 2]})
+                            "llg_refused": llg[0][2], "llg_ms": sorted(x[3] for x in llg)[len(llg) // 2],
+                            "lead_ws": {"localguide": lead_lg, "llguidance": lead_llg}})
             rows.append(row)
             log(json.dumps(row))
     finally:
@@ -261,6 +266,16 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
         else:
             os.environ["LOCALGUIDE_CACHE_DIR"] = saved
     return rows
+
+
+def _accepts(idx, tokens) -> bool:
+    """Whether a guide of ``idx`` allows ``tokens`` one by one and then a stop token."""
+    g = idx.guide()
+    for t in tokens:
+        if t not in set(g.allowed_token_ids().tolist()):
+            return False
+        g.advance(t)
+    return g.is_accepting()
 
 
 def _llg_tokenizer(voc, llama):
@@ -292,7 +307,9 @@ def table(rows) -> str:
                   f"{r['warm_p99']:.1f}", f"{r['adv_first_p50']:.0f}/{r['adv_first_p99']:.0f}"]
         if llg:
             cells += ([f"{r['llg_p50']:.0f} / {r['llg_p99']:.0f}", f"{r['llg_p50'] / r['first_p50']:.1f}",
-                       f"{r['llg_refused']} of {r['tokens']}"] if "llg_p50" in r else ["–"] * 3)
+                       f"{r['llg_refused']} of {r['tokens']}"
+                       + ("" if r["lead_ws"]["llguidance"] or not r["lead_ws"]["localguide"]
+                          else "; refuses a sentence with leading whitespace")] if "llg_p50" in r else ["–"] * 3)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -861,7 +861,8 @@ def model_report(name: str, r: dict) -> str:
                      "`llguidance` (when installed): the same token sequences through a fresh `LLMatcher` of the same "
                      "Lark grammar (median of as many walks), µs of CPU per `unsafe_compute_mask_ptr` (the bitmask "
                      "fill `llguidance.numpy` calls); `refused`: sample tokens its mask left out or `consume_token` "
-                     "rejected (each sample is a sentence of the grammar).\n\n"
+                     "rejected (each sample is a sentence of the grammar), and whether it refuses the first sample after a "
+                     "newline, which Lark's `%ignore` allows (Lark itself parses it; localguide accepts it).\n\n"
                      + grammar_masks.table(r["grammar_masks"]))
     if r.get("grammar_masks_budget"):
         parts.append(f"### Grammar masks with a token budget ({name})\n"
