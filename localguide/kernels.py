@@ -2865,7 +2865,7 @@ def _masks_failed(status, gcost):
 
 
 @njit(cache=True)
-def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, gcost, feed_from, feed_t):
+def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, gcost):
     """``earley_mask_groups`` for several configurations at once, after interning new sets; the
     arena and tables come as a context (``CTX_SPEC``).
 
@@ -2875,9 +2875,9 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     ``x_off[i]:x_off[i + 1]``, a reference being an arena id, -1 (the set itself), or
     ``-2 - j`` (new set ``j < i``). Configuration ``c`` is (set ``cfg_ref[c]``, a reference,
     scanner state ``cfg_state[c]``). One array in and one out: numba's unboxing and boxing
-    cost some 0.3 µs an array. With ``feed_from >= 0``, new set 0 is not given by entries but
-    is the set after terminal ``feed_t`` from arena set ``feed_from`` (``earley_feed``, often
-    memoized by the walk before); ``EARLEY_REJECT`` if that feed is rejected.
+    cost some 0.3 µs an array. A new set of one entry ``(-1 - t, ref)`` is not given by entries
+    but is the set after terminal ``t`` from the set ``ref`` (``earley_feed``, often memoized
+    by the walk before); ``EARLEY_REJECT`` if that feed is rejected.
 
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
     ``gcost`` as in ``earley_mask_groups`` (all ``BUDGET_BIG``, and left so), the group costs
@@ -2904,13 +2904,14 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     bounds = np.zeros(n_cfg, np.int64)
     groups = np.empty(0, np.int64)
     for i in range(n_new):
-        if i == 0 and feed_from >= 0:
-            a = earley_feed(A, D, feed_from, feed_t)
+        n = x_off[i + 1] - x_off[i]
+        if n == 1 and x_d[x_off[i]] < 0:  # made by a feed
+            o = x_ref[x_off[i]]
+            a = earley_feed(A, D, o if o >= 0 else aids[-2 - o], -1 - x_d[x_off[i]])
             if a < 0:
                 return _masks_failed(a, gcost)
-            aids[0] = a
+            aids[i] = a
             continue
-        n = x_off[i + 1] - x_off[i]
         keys = np.empty(n, np.int64)
         for j in range(n):
             k = x_off[i] + j

@@ -301,9 +301,11 @@ def test_merged_mask_keys_are_the_sorted_union():
         assert key_groups(got).tolist() == sorted(set().union(*(key_groups(k).tolist() for k in keys)))
 
 
-def test_a_rejected_feed_falls_back_to_copying_the_state_in(smollm2, smollm2_vocab):
+@pytest.mark.parametrize("several", [False, True])
+def test_a_rejected_feed_falls_back_to_copying_the_state_in(smollm2, smollm2_vocab, several):
     """A parser state the arena makes by the feed that made it in Python (``PState.src``) is
-    copied in instead if the arena rejects that feed: the key is still the Python walk's."""
+    copied in instead if the arena rejects that feed: the key is still the Python walk's. Alone
+    (``_args_one``) or beside another configuration (``_args``)."""
     idx = lazy_index("sql", smollm2_vocab)
     eng = idx.engine
     g = idx.guide()
@@ -322,5 +324,6 @@ def test_a_rejected_feed_falls_back_to_copying_the_state_in(smollm2, smollm2_voc
     parent = next(q for q in eng.grammar._table.values() if q.uid == p.src[0])
     bad = next(t for t in range(eng.grammar.n_terminals) if not (parent.allowed >> t) & 1 and t != eng.ign)
     p.src = (p.src[0], bad)  # a feed the arena rejects
-    assert core.walk([(p, c)]).keys[0] == eng.mask_key_python(p, c)
+    configs = [(p, c)] + ([(parent, c)] if several else [])
+    assert core.walk(configs).keys == [eng.mask_key_python(q, d) for q, d in configs]
     assert p.uid in core._aid

@@ -212,7 +212,7 @@ class CompiledMasks:
         self._ctx = (None, None)  # (what ``kernel_context`` was made of, it)
         # ``_args_one``'s kernel arguments, filled in place (a new array per mask took 0.4 µs)
         self._held = np.array([0, 0, 0], np.int64)
-        self._fed = np.array([0, 0, -2, 0], np.int64)
+        self._fed = np.array([0, 0, 0, 1, -2, 0], np.int64)
         self.reset()
         _warm(self)
 
@@ -324,9 +324,8 @@ class CompiledMasks:
         got = self._args_one(configs[0]) if len(configs) == 1 and initial is None else None
         if got is None:
             new, flat, n_x, init_ref = self._args(configs, initial)
-            feed = (-1, 0)
         else:
-            new, flat, n_x, feed = got
+            new, flat, n_x = got
             init_ref = -1
         n_cfg, n_new = len(configs), len(new)
         while True:
@@ -337,17 +336,16 @@ class CompiledMasks:
                     self._gcost = np.full(len(self._gmarks), kernels.BUDGET_BIG, np.int64)
                 gcost = self._gcost
             out = kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
-                                       bounds, gcost, *feed)
+                                       bounds, gcost)
             head = out[:3 + n_new + 2 * n_cfg].tolist()  # (one conversion: each took 0.15 µs)
             status, n_u, n_c = head[:3]
             if status == 0:
                 break
             if status == kernels.EARLEY_GROW:
                 self._grow()
-            elif status == kernels.EARLEY_REJECT:  # (never, while the arena follows the parser): copy it in
-                new, flat, n_x = self._args_one(configs[0], via_feed=False)[:3]
+            elif status == kernels.EARLEY_REJECT:  # (never, while the arena follows the parser): copy them in
+                new, flat, n_x, init_ref = self._args(configs, initial, via_feed=False)
                 n_new = len(new)
-                feed = (-1, 0)
             else:
                 self.engine.root(kernels.EARLEY_NEED_TREE - status)
         k = 3 + n_new
@@ -382,9 +380,9 @@ class CompiledMasks:
                     sorted(zip(out[end:].tolist(), union.tolist())) if costs and whole else None)
 
     def _args_one(self, config, via_feed: bool = True) -> tuple | None:
-        """``_args`` of one configuration whose parser state, or else all of its origins, the arena
-        holds (the usual case: the state the last token made), and the feed that makes its set
-        (-1 and 0: none); None otherwise.
+        """``_args`` of one configuration (less ``init_ref``) whose parser state, the state it was fed
+        from, or else all of its origins, the arena holds (the usual case: the state the last
+        token made); None otherwise. Its arrays are filled in place.
 
         A parser state made by feeding a terminal to one the arena holds is made there the same
         way (``PState.src``): the walk before has often made that set already, and sets fed from
@@ -397,14 +395,16 @@ class CompiledMasks:
             args = self._held
             args[1] = a
             args[2] = c
-            return (), args, 0, (-1, 0)
+            return (), args, 0
         src = p.src
         if src is not None and via_feed:
             a = aid.get(src[0])
             if a is not None:
                 args = self._fed
-                args[3] = c
-                return (p,), args, 0, (a, src[1])
+                args[0] = -1 - src[1]
+                args[1] = a
+                args[5] = c
+                return (p,), args, 1
         ents = p.entries
         refs = []
         for _, o in ents:
@@ -415,15 +415,18 @@ class CompiledMasks:
             if r is None:
                 return None
             refs.append(r)
-        return (p,), np.array([d for d, _ in ents] + refs + [0, len(ents), -2, c], np.int64), len(ents), (-1, 0)
+        return (p,), np.array([d for d, _ in ents] + refs + [0, len(ents), -2, c], np.int64), len(ents)
 
-    def _args(self, configs, initial) -> tuple:
+    def _args(self, configs, initial, via_feed: bool = True) -> tuple:
         """(the parser states to copy in, origins first; the kernel's arguments in one array: their
         entries' DFA states, their references, offsets, the configurations' sets and scanner
-        states; the entry count; the reference of ``initial``, or -1)."""
+        states; the entry count; the reference of ``initial``, or -1). A state made by a feed from
+        one the arena holds or one made before it here (``PState.src``) is made by that feed
+        (``_args_one``)."""
         aid = self._aid
         new: list = []
         pos: dict = {}  # uid -> index in ``new``
+        fed: dict = {}  # uid -> (arena id of the state fed, terminal)
         for p in [p for p, _ in configs] + ([initial] if initial is not None else []):
             if p.uid in aid:
                 continue
@@ -431,6 +434,13 @@ class CompiledMasks:
             while stack:
                 q = stack[-1]
                 if q.uid in aid or q.uid in pos:
+                    stack.pop()
+                    continue
+                src = q.src
+                if src is not None and via_feed and (src[0] in aid or src[0] in pos):
+                    fed[q.uid] = (aid[src[0]] if src[0] in aid else -2 - pos[src[0]], src[1])
+                    pos[q.uid] = len(new)
+                    new.append(q)
                     stack.pop()
                     continue
                 missing = [o for _, o in q.entries if o is not None and o.uid not in aid and o.uid not in pos]
@@ -447,9 +457,14 @@ class CompiledMasks:
 
         x_d, x_ref, x_off = [], [], [0]
         for q in new:
-            for d, o in q.entries:
-                x_d.append(d)
-                x_ref.append(-1 if o is None else ref(o))
+            f = fed.get(q.uid)
+            if f is not None:
+                x_d.append(-1 - f[1])
+                x_ref.append(f[0])
+            else:
+                for d, o in q.entries:
+                    x_d.append(d)
+                    x_ref.append(-1 if o is None else ref(o))
             x_off.append(len(x_d))
         flat = np.array(x_d + x_ref + x_off + [ref(p) for p, _ in configs] + [c for _, c in configs], np.int64)
         return new, flat, len(x_d), -1 if initial is None else ref(initial)
