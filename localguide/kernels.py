@@ -2315,7 +2315,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
      r_acc, r_base, has_unres) = T
     nw = set_allowed.shape[1]
     keep = [np.empty(0, np.int64)]  # the work arrays below, used through unmanaged views (``_work``)
-    block = _work(keep, 288 + nw)  # (one allocation for them all, carved below)
+    block = _work(keep, 288 + 2 * nw)  # (one allocation for them all, carved below)
     out = block[:64]
     nout = 0
     wq = block[64:80]  # (set, reading) pairs to walk
@@ -2338,6 +2338,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     ss = block[160:224]  # (tree node, set) stack
     sq = block[224:288]
     al = block[288:288 + nw].view(np.uint64)  # what the set there allows, and the ignored terminal
+    live = block[288 + nw:288 + 2 * nw].view(np.uint64)  # (``earley_visit_bound``'s scratch)
     status = 0
     while nwk > 0 and status == 0:
         nwk -= 1
@@ -2404,7 +2405,7 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
                                 gcost[g] = gc
                         break
             if do_bound and kept_any:
-                vb = earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign)
+                vb = earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live)
                 if vb > bound:
                     bound = vb
             for k in range(ch_off[s], ch_off[s + 1]):
@@ -2590,13 +2591,14 @@ def earley_after(A, D, B, x, t):
 
 
 @njit(cache=True, inline="always")
-def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
+def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
     """``Completer.visit_bound(s, q)``: the longest lexeme suffix of tree node ``s``'s groups
-    plus the longest completion after a terminal they may end in, from arena set ``q``."""
+    plus the longest completion after a terminal they may end in, from arena set ``q``.
+    ``live`` is scratch of one word per 64 terminals."""
     set_allowed = A[3]
     sfx_state = B[8]
     nw = set_allowed.shape[1]
-    live = np.zeros(nw, np.uint64)
+    live[:] = 0
     sfx = 0
     for g in range(node_grp[s], node_grp[s + 1]):
         c = grp_state[g]
@@ -2607,15 +2609,12 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign):
     worst = 0
     for w in range(nw):
         bits = live[w] & set_allowed[q, w]
-        b = 0
         while bits:
-            if bits & np.uint64(1):
-                a = earley_after(A, D, B, q, w * 64 + b)
-                a = BUDGET_BIG if a >= EARLEY_INF else a
-                if a > worst:
-                    worst = a
-            bits >>= np.uint64(1)
-            b += 1
+            a = earley_after(A, D, B, q, (w << 6) + _lowest_bit(bits))
+            a = BUDGET_BIG if a >= EARLEY_INF else a
+            if a > worst:
+                worst = a
+            bits &= bits - np.uint64(1)
     if ign >= 0 and (live[ign >> 6] >> np.uint64(ign & 63)) & np.uint64(1) and _any_allowed(set_allowed, q):
         best = _earley_nonempty(A, D, B, q)
         a = BUDGET_BIG if best >= EARLEY_INF else best
