@@ -240,10 +240,10 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
                     # A sentence with leading whitespace (Lark's %ignore allows it there too): accepted?
                     lead = [llama.tokenize(b"\n" + SAMPLES[grammar][0].encode(), add_bos=False, special=False)]
                     lead_llg = walk_llguidance(llg_tok, text, lead, voc.size)[2] == 0
-                    lead_lg = _accepts(compile_grammar(grammar, voc), lead[0])
+                    lead_lg = _accepts(idx, lead[0])
 
-            def med(f, part=0):
-                return sorted(f(x[part]) for x in firsts)[len(firsts) // 2]
+            def med(f, part=0, walks=firsts):
+                return sorted(f(x[part]) for x in walks)[len(walks) // 2]
 
             row = {"model": model_name, "grammar": grammar, "tokens": len(firsts[0][0]), "budget": budget,
                    "cold_s": cold and cold["cpu"], "trie_s": cold and cold["trie"],
@@ -253,10 +253,10 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
                    "warm_p50": pct(warm, 50), "warm_p99": pct(warm, 99), "repeat": repeat,
                    "adv_first_p50": med(lambda t: pct(t, 50), 1), "adv_first_p99": med(lambda t: pct(t, 99), 1)}
             if llg is not None:
-                row.update({"llg_p50": sorted(pct(x[0], 50) for x in llg)[len(llg) // 2],
-                            "llg_p99": sorted(pct(x[0], 99) for x in llg)[len(llg) // 2],
-                            "llg_consume_p50": sorted(pct(x[1], 50) for x in llg)[len(llg) // 2],
-                            "llg_refused": llg[0][2], "llg_ms": sorted(x[3] for x in llg)[len(llg) // 2],
+                row.update({"llg_p50": med(lambda t: pct(t, 50), 0, llg),
+                            "llg_p99": med(lambda t: pct(t, 99), 0, llg),
+                            "llg_consume_p50": med(lambda t: pct(t, 50), 1, llg),
+                            "llg_refused": llg[0][2], "llg_ms": med(lambda m: m, 3, llg),
                             "lead_ws": {"localguide": lead_lg, "llguidance": lead_llg}})
             rows.append(row)
             log(json.dumps(row))

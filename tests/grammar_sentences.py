@@ -71,14 +71,15 @@ def sentences(draw, parser: lark.Lark, depth: int = 8, max_run: int = 32, ignore
         return run[:max_run]  # (a run of whitespace, the only %ignore of the shipped grammars, cut)
 
     parts: list = []
-    last_ignored = [False]
+    last_ignored = False
 
     def derive(sym, d: int) -> None:
+        nonlocal last_ignored
         if sym.is_term:
-            if parts and not last_ignored[0] and ignored and draw(st.floats(0, 1)) < ignore_p:
+            if parts and not last_ignored and ignored and draw(st.floats(0, 1)) < ignore_p:
                 parts.append(ignored_run())
             parts.append(terminal(sym.name))
-            last_ignored[0] = False
+            last_ignored = False
             return
         alts = rules[sym.name]
         if d >= depth:
@@ -89,10 +90,7 @@ def sentences(draw, parser: lark.Lark, depth: int = 8, max_run: int = 32, ignore
 
     if ignored and draw(st.floats(0, 1)) < ignore_p:
         parts.append(ignored_run())  # leading ignored text is allowed
-        last_ignored[0] = True
+        last_ignored = True
     start = parser.options.start
     derive(lark.grammar.NonTerminal(start[0] if isinstance(start, list) else start), 0)
-    text = "".join(parts)
-    if ignored and parts and last_ignored[0]:  # no terminal after the leading run: not at the end
-        text = ""
-    return text
+    return "" if last_ignored else "".join(parts)  # (no terminal after the leading run: none at the end)

@@ -436,9 +436,14 @@ class CompiledMasks:
                 if q.uid in aid or q.uid in pos:
                     stack.pop()
                     continue
-                src = q.src
-                if src is not None and via_feed and (src[0] in aid or src[0] in pos):
-                    fed[q.uid] = (aid[src[0]] if src[0] in aid else -2 - pos[src[0]], src[1])
+                src = q.src if via_feed else None
+                parent = None
+                if src is not None:
+                    parent = aid.get(src[0])
+                    if parent is None and src[0] in pos:
+                        parent = -2 - pos[src[0]]
+                if parent is not None:
+                    fed[q.uid] = (parent, src[1])
                     pos[q.uid] = len(new)
                     new.append(q)
                     stack.pop()
