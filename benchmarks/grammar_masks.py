@@ -124,7 +124,7 @@ def pct(xs, q):
 
 def walk(idx, token_lists, budget):
     """(µs per ``sampler_mask()``, µs per ``advance()``, ms to make the first guide)."""
-    from localguide.kernels import MASK_BITS
+    from localguide.protocol import MaskKind
 
     times, adv = [], []
     clock = time.process_time_ns
@@ -139,7 +139,7 @@ def walk(idx, token_lists, budget):
             mask, mode = g.sampler_mask()
             b = clock()
             times.append((b - a) / 1000)
-            if mode == MASK_BITS:
+            if mode == MaskKind.BITS:
                 assert (int(mask[t >> 6]) >> (t & 63)) & 1, "a sample token is not allowed"
             else:
                 i = mask.searchsorted(t)

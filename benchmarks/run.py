@@ -65,11 +65,11 @@ import llama_cpp  # noqa: E402
 
 import localguide  # noqa: E402
 import localguide.cache  # noqa: E402
-import localguide.model as lg_model  # noqa: E402
-import localguide.sampler as lg_sampler  # noqa: E402
+import localguide.llama.model as lg_model  # noqa: E402
+import localguide.llama.sampler as lg_sampler  # noqa: E402
 from localguide.grammar import sources  # noqa: E402
 from localguide.regex import regex_to_dfa  # noqa: E402
-from localguide.sampler import Sampling  # noqa: E402
+from localguide.llama.sampler import Sampling  # noqa: E402
 
 import grammar_masks  # noqa: E402
 import maskbench  # noqa: E402

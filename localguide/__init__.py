@@ -7,9 +7,8 @@
 The flow: Vocabulary → constraint → byte DFA → Index → Guide → llama.cpp sampler.
 """
 
-__version__ = "0.1.0"
-
-from .errors import (  # noqa: E402
+from ._version import __version__
+from .errors import (
     BudgetError,
     EmptyLanguageError,
     LocalguideError,
@@ -18,18 +17,17 @@ from .errors import (  # noqa: E402
     TokenNotAllowedError,
     UnsupportedPatternError,
 )
-from .vocabulary import Vocabulary  # noqa: E402
-from .index import Index  # noqa: E402
-from .guide import Guide  # noqa: E402
-from .compile import compile_regex, compile_choice  # noqa: E402
-from .grammar import GrammarError, compile_grammar, list_grammars  # noqa: E402
-from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema  # noqa: E402
-from .model import Model, load, default_model_path  # noqa: E402
+from .vocabulary import Vocabulary
+from .index import Guide, Index
+from .regex import compile_choice, compile_regex
+from .grammar import GrammarError, compile_grammar, list_grammars
+from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema
+from .llama import Model, default_model_path, load
 
 __all__ = [
     "BudgetError", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",
     "ModelFileError", "PatternError", "SchemaError", "TokenNotAllowedError", "UnsupportedPatternError",
     "UnsupportedSchemaError", "compile_json_schema",
     "Vocabulary", "compile_choice", "compile_grammar", "compile_regex", "default_model_path",
-    "list_grammars", "load",
+    "list_grammars", "load", "__version__",
 ]

@@ -39,7 +39,7 @@ class Trie:
 
     @classmethod
     def build(cls, flat: np.ndarray, offsets: np.ndarray) -> dict:
-        from . import kernels
+        from . import vocabulary_kernels as kernels
 
         data = flat.tobytes()
         ids = np.flatnonzero(np.diff(offsets) > 0).tolist()

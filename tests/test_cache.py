@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import localguide
-import localguide.index
+import localguide.index.index
 from localguide import Vocabulary, cache, compile_regex
 from localguide.index import Index
 
@@ -42,7 +42,7 @@ def index_files(d):
 def forbid_build(monkeypatch):
     def build(*args, **kwargs):
         raise AssertionError("the index was built again instead of loaded from the cache")
-    monkeypatch.setattr(localguide.index, "build_arrays", build)
+    monkeypatch.setattr(localguide.index.index, "build_arrays", build)
 
 
 def test_second_compile_loads_from_disk(fresh_cache, small_vocab, monkeypatch):
@@ -68,13 +68,13 @@ def test_cache_key_depends_on_vocabulary(fresh_cache, small_vocab, monkeypatch):
     compile_regex(r"\d+", small_vocab)
     other = Vocabulary.from_tokens([b"", b"1", b"9", b"19", b"20", b"0", b"2", b"y"], [0])
     built = []
-    real = localguide.index.build_arrays
+    real = localguide.index.index.build_arrays
 
     def spy(*args, **kwargs):
         built.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(localguide.index, "build_arrays", spy)
+    monkeypatch.setattr(localguide.index.index, "build_arrays", spy)
     compile_regex(r"\d+", other)
     assert built == [1]
     assert len(index_files(fresh_cache)) == 2

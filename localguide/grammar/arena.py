@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import kernels
+from . import arena_kernels, budget_kernels, masks_kernels
+from ..numba_tools import read_only
 from .earley import int_words
-from .masks import read_only
 
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
@@ -45,7 +45,7 @@ class Walk(NamedTuple):
 
 
 def budget_tables(grammar, completer, scanner) -> tuple:
-    """``kernels.earley_after`` and ``earley_visit_bound``'s tables (lengths of ``completer``'s bytes)."""
+    """``budget_kernels.earley_after`` and ``earley_visit_bound``'s tables (lengths of ``completer``'s bytes)."""
     g, comp = grammar, completer
     nt = g.n_terminals
     it_off, items, dc_off, dc_t, dc_lhs, dc_len = [0], [], [0], [], [], []
@@ -77,7 +77,7 @@ def budget_tables(grammar, completer, scanner) -> tuple:
 
 
 def seed_arrays(grammar) -> dict:
-    """``SEED_KEYS``: the seed of ``grammar``'s arena (``kernels.earley_seed``), empty arrays
+    """``SEED_KEYS``: the seed of ``grammar``'s arena (``arena_kernels.earley_seed``), empty arrays
     for no grammar or one the compiled path does not take."""
     empty = {"ar_set_off": np.zeros(1, np.int64), "ar_set_keys": np.zeros(0, np.int64),
              "ar_feed_keys": np.zeros(0, np.int64), "ar_feed_sets": np.zeros(0, np.int64)}
@@ -87,7 +87,7 @@ def seed_arrays(grammar) -> dict:
     n = 2 * SEED_SETS
     A = _new_arena(n, D[0].shape[1], 4 * SEED_FEEDS, CompiledMasks.scratch)  # room for the seed
     keys = np.array(sorted(d << 32 for d, _ in grammar.initial.entries), np.int64)  # no origins: all 0
-    kernels.earley_seed(A, D, kernels.earley_intern(A, D, keys, len(keys)), SEED_SETS, SEED_FEEDS)
+    arena_kernels.earley_seed(A, D, arena_kernels.earley_intern(A, D, keys, len(keys)), SEED_SETS, SEED_FEEDS)
     meta, set_off, set_keys, fk, fv = A[0], A[1], A[2], A[6], A[7]
     ns, nk = int(meta[0]), int(meta[1])
     used = fk != 0
@@ -128,11 +128,11 @@ def _warm(core: "CompiledMasks") -> None:
     global _warmed
     if not _warmed:
         set_hash, ht, fk, fv = core.A[4:8]
-        kernels.earley_rehash(0, set_hash, np.zeros_like(ht), np.zeros_like(fk), np.zeros_like(fv), fk, fv)
+        arena_kernels.earley_rehash(0, set_hash, np.zeros_like(ht), np.zeros_like(fk), np.zeros_like(fv), fk, fv)
         _warmed = True
 
 
-_ACC_KNOWN, _ACC_YES = kernels.ACC_KNOWN, kernels.ACC_YES
+_ACC_KNOWN, _ACC_YES = masks_kernels.ACC_KNOWN, masks_kernels.ACC_YES
 
 
 def _accept_states(grammar) -> np.ndarray:
@@ -152,19 +152,19 @@ def _flat(tables) -> list:
 
 
 def kernel_context(A, D, T, B, S) -> tuple:
-    """(``kernels.CTX_SPEC``'s context of the tables, the arrays it points into): a read-only
+    """(``arena_kernels.CTX_SPEC``'s context of the tables, the arrays it points into): a read-only
     table that does not match its slot is copied to one that does, and the copy held there; an
     arena array (which the kernels write) must match."""
     arrays = _flat((A, D, T, B, S))
-    if len(arrays) != len(kernels.CTX_SPEC):
-        raise ValueError(f"{len(arrays)} tables for a kernel context of {len(kernels.CTX_SPEC)}")
+    if len(arrays) != len(arena_kernels.CTX_SPEC):
+        raise ValueError(f"{len(arrays)} tables for a kernel context of {len(arena_kernels.CTX_SPEC)}")
     ctx = np.zeros(3 * len(arrays), np.int64)
-    for i, (a, (code, ndim)) in enumerate(zip(arrays, kernels.CTX_SPEC)):
-        dt = kernels.CTX_DTYPES[code]
+    for i, (a, (code, ndim)) in enumerate(zip(arrays, arena_kernels.CTX_SPEC)):
+        dt = arena_kernels.CTX_DTYPES[code]
         if a.ndim != ndim:
             raise ValueError(f"table {i} of a kernel context has {a.ndim} dimensions, not {ndim}")
         if a.dtype != dt or not a.flags.c_contiguous:
-            if i < kernels.CTX_ARENA:
+            if i < arena_kernels.CTX_ARENA:
                 raise ValueError(f"arena array {i} is {a.dtype}, not {np.dtype(dt)} (C-contiguous)")
             a = arrays[i] = np.ascontiguousarray(a, dt)
         ctx[3 * i] = a.ctypes.data
@@ -187,7 +187,7 @@ class CompiledMasks:
     # a millisecond or more once it holds thousands of sets). Not larger: the hash tables are
     # touched at random, and those of 8,192 sets (2 MB) made every first-pass mask slower.
     initial_sets = 2048
-    scratch = kernels.SCRATCH  # entries of each scratch area of ``kernels._earley_make`` (a power of two)
+    scratch = arena_kernels.SCRATCH  # entries of each scratch area of ``arena_kernels._earley_make`` (a power of two)
 
     def __init__(self, grammar, engine, tables, seed: dict | None = None):
         self.grammar = grammar
@@ -205,7 +205,7 @@ class CompiledMasks:
         self._T_version = -1
         self.last = ((), None)  # the last key made and its array: ``MaskEngine.bits_of`` takes it next
         self._gmarks = np.zeros(0, np.uint8)
-        self._gcost = np.zeros(0, np.int64)  # scratch of ``kernels.earley_masks``: all BUDGET_BIG
+        self._gcost = np.zeros(0, np.int64)  # scratch of ``masks_kernels.earley_masks``: all BUDGET_BIG
         self.n_nt = grammar.n_nonterminals
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
@@ -235,7 +235,7 @@ class CompiledMasks:
             n *= 2
         A = _new_arena(n, self.n_words, 8 * n, self.scratch)
         self.A = A[:8] + self._finish_arrays(n) + A[11:]
-        if seed is not None and not kernels.earley_restore(self.A, self.D, *(seed[k] for k in SEED_KEYS)):
+        if seed is not None and not arena_kernels.earley_restore(self.A, self.D, *(seed[k] for k in SEED_KEYS)):
             self.seed = None  # a damaged cache file: start empty
             self.reset()
 
@@ -280,10 +280,10 @@ class CompiledMasks:
         # Only the tables that grew are made again (fresh memory is slow to touch at first).
         if sets_full:
             ht = np.zeros(4 * (len(set_off) - 1), np.int64)
-            kernels.earley_rehash(ns, set_hash, ht, fk, fv, _NO_FEEDS, _NO_FEEDS)
+            arena_kernels.earley_rehash(ns, set_hash, ht, fk, fv, _NO_FEEDS, _NO_FEEDS)
         if feeds_full:
             fk2, fv2 = np.zeros(2 * len(fk), np.int64), np.zeros(2 * len(fk), np.int64)
-            kernels.earley_rehash(0, set_hash, ht, fk2, fv2, fk, fv)
+            arena_kernels.earley_rehash(0, set_hash, ht, fk2, fv2, fk, fv)
             fk, fv = fk2, fv2
         self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk, fv, fin, fin_done, aft, scratch)
 
@@ -333,21 +333,21 @@ class CompiledMasks:
             gcost = _NO_COSTS
             if costs:
                 if len(self._gcost) < len(self._gmarks):
-                    self._gcost = np.full(len(self._gmarks), kernels.BUDGET_BIG, np.int64)
+                    self._gcost = np.full(len(self._gmarks), budget_kernels.BUDGET_BIG, np.int64)
                 gcost = self._gcost
-            out = kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
+            out = masks_kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
                                        bounds, gcost)
             head = out[:3 + n_new + 2 * n_cfg].tolist()  # (one conversion: each took 0.15 µs)
             status, n_u, n_c = head[:3]
             if status == 0:
                 break
-            if status == kernels.EARLEY_GROW:
+            if status == arena_kernels.EARLEY_GROW:
                 self._grow()
-            elif status == kernels.EARLEY_REJECT:  # (never, while the arena follows the parser): copy them in
+            elif status == arena_kernels.EARLEY_REJECT:  # (never, while the arena follows the parser): copy them in
                 new, flat, n_x, init_ref = self._args(configs, initial, via_feed=False)
                 n_new = len(new)
             else:
-                self.engine.root(kernels.EARLEY_NEED_TREE - status)
+                self.engine.root(arena_kernels.EARLEY_NEED_TREE - status)
         k = 3 + n_new
         if new:
             for q, a in zip(new, head[3:k]):

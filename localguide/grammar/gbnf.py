@@ -15,7 +15,7 @@ left recursion included, which llama.cpp itself rejects.
 from __future__ import annotations
 
 from ..automaton import ByteNFA
-from ..utf8 import complement_ranges, merge_ranges
+from ..automaton.utf8 import complement_ranges, merge_ranges
 from .cfg import CFG, Terminal
 from .errors import GrammarError
 

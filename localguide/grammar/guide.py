@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
-from ..kernels import MASK_BITS
+from ..protocol import MaskKind
 from .masks import bits_has, bits_ids, bits_with, key_of
 
 
@@ -98,12 +98,12 @@ class GrammarGuide:
         return self.index.allowed(self.state)
 
     def sampler_mask(self) -> tuple[np.ndarray, int]:
-        """What the llama.cpp sampler applies: (a bitset of the vocabulary, ``kernels.MASK_BITS``),
+        """What the llama.cpp sampler applies: (a bitset of the vocabulary, ``MaskKind.BITS``),
         or (no ids, 0) once the guide has finished."""
         if self.finished:
             return np.zeros(0, np.int32), 0
         m = self._budget_mask() if self.remaining is not None else None
-        return (self.index.allowed_bits(self.state) if m is None else m), MASK_BITS
+        return (self.index.allowed_bits(self.state) if m is None else m), MaskKind.BITS
 
     def accepts(self, token_id: int) -> bool:
         """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import PatternError
 from ..automaton import ByteDFA, combine
-from ..regex import regex_to_dfa
+from ..regex.parser import regex_to_dfa
 from .cfg import CFG, Terminal, literal_dfa
 from .errors import GrammarError
 

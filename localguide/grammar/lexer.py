@@ -25,7 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import kernels
+from . import lexer_kernels as kernels
 from .cfg import dfa_distances
 from .earley import Grammar
 from .errors import GrammarError

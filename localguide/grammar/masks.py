@@ -27,7 +27,8 @@ import threading
 
 import numpy as np
 
-from .. import kernels
+from . import trees_kernels as kernels
+from ..numba_tools import read_only
 from ..slabs import Slabs
 
 MAX_READINGS = 256
@@ -688,14 +689,6 @@ def merge_keys(keys) -> bytes:
 def key_groups(key: bytes) -> np.ndarray:
     """The ids of a mask key (``key_of``), read-only."""
     return np.frombuffer(key, np.int64)
-
-
-def read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a``, what kernels are given: a cache file's arrays are mapped
-    read-only, and numba compiles (or loads, some 10 ms) a specialization for each type."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 def _appended(buf: np.ndarray, n: int, new: np.ndarray) -> np.ndarray:

@@ -1,0 +1,163 @@
+"""Byte-level finite automata: the common currency between constraints and the Index.
+
+Every constraint (regex, JSON Schema, grammar terminal) ends up as a ``ByteDFA``:
+a dense ``int32[n_states, 256]`` transition table (``-1`` is the dead state), an
+accepting mask, and start state 0. DFAs built here are minimal and trimmed: every
+state is reachable from the start and can reach an accepting state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from .minimize_kernels import minimize_dfa
+from .utf8 import utf8_sequences
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A deterministic automaton over bytes; state 0 is the start."""
+
+    transitions: np.ndarray  # int32[n, 256], -1 = dead
+    accepting: np.ndarray  # bool[n]
+
+    @property
+    def n_states(self) -> int:
+        return len(self.accepting)
+
+    @cached_property
+    def is_empty(self) -> bool:
+        return not bool(self.accepting.any())
+
+    def run(self, data: bytes, state: int = 0) -> int:
+        """The state after reading ``data`` from ``state`` (-1 once dead)."""
+        t = self.transitions
+        for b in data:
+            state = int(t[state, b])
+            if state < 0:
+                return -1
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        s = self.run(data)
+        return s >= 0 and bool(self.accepting[s])
+
+
+class ByteNFA:
+    """A nondeterministic automaton with byte-range and epsilon edges, built by hand."""
+
+    def __init__(self) -> None:
+        self.edges: list[list[tuple[int, int, int]]] = []  # state -> [(lo, hi, target)]
+        self.eps: list[list[int]] = []
+        self.accepting: set[int] = set()
+
+    def add_state(self) -> int:
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def add_range(self, src: int, lo: int, hi: int, dst: int) -> None:
+        self.edges[src].append((lo, hi, dst))
+
+    def add_epsilon(self, src: int, dst: int) -> None:
+        self.eps[src].append(dst)
+
+    def add_codepoints(self, src: int, ranges, dst: int) -> None:
+        """Edges from ``src`` to ``dst`` reading any character in ``ranges`` as UTF-8."""
+        for lo, hi in ranges:
+            for seq in utf8_sequences(lo, hi):
+                cur = src
+                for i, (blo, bhi) in enumerate(seq):
+                    nxt = dst if i == len(seq) - 1 else self.add_state()
+                    self.add_range(cur, blo, bhi, nxt)
+                    cur = nxt
+
+    def to_dfa(self, start: int = 0) -> ByteDFA:
+        """Subset construction, then minimization."""
+        return minimize(*_determinize(self, start))
+
+
+def _closure(nfa: ByteNFA, states) -> frozenset[int]:
+    seen = set(states)
+    stack = list(states)
+    while stack:
+        for t in nfa.eps[stack.pop()]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
+    first = _closure(nfa, [start])
+    ids = {first: 0}
+    order = [first]
+    rows: list[np.ndarray] = []
+    i = 0
+    while i < len(order):
+        subset = order[i]
+        i += 1
+        # Split the byte axis at every range boundary so each class has one target set.
+        bounds = {0, 256}
+        edges = [e for s in subset for e in nfa.edges[s]]
+        for lo, hi, _ in edges:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+        cuts = sorted(bounds)
+        row = np.full(256, -1, dtype=np.int32)
+        for a, b in zip(cuts, cuts[1:]):
+            targets = [t for lo, hi, t in edges if lo <= a and b - 1 <= hi]
+            if not targets:
+                continue
+            key = _closure(nfa, targets)
+            if key not in ids:
+                ids[key] = len(order)
+                order.append(key)
+            row[a:b] = ids[key]
+        rows.append(row)
+    trans = np.stack(rows) if rows else np.full((1, 256), -1, np.int32)
+    acc = np.array([bool(s & nfa.accepting) for s in order], dtype=bool)
+    return trans, acc
+
+
+def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
+    """Minimal equivalent DFA, with unreachable and non-coaccessible states removed, numbered
+    breadth-first from the start (``kernels.minimize_dfa``; its twin is Moore's refinement)."""
+    trans, acc = minimize_dfa(np.ascontiguousarray(transitions, dtype=np.int32),
+                              np.ascontiguousarray(accepting, dtype=np.bool_))
+    return ByteDFA(trans, acc)
+
+
+def combine(dfas: list[ByteDFA], accept) -> ByteDFA:
+    """The DFA run of ``dfas`` side by side (product construction), accepting where
+    ``accept(flags)`` holds for the tuple of the parts' accepting flags (a dead part reads
+    False). ``accept`` must be False when every part is dead, so the product stays finite
+    and trimmed after ``minimize``; union and difference are ``any(f)`` and ``f[0] and not f[1]``."""
+    start = tuple(0 for _ in dfas)
+    ids = {start: 0}
+    order = [start]
+    rows = []
+    acc = []
+    i = 0
+    while i < len(order):
+        st = order[i]
+        i += 1
+        acc.append(bool(accept(tuple(s >= 0 and bool(d.accepting[s]) for s, d in zip(st, dfas)))))
+        nxt = np.stack([d.transitions[s] if s >= 0 else np.full(256, -1, np.int32) for s, d in zip(st, dfas)])
+        # bytes with the same tuple of successors share one target
+        cols, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
+        targets = np.full(len(cols), -1, np.int32)
+        for j, col in enumerate(map(tuple, cols.tolist())):
+            if max(col) < 0:
+                continue
+            tgt = ids.get(col)
+            if tgt is None:
+                tgt = ids[col] = len(order)
+                order.append(col)
+            targets[j] = tgt
+        row = targets[inverse.reshape(-1)]
+        rows.append(row)
+    return minimize(np.stack(rows), np.array(acc, dtype=bool))

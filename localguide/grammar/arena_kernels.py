@@ -1,0 +1,418 @@
+"""Grammar kernels: the Earley arena (interned Earley sets and memoized feeds) and the kernel context."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit
+
+from ..numba_tools import _bare, _grow, _voidptr
+
+# --- grammar masks: Earley sets and the tree walk, compiled ----------------------
+#
+# The twin of this section is the Python mask path itself (``MaskEngine`` with its
+# ``PState``s): tests compare the groups both keep, state by state.
+#
+# ``A`` is an arena of interned Earley sets, grown by the caller when a kernel says
+# ``EARLEY_GROW``: (meta [sets, entry keys, feed entries], set_off, set_keys (each set's
+# entry keys, sorted: DFA state << 32 | origin set + 1, 0 for the set itself),
+# set_allowed (terminal bit words), set_hash, ht (open addressing: set + 1), fk/fv
+# (memoized feeds: set * n_terminals + terminal + 1 -> set, EARLEY_REJECT)).
+# ``D`` is the LR(0) epsilon-DFA (``earley.Grammar``): allowed words, predicted
+# companion, completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words.
+# ``T`` holds the subterminal trees (``masks``) and the readings' tables.
+
+# Unmanaged views. The kernels below pass the arena and tables as tuples of arrays; numba
+# counts references to every array a helper takes out of them, with an atomic add and a
+# call to release each, where its pruning pass cannot prove them balanced (helpers with
+# early returns). That was half the time of a new set (``earley_feed``: 2.3 to 1.1 µs on
+# sql's seed). The entry kernels take views without a reference count (``_bare``, or a
+# context below) of arrays that their caller holds for the whole call, and never return
+# them or views of them.
+
+
+@njit(cache=True, inline="always")
+def _bare_arena(A):
+    return (_bare(A[0]), _bare(A[1]), _bare(A[2]), _bare(A[3]), _bare(A[4]), _bare(A[5]), _bare(A[6]), _bare(A[7]),
+            _bare(A[8]), _bare(A[9]), _bare(A[10]), _bare(A[11]))
+
+
+@njit(cache=True, inline="always")
+def _bare_dfa(D):
+    return (_bare(D[0]), _bare(D[1]), _bare(D[2]), _bare(D[3]), _bare(D[4]), _bare(D[5]), _bare(D[6]), _bare(D[7]))
+
+
+# A context: the arrays of ``A``, ``D``, ``T``, ``B`` and ``S`` (the scanner states'
+# readings, CSR, and which DFA states hold the completed start item) in that order (nested
+# tuples flattened), each as three int64s (address, rows, columns), in one array that
+# ``arena.CompiledMasks`` makes again when one of them changes. Passing it instead of the
+# tuples saves numba's unboxing of some fifty arrays per call (4 µs of a mask). Its arrays
+# must be C-contiguous, of the dtypes and dimensions of ``CTX_SPEC``, and held by the caller.
+CTX_SPEC = (
+    ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 2), ("u8", 1), ("i8", 1), ("i8", 1), ("i8", 1),  # A
+    ("i8", 2), ("b", 1), ("i8", 2), ("i8", 1),
+    ("u8", 2), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 1),  # D
+    ("i8", 1), ("i4", 1), ("i4", 1), ("i8", 1), ("i4", 1), ("i4", 1), ("u8", 2), ("i8", 1),  # T
+    ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("b", 1),
+    ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("i8", 1),  # B
+    ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1),
+    ("i8", 1), ("i4", 1), ("b", 1))  # S
+CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
+CTX_ARENA = 12  # the first slots: the arena, written by the kernels
+
+
+@njit(cache=True, inline="always")
+def _c1(ctx, i, dt):
+    return carray(_voidptr(ctx[3 * i]), (ctx[3 * i + 1],), dt)
+
+
+@njit(cache=True, inline="always")
+def _c2(ctx, i, dt):
+    return carray(_voidptr(ctx[3 * i]), (ctx[3 * i + 1], ctx[3 * i + 2]), dt)
+
+
+@njit(cache=True, inline="always")
+def _ctx_tables(ctx):
+    """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting."""
+    i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
+    A = (_c1(ctx, 0, i8), _c1(ctx, 1, i8), _c1(ctx, 2, i8), _c2(ctx, 3, u8), _c1(ctx, 4, u8), _c1(ctx, 5, i8),
+         _c1(ctx, 6, i8), _c1(ctx, 7, i8), _c2(ctx, 8, i8), _c1(ctx, 9, b), _c2(ctx, 10, i8), _c1(ctx, 11, i8))
+    D = (_c2(ctx, 12, u8), _c1(ctx, 13, i8), _c1(ctx, 14, i8), _c1(ctx, 15, i8), _c1(ctx, 16, i8), _c1(ctx, 17, i8),
+         _c1(ctx, 18, i8), _c1(ctx, 19, u8))
+    T = (_c1(ctx, 20, i8), _c1(ctx, 21, i4), _c1(ctx, 22, i4), _c1(ctx, 23, i8), _c1(ctx, 24, i4), _c1(ctx, 25, i4),
+         _c2(ctx, 26, u8), _c1(ctx, 27, i8), _c1(ctx, 28, i8), _c1(ctx, 29, i8), _c1(ctx, 30, i8), _c1(ctx, 31, b),
+         _c1(ctx, 32, i8), _c1(ctx, 33, b))
+    B = (_c1(ctx, 34, i8), _c1(ctx, 35, i8), _c1(ctx, 36, i8), _c1(ctx, 37, i8), _c1(ctx, 38, i8), _c1(ctx, 39, b),
+         (_c1(ctx, 40, i8), _c1(ctx, 41, i8), _c1(ctx, 42, i8), _c1(ctx, 43, i8)), _c1(ctx, 44, i8),
+         _c1(ctx, 45, i8), _c1(ctx, 46, i8), (_c1(ctx, 47, i8), _c1(ctx, 48, i8), _c1(ctx, 49, i8)))
+    S = (_c1(ctx, 50, i8), _c1(ctx, 51, i4), _c1(ctx, 52, b))
+    return A, D, T, B, S
+
+
+EARLEY_REJECT = -1
+EARLEY_GROW = -2
+EARLEY_UNRESOLVED = -3  # a tree has tokens to check one by one: the Python path answers
+EARLEY_NEED_TREE = -4  # minus the tree: build that tree and call again
+
+
+@njit(cache=True, inline="always")
+def _shift_to(sh_off, sh_sym, sh_to, d, sym):
+    lo = sh_off[d]
+    hi = sh_off[d + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        s = sh_sym[mid]
+        if s < sym:
+            lo = mid + 1
+        elif s > sym:
+            hi = mid
+        else:
+            return sh_to[mid]
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _keys_hash(keys, n):
+    h = np.uint64(14695981039346656037)
+    for i in range(n):
+        h = (h ^ np.uint64(keys[i])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True, inline="always")
+def earley_intern(A, D, keys, n):
+    """The arena id of the set whose sorted entry keys are ``keys[:n]``: found, or added.
+
+    ``EARLEY_GROW`` when there is no room to add it.
+    """
+    meta, set_off, set_keys, set_allowed, set_hash, ht = A[0], A[1], A[2], A[3], A[4], A[5]
+    h = _keys_hash(keys, n)
+    mask = len(ht) - 1
+    i = np.int64(h & np.uint64(mask))
+    while ht[i] != 0:
+        s = ht[i] - 1
+        if set_hash[s] == h and set_off[s + 1] - set_off[s] == n:
+            b = set_off[s]
+            same = True
+            for j in range(n):
+                if set_keys[b + j] != keys[j]:
+                    same = False
+                    break
+            if same:
+                return s
+        i = (i + 1) & mask
+    ns = meta[0]
+    nk = meta[1]
+    if ns + 2 > len(set_off) or nk + n > len(set_keys) or 2 * (ns + 1) > len(ht):
+        return EARLEY_GROW
+    d_allowed = D[0]
+    nw = set_allowed.shape[1]
+    for w in range(nw):
+        set_allowed[ns, w] = 0
+    for j in range(n):
+        k = keys[j]
+        set_keys[nk + j] = k
+        d = k >> 32
+        for w in range(nw):
+            set_allowed[ns, w] |= d_allowed[d, w]
+    set_off[ns + 1] = nk + n
+    set_hash[ns] = h
+    ht[i] = ns + 1
+    meta[0] = ns + 1
+    meta[1] = nk + n
+    return ns
+
+
+@njit(cache=True)
+def earley_rehash(n_sets, set_hash, ht, fk, fv, old_fk, old_fv):
+    """Fill the new (larger, zeroed) tables ``ht`` and ``fk``/``fv`` from the arena's sets and
+    the old feed table."""
+    mask = len(ht) - 1
+    for s in range(n_sets):
+        i = np.int64(set_hash[s] & np.uint64(mask))
+        while ht[i] != 0:
+            i = (i + 1) & mask
+        ht[i] = s + 1
+    mask = len(fk) - 1
+    for j in range(len(old_fk)):
+        key = old_fk[j]
+        if key != 0:
+            i = _feed_slot(key, mask)
+            while fk[i] != 0:
+                i = (i + 1) & mask
+            fk[i] = key
+            fv[i] = old_fv[j]
+
+
+@njit(cache=True, inline="always")
+def _feed_slot(key, mask):
+    return np.int64(((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(29)) & np.uint64(mask))
+
+
+# ``A[11]`` is scratch for ``_earley_make`` (the arena's only user, one call at a time),
+# four areas of a quarter each (a power of two): keys, seen (a hash set), the work stack's
+# states and origins. A set's closure runs in it instead of in arrays allocated per call,
+# which took most of the time of a new set of a few entries; larger sets allocate.
+SCRATCH = 256  # entries of each area (``arena.CompiledMasks.scratch``)
+
+
+@njit(cache=True, inline="always")
+def _sort_small(a, n):
+    """Sort ``a[:n]`` in place: insertion sort for the few keys of a set, else numpy's."""
+    if n > 32:
+        a[:n] = np.sort(a[:n])
+        return
+    for i in range(1, n):
+        x = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+
+
+@njit(cache=True, inline="always")
+def _earley_make(A, D, sd, so, nk):
+    """Close the kernel entries ``(sd[i], so[i])`` (DFA state, origin set) and intern the set.
+
+    ``sd`` and ``so`` are the work stack and are overwritten (scratch or fresh arrays).
+    """
+    set_off, set_keys, scratch = A[1], A[2], A[11]
+    d_pred, comp_off, comp_nt, sh_off, sh_sym, sh_to = D[1], D[2], D[3], D[4], D[5], D[6]
+    cap = len(scratch) >> 2
+    keys = scratch[:cap]
+    n = 0
+    seen = scratch[cap:2 * cap]  # the keys so far, open addressing (key + 1; 0: empty)
+    seen[:] = 0
+    m = nk
+    while m > 0:
+        m -= 1
+        d = sd[m]
+        o = so[m]
+        key = (d << 32) | (o + 1)
+        mask = len(seen) - 1
+        i = _feed_slot(key + 1, mask)
+        while seen[i] != 0 and seen[i] != key + 1:
+            i = (i + 1) & mask
+        if seen[i] != 0:
+            continue
+        seen[i] = key + 1
+        if n == len(keys):
+            keys = _grow(keys, n)
+        keys[n] = key
+        n += 1
+        if 2 * n > len(seen):  # keep it at most half full
+            seen = np.zeros(4 * len(seen), np.int64)
+            mask = len(seen) - 1
+            for j in range(n):
+                i = _feed_slot(keys[j] + 1, mask)
+                while seen[i] != 0:
+                    i = (i + 1) & mask
+                seen[i] = keys[j] + 1
+        p = d_pred[d]
+        if p >= 0:
+            if m == len(sd):
+                sd = _grow(sd, m)
+                so = _grow(so, m)
+            sd[m] = p
+            so[m] = -1
+            m += 1
+        if o >= 0:
+            # completions: entries of the origin set waiting for each nonterminal completed here
+            for c in range(comp_off[d], comp_off[d + 1]):
+                a = comp_nt[c]
+                for e in range(set_off[o], set_off[o + 1]):
+                    k2 = set_keys[e]
+                    d2 = _shift_to(sh_off, sh_sym, sh_to, k2 >> 32, a)
+                    if d2 >= 0:
+                        o2 = (k2 & 0xFFFFFFFF) - 1
+                        if m == len(sd):
+                            sd = _grow(sd, m)
+                            so = _grow(so, m)
+                        sd[m] = d2
+                        so[m] = o if o2 < 0 else o2
+                        m += 1
+    _sort_small(keys, n)
+    return earley_intern(A, D, keys, n)
+
+
+@njit(cache=True, inline="always")
+def _feed_find(fk, key):
+    """The slot of ``key`` in the feed table: where it is, or the empty slot where it goes."""
+    mask = len(fk) - 1
+    i = _feed_slot(key, mask)
+    while fk[i] != 0 and fk[i] != key:
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True, inline="always")
+def earley_feed(A, D, s, t):
+    """The set after terminal ``t`` from set ``s`` (memoized): ``EARLEY_REJECT``, or ``s``
+    itself for an ignored terminal the grammar does not take; ``EARLEY_GROW``.
+
+    Inlined, with ``_earley_make`` and ``earley_intern``: as calls, each passed the arena and
+    tables (twenty array structures) and counted references to them, and a new set took
+    2.2 µs in ``earley_seed`` on sql; inlined, 0.6 µs."""
+    meta, set_off, set_keys, set_allowed, fk, fv = A[0], A[1], A[2], A[3], A[6], A[7]
+    sh_off, sh_sym, sh_to, ign_w = D[4], D[5], D[6], D[7]
+    key = s * (set_allowed.shape[1] * 64) + t + 1
+    i = _feed_find(fk, key)
+    if fk[i] == key:
+        return fv[i]
+    if 2 * (meta[2] + 1) > len(fk):
+        return EARLEY_GROW
+    if (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+        nk = set_off[s + 1] - set_off[s]
+        cap = len(A[11]) >> 2
+        if nk <= cap:
+            kd = A[11][2 * cap:3 * cap]
+            ko = A[11][3 * cap:]
+        else:
+            kd = np.empty(nk, np.int64)
+            ko = np.empty(nk, np.int64)
+        n = 0
+        for e in range(set_off[s], set_off[s + 1]):
+            k = set_keys[e]
+            d2 = _shift_to(sh_off, sh_sym, sh_to, k >> 32, t)
+            if d2 >= 0:
+                o = (k & 0xFFFFFFFF) - 1
+                kd[n] = d2
+                ko[n] = s if o < 0 else o
+                n += 1
+        res = _earley_make(A, D, kd, ko, n)
+        if res == EARLEY_GROW:
+            return res
+    elif (ign_w[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+        res = s
+    else:
+        res = EARLEY_REJECT
+    fk[i] = key
+    fv[i] = res
+    meta[2] += 1
+    return res
+
+
+@njit(cache=True)
+def earley_seed(A, D, root, max_sets, max_feeds):
+    """Feed every terminal each set allows, breadth first from arena set ``root``, until the
+    arena holds ``max_sets`` sets or ``max_feeds`` feeds: the sets near the start of every
+    text, made once at compile time and kept in the cache file (``arena.seed_arrays``)."""
+    A = _bare_arena(A)
+    D = _bare_dfa(D)
+    meta, set_allowed = A[0], A[3]
+    n_bits = set_allowed.shape[1] * 64
+    queue = np.empty(max_sets + 1, np.int64)
+    queue[0] = root
+    head = 0
+    tail = 1
+    while head < tail:
+        s = queue[head]
+        head += 1
+        for t in range(n_bits):
+            if not (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                continue
+            if meta[0] >= max_sets or meta[2] >= max_feeds:
+                return
+            before = meta[0]
+            r = earley_feed(A, D, s, t)
+            if r == EARLEY_GROW:
+                return
+            if meta[0] > before and tail <= max_sets:
+                queue[tail] = r
+                tail += 1
+
+
+def py_earley_seed(A, D, root, max_sets, max_feeds):
+    """``earley_seed``'s twin: the same breadth-first feeds, one ``earley_feed`` call each."""
+    meta, set_allowed = A[0], A[3]
+    queue = [root]
+    head = 0
+    while head < len(queue):
+        s = queue[head]
+        head += 1
+        for t in range(set_allowed.shape[1] * 64):
+            if not (int(set_allowed[s, t >> 6]) >> (t & 63)) & 1:
+                continue
+            if meta[0] >= max_sets or meta[2] >= max_feeds:
+                return
+            before = meta[0]
+            r = earley_feed(A, D, s, t)
+            if r == EARLEY_GROW:
+                return
+            if meta[0] > before and len(queue) <= max_sets:
+                queue.append(r)
+
+
+@njit(cache=True)
+def earley_restore(A, D, set_off, set_keys, feed_keys, feed_sets):
+    """Load a seed (``earley_seed``'s sets and feeds) into the new arena ``A`` (all zeros), which
+    has room for it: each set interned again in order, then the feeds. False when the seed does
+    not fit these tables (a damaged cache file); the arena is then of no use."""
+    A = _bare_arena(A)
+    D = _bare_dfa(D)
+    fk, fv = A[6], A[7]
+    n_d = D[0].shape[0]
+    ns = len(set_off) - 1
+    n_bits = A[3].shape[1] * 64
+    if not (ns >= 0 and set_off[0] == 0 and set_off[ns] == len(set_keys) and len(feed_keys) == len(feed_sets)
+            and 2 * (len(feed_keys) + 1) <= len(fk)):
+        return False
+    for i in range(ns):
+        if set_off[i + 1] < set_off[i]:
+            return False
+        for j in range(set_off[i], set_off[i + 1]):
+            d = set_keys[j] >> 32
+            o = (set_keys[j] & 0xFFFFFFFF) - 1
+            if d < 0 or d >= n_d or o >= i or o < -1 or (j > set_off[i] and set_keys[j] <= set_keys[j - 1]):
+                return False  # an entry's origin is an earlier set; keys sorted, distinct
+    for i in range(len(feed_keys)):
+        k = feed_keys[i] - 1
+        if k < 0 or k // n_bits >= ns or feed_sets[i] < EARLEY_REJECT or feed_sets[i] >= ns:
+            return False
+    for i in range(ns):
+        n = set_off[i + 1] - set_off[i]
+        if earley_intern(A, D, set_keys[set_off[i]:set_off[i + 1]], n) != i:
+            return False  # no room, or a set twice
+    earley_rehash(0, A[4], A[5], fk, fv, feed_keys, feed_sets)
+    A[0][2] = len(feed_keys)
+    return True

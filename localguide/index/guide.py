@@ -1,0 +1,160 @@
+"""A Guide: a cheap cursor over an Index (advance, allowed tokens, accepting, copy)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+import numpy as np
+
+from . import build_kernels, native_block as kernels
+from ..errors import BudgetError, LocalguideError, TokenNotAllowedError
+
+_NONE = np.zeros(0, np.int32)
+_NONE.flags.writeable = False
+
+
+class Guide:
+    """Where generation stands in a compiled constraint.
+
+    ``allowed_token_ids()`` is the set of tokens that keep the text completable
+    (within the remaining budget, when one was given), stop tokens included exactly
+    when the text so far is complete. After a stop token the guide is finished.
+    """
+
+    __slots__ = ("index", "state", "remaining", "finished", "_fast")
+
+    def __init__(self, index, max_tokens: int | None = None, *, _state: int = 0):
+        self.index = index
+        self._fast = index.fast
+        self.state = _state
+        self.finished = False
+        self.remaining = max_tokens
+        if max_tokens is not None:
+            if max_tokens < 0:
+                raise ValueError("max_tokens must be >= 0")
+            need = self._fast.distance[_state]
+            if need > max_tokens:
+                raise BudgetError(
+                    f"{index.description or 'the constraint'} needs at least {need} tokens, "
+                    f"but max_tokens is {max_tokens}"
+                )
+
+    def _budget_limited(self) -> bool:
+        r = self.remaining
+        return r is not None and self._fast.max_next[self.state] > r - 1
+
+    def allowed_token_ids(self) -> np.ndarray:
+        """Sorted int32 ids of the tokens allowed now (a read-only view or a fresh array)."""
+        if self.finished:
+            return _NONE
+        f = self._fast
+        tokens = f.masks[f.state_mask[self.state]]
+        if not self._budget_limited():
+            return tokens
+        index = self.index
+        s = self.state
+        nexts = index.next_states[f.next_offsets[s]:f.next_offsets[s + 1]]
+        out = np.empty(len(tokens), np.int32)
+        k = build_kernels.within_budget(tokens, nexts, index.distance, self.remaining - 1, out)
+        return out[:k]
+
+    def sampler_mask(self) -> tuple[np.ndarray, bool]:
+        """What the llama.cpp sampler applies: (allowed ids, False) or (forbidden ids, True)."""
+        if not self.finished and not self._budget_limited():
+            f = self._fast
+            m = f.state_mask[self.state]
+            excluded = f.excludes[m]
+            if excluded is not None:
+                return excluded, True
+            return f.masks[m], False
+        return self.allowed_token_ids(), False
+
+    def advance(self, token_id: int) -> None:
+        """Move past ``token_id``; raise ``TokenNotAllowedError`` if it is not allowed here."""
+        token_id = int(token_id)
+        if self.finished:
+            raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
+        f = self._fast
+        s = self.state
+        m = f.state_mask[s]
+        lo, hi = f.mask_offsets[m], f.mask_offsets[m + 1]
+        pos = bisect_left(f.mask_tokens, token_id, lo, hi)
+        if pos >= hi or f.mask_tokens[pos] != token_id:
+            raise TokenNotAllowedError(self._explain(token_id))
+        nxt = f.next_states[f.next_offsets[s] + pos - lo]
+        if nxt < 0:
+            self.finished = True
+            return
+        r = self.remaining
+        if r is not None:
+            if f.distance[nxt] > r - 1:
+                raise TokenNotAllowedError(
+                    f"token {token_id} is allowed by the constraint but cannot finish within the "
+                    f"remaining {r} token(s)"
+                )
+            self.remaining = r - 1
+        self.state = nxt
+
+    def is_accepting(self) -> bool:
+        """True when the text so far is complete (a stop token may follow)."""
+        return self.finished or self._fast.accepting[self.state]
+
+    def is_finished(self) -> bool:
+        """True after a stop token, or when nothing but stopping is possible."""
+        if self.finished:
+            return True
+        allowed = self.allowed_token_ids()
+        return len(allowed) == 0 or (
+            len(allowed) <= len(self.index.stop_ids) and bool(np.all(np.isin(allowed, self.index.stop_ids))))
+
+    # -- the native sampler path (``localguide.llama.native_kernels``) -------------------------------
+    def native_block(self) -> np.ndarray:
+        """This cursor as a guide block for the native llama.cpp sampler (an int64 array)."""
+        ix = self.index
+        b = np.zeros(kernels.BLOCK_LEN, np.int64)
+        b[kernels.B_STATE] = self.state
+        b[kernels.B_REMAINING] = -1 if self.remaining is None else self.remaining
+        b[kernels.B_FINISHED] = self.finished
+        for slot, a in ((kernels.B_STATE_MASK, ix.state_mask), (kernels.B_MASK_OFFSETS, ix.mask_offsets),
+                        (kernels.B_MASK_TOKENS, ix.mask_tokens), (kernels.B_EXCL_OFFSETS, ix.excl_offsets),
+                        (kernels.B_EXCL_TOKENS, ix.excl_tokens), (kernels.B_NEXT_OFFSETS, ix.next_offsets),
+                        (kernels.B_NEXT_STATES, ix.next_states), (kernels.B_DISTANCE, ix.distance),
+                        (kernels.B_MAX_NEXT, ix.max_next_distance)):
+            b[slot] = a.ctypes.data
+        b[kernels.B_SIZES] = ix.vocab_size
+        return b
+
+    def sync_from_block(self, block: np.ndarray) -> None:
+        """Take the cursor back from a guide block; raise what the native sampler flagged."""
+        self.state = int(block[kernels.B_STATE])
+        r = int(block[kernels.B_REMAINING])
+        self.remaining = None if r < 0 else r
+        self.finished = bool(block[kernels.B_FINISHED])
+        error = int(block[kernels.B_ERROR])
+        if error:
+            token = int(block[kernels.B_ERROR_TOKEN])
+            block[kernels.B_ERROR] = 0
+            if error == kernels.ERROR_FINISHED:
+                raise TokenNotAllowedError("a token was sampled after the guide had finished")
+            if error == kernels.ERROR_ORDER:
+                raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
+                                      "(it got a candidate array that was not in token-id order)")
+            if error == kernels.ERROR_OVER_BUDGET:
+                raise TokenNotAllowedError(f"token {token} cannot finish within the remaining budget")
+            raise TokenNotAllowedError(self._explain(token))
+
+    def copy(self) -> "Guide":
+        g = Guide.__new__(Guide)
+        g.index, g._fast, g.state, g.remaining, g.finished = (
+            self.index, self._fast, self.state, self.remaining, self.finished)
+        return g
+
+    def _explain(self, token_id: int) -> str:
+        what = "a stop token" if token_id in self.index.stop_ids else f"token {token_id}"
+        n = len(self.allowed_token_ids())
+        done = " (the text so far is complete)" if self.is_accepting() else ""
+        return (f"{what} is not allowed in state {self.state} of "
+                f"{self.index.description or 'the constraint'}; {n} tokens are allowed here{done}")
+
+    def __repr__(self) -> str:
+        return f"Guide(state={self.state}, accepting={self.is_accepting()}, remaining={self.remaining})"

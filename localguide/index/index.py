@@ -1,0 +1,191 @@
+"""The Index: for every automaton state, the allowed tokens and where each leads.
+
+Built once per (constraint, vocabulary) by walking the vocabulary trie from every
+DFA state reachable through whole tokens (Willard & Louf, Algorithms 3 and 4).
+States from which no token path reaches acceptance are dropped, so a guide can
+never be steered into a dead end. Stop tokens are allowed exactly in accepting
+states. Identical masks are stored once.
+
+An Index is immutable (its arrays are read-only) and can be shared between
+threads; ``Index.guide()`` makes a cheap cursor over it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import cache
+from ..automaton import ByteDFA
+from ..errors import EmptyLanguageError
+from ..vocabulary import Vocabulary
+from . import build_kernels as kernels
+
+_ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
+           "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids", "dfa_states")
+FORMAT = "3"  # bump when the arrays change meaning, so old cache files are not read
+
+
+class Index:
+    """Compiled constraint over one vocabulary. State 0 is the start."""
+
+    __slots__ = _ARRAYS + ("vocab_size", "fingerprint", "description", "_fast")
+
+    def __init__(self, arrays: dict, vocab_size: int, fingerprint: str, description: str = ""):
+        for name in _ARRAYS:
+            a = np.ascontiguousarray(arrays[name])
+            a.flags.writeable = False
+            object.__setattr__(self, name, a)
+        object.__setattr__(self, "vocab_size", int(vocab_size))
+        object.__setattr__(self, "fingerprint", fingerprint)
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "_fast", None)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("an Index is immutable")
+
+    # -- building ---------------------------------------------------------------------
+    @classmethod
+    def build(cls, dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") -> "Index":
+        arrays = build_arrays(dfa, vocabulary, description)
+        return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
+
+    @staticmethod
+    def cache_path(kind: str, key: str, vocabulary: Vocabulary):
+        """Where ``cached`` keeps the Index for ``key``."""
+        return cache.key_path(kind, FORMAT, vocabulary.fingerprint, key)
+
+    @classmethod
+    def cached(cls, kind: str, key: str, make_dfa, vocabulary: Vocabulary, description: str = "") -> "Index":
+        """The Index for ``key`` from the disk cache, or built from ``make_dfa()`` and stored."""
+        path = cls.cache_path(kind, key, vocabulary)
+        arrays = cache.cached(path, lambda: build_arrays(make_dfa(), vocabulary, description),
+                              lambda a: _consistent(a, vocabulary.size))
+        return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
+
+    def to_arrays(self) -> dict:
+        return {name: getattr(self, name) for name in _ARRAYS}
+
+    # -- queries ----------------------------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        return len(self.state_mask)
+
+    @property
+    def n_masks(self) -> int:
+        return len(self.mask_offsets) - 1
+
+    @property
+    def fast(self) -> "FastTables":
+        """Python-native views of the arrays for the per-token path (built once, on first use)."""
+        if self._fast is None:
+            object.__setattr__(self, "_fast", FastTables(self))
+        return self._fast
+
+    def allowed(self, state: int) -> np.ndarray:
+        m = self.state_mask[state]
+        return self.mask_tokens[self.mask_offsets[m]:self.mask_offsets[m + 1]]
+
+    def successors(self, state: int) -> np.ndarray:
+        """Next state for each token of ``allowed(state)``; -1 for stop tokens."""
+        return self.next_states[self.next_offsets[state]:self.next_offsets[state + 1]]
+
+    def guide(self, max_tokens: int | None = None):
+        """A cursor at the start state; with ``max_tokens``, every path completes within that budget."""
+        from .guide import Guide
+
+        return Guide(self, max_tokens=max_tokens)
+
+    def __getstate__(self):
+        return (self.to_arrays(), self.vocab_size, self.fingerprint, self.description)
+
+    def __setstate__(self, state):
+        Index.__init__(self, *state)
+
+    def __repr__(self) -> str:
+        return (f"Index({self.description or 'constraint'}: {self.n_states} states, "
+                f"{self.n_masks} distinct masks, {len(self.mask_tokens)} mask entries)")
+
+
+class FastTables:
+    """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
+
+    __slots__ = ("state_mask", "masks", "excludes", "mask_offsets", "mask_tokens", "next_offsets",
+                 "next_states", "accepting", "distance", "max_next")
+
+    def __init__(self, index: Index):
+        mo, eo = index.mask_offsets, index.excl_offsets
+        self.state_mask = index.state_mask.tolist()
+        self.masks = [index.mask_tokens[mo[m]:mo[m + 1]] for m in range(len(mo) - 1)]
+        # The build rule: a mask allowing more than half the vocabulary is applied by exclusion.
+        self.excludes = [index.excl_tokens[eo[m]:eo[m + 1]] if 2 * len(self.masks[m]) > index.vocab_size
+                         else None for m in range(len(mo) - 1)]
+        self.mask_offsets = mo.tolist()
+        self.mask_tokens = memoryview(index.mask_tokens)
+        self.next_offsets = index.next_offsets.tolist()
+        self.next_states = memoryview(index.next_states)
+        self.accepting = index.accepting.tolist()
+        self.distance = index.distance.tolist()
+        self.max_next = index.max_next_distance.tolist()
+
+
+def _consistent(a: dict, vocab_size: int) -> bool:
+    n = len(a["state_mask"])
+    return (n > 0 and len(a["next_offsets"]) == n + 1 and a["next_offsets"][-1] == len(a["next_states"])
+            and a["mask_offsets"][-1] == len(a["mask_tokens"])
+            and (len(a["mask_tokens"]) == 0 or int(a["mask_tokens"].max()) < vocab_size)
+            and len(a["distance"]) == n and len(a["accepting"]) == n and len(a["dfa_states"]) == n)
+
+
+def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") -> dict:
+    """The Index arrays of ``dfa`` over ``vocabulary``."""
+    trie = vocabulary.trie
+    states, offsets, toks, nexts = kernels.explore(*trie.arrays, dfa.transitions)
+    accepting = dfa.accepting[states]
+    dist = kernels.distances(offsets, nexts, accepting)
+    if dist[0] < 0:
+        raise EmptyLanguageError(
+            f"no sequence of tokens of {vocabulary.name} spells a string of {description or 'the constraint'}"
+        )
+    keep, next_offsets, tokens, nexts, max_next, hashes = kernels.finalize(
+        offsets, toks, nexts, dist, accepting, vocabulary.stop_ids)
+    # Identical masks are stored once: same hash and length, then checked for equality.
+    state_mask = np.empty(len(keep), np.int32)
+    seen: dict[tuple[int, int], list[int]] = {}
+    mask_offsets = [0]
+    mask_chunks = []
+    for s in range(len(keep)):
+        t = tokens[next_offsets[s]:next_offsets[s + 1]]
+        bucket = seen.setdefault((int(hashes[s]), len(t)), [])
+        for m in bucket:
+            if np.array_equal(mask_chunks[m], t):
+                state_mask[s] = m
+                break
+        else:
+            state_mask[s] = len(mask_chunks)
+            bucket.append(len(mask_chunks))
+            mask_chunks.append(t)
+            mask_offsets.append(mask_offsets[-1] + len(t))
+    # Masks allowing most of the vocabulary are applied by excluding the rest (cheaper).
+    excl_offsets = [0]
+    excl_chunks = []
+    everything = np.arange(vocabulary.size, dtype=np.int32)
+    for t in mask_chunks:
+        if 2 * len(t) > vocabulary.size:
+            excl_chunks.append(np.setdiff1d(everything, t, assume_unique=True).astype(np.int32))
+        else:
+            excl_chunks.append(np.zeros(0, np.int32))
+        excl_offsets.append(excl_offsets[-1] + len(excl_chunks[-1]))
+    return {
+        "state_mask": state_mask,
+        "mask_offsets": np.array(mask_offsets, np.int64),
+        "excl_offsets": np.array(excl_offsets, np.int64),
+        "excl_tokens": np.concatenate(excl_chunks),
+        "mask_tokens": np.concatenate(mask_chunks).astype(np.int32),
+        "next_offsets": next_offsets,
+        "next_states": nexts,
+        "accepting": accepting[keep].copy(),
+        "distance": dist[keep].copy(),
+        "max_next_distance": max_next,
+        "stop_ids": vocabulary.stop_ids.copy(),
+        "dfa_states": states[keep],  # the automaton state of each Index state
+    }

@@ -1,0 +1,802 @@
+"""Flats → regex AST of JSON text (objects, arrays, strings, numbers, literals, whitespace).
+
+Whitespace: ``compact`` allows one optional space after ``,`` and ``:`` and nothing
+else (so both ``json.dumps(x)`` and ``json.dumps(x, separators=(",", ":"))`` match);
+``pretty`` is exactly ``json.dumps(x, indent=2)``. Properties come in schema order;
+properties not listed (``additionalProperties``, ``patternProperties``) come after
+the listed ones.
+
+Unbounded nesting is not regular: a value that any JSON may fill (``{}``, an absent
+``items``, ``additionalProperties: true``) is expanded ``any_depth`` levels deep,
+and a recursive ``$ref`` ``max_recursion`` levels deep. Deeper documents are
+rejected; nothing invalid is ever accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from itertools import permutations
+
+from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, cls, opt, rep, seq, star
+from ..regex.ast_dfa import TooLargeError, ast_to_dfa, dfa_intersects
+from .encoding import any_json_char, encode_content, json_string_literal, not_in_strings
+from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, Flattener, json_eq, type_atom
+from .numbers import NumberLimit, number_literal, number_node, to_fraction
+from .resolve import Neg, ResolveError
+from .strings import ANY_STRING, PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length
+
+MAX_DEPTH = 48
+MAX_UNIQUE_SEQUENCES = 500
+ANY_STRING_JSON = seq(Lit('"'), star(any_json_char()), Lit('"'))
+
+
+class Compiler:
+    def __init__(self, flattener: Flattener, *, strict: bool = False, whitespace: str = "compact",
+                 any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128,
+                 max_items: int = 32, indent: int = 2, exact_recursion: bool = False):
+        if whitespace not in ("compact", "pretty"):
+            raise ValueError("whitespace must be 'compact' or 'pretty'")
+        self.fl = flattener
+        self.problems = flattener.problems
+        self.strict = strict
+        self.pretty = whitespace == "pretty"
+        self.any_depth = any_depth
+        # additional properties nobody described: nested less deep than an explicit {}
+        self.extra_depth = any_depth - 1 if extra_depth is None else extra_depth
+        self.max_length = max_length
+        self.max_items = max_items
+        self.indent = indent
+        self._any: dict = {}
+        self._check_compiler = None
+        self._values: dict = {}
+        # With exact_recursion, a bare $ref back into a definition being expanded is a
+        # ``Ref`` to that definition, compiled once (``rules``); else the flattener expands
+        # it max_recursion levels.
+        self.exact_recursion = exact_recursion
+        self.rules: dict = {}
+
+    # -- whitespace --------------------------------------------------------------------------
+    def sep(self, depth: int) -> Node:
+        """Between two members of a container whose members sit at ``depth``."""
+        if self.pretty:
+            return Lit(",\n" + " " * (self.indent * depth))
+        return seq(Lit(","), opt(Lit(" ")))
+
+    def colon(self) -> Node:
+        return Lit(": ") if self.pretty else seq(Lit(":"), opt(Lit(" ")))
+
+    def wrap(self, open_: str, close: str, content: Node, empty_ok: bool, depth: int) -> Node:
+        """``open content close`` (content non-empty) or the empty container."""
+        if self.pretty:
+            body = seq(Lit(open_ + "\n" + " " * (self.indent * (depth + 1))), content,
+                       Lit("\n" + " " * (self.indent * depth) + close))
+        else:
+            body = seq(Lit(open_), content, Lit(close))
+        return alt(body, Lit(open_ + close)) if empty_ok else body
+
+    # -- values ---------------------------------------------------------------------------------
+    def value(self, subs: list, depth: int) -> Node:
+        """The language of the conjunction ``subs`` at nesting ``depth``, memoized.
+
+        A result depends on the ``$ref`` targets already expanded on the way here
+        (``Sub.refs``) only through those it follows again (recursion is counted). So it
+        is reused wherever the way here holds none of the targets it followed: a shared
+        definition expanded in many places is compiled once.
+        """
+        targets = [self._bare_ref_target(x) for x in subs]
+        if self.exact_recursion and len(subs) == 1 and targets[0] is not None:
+            ref = self._recursive_ref(subs[0], targets[0], depth)
+            if ref is not None:
+                return ref
+        key = (tuple(_memo_key(x if t is None else t, t is not None) for x, t in zip(subs, targets)), depth)
+        outer = {r for x in subs for r in x.refs}
+        entries = self._values.get(key)
+        if entries is not None:
+            for followed, node, _ in entries:
+                if outer.isdisjoint(followed):
+                    if self.fl.followed:
+                        self.fl.followed[-1] |= followed
+                    return node
+        stack = self.fl.followed
+        stack.append(set())
+        try:
+            node = self._value(subs, depth)
+        finally:
+            followed = stack.pop()
+        if stack:
+            stack[-1] |= followed
+        if outer.isdisjoint(followed):
+            # ``subs`` kept alive with the entry: its ids stay unique
+            self._values.setdefault(key, []).append((frozenset(followed), node, subs))
+        return node
+
+    def _bare_ref_target(self, sub):
+        """The target of ``sub`` when it is a bare ``$ref`` (nothing but annotations beside it), else None."""
+        s = sub.schema
+        if not (isinstance(s, dict) and isinstance(s.get("$ref"), str) and
+                (sub.draft < 2019 or all(k == "$ref" or k in ANNOTATIONS for k in s))):
+            return None
+        try:
+            return self.fl.registry.resolve(sub, s["$ref"])
+        except ResolveError:
+            return None  # the flattener reports it
+
+    def _recursive_ref(self, sub, t, depth: int):
+        """A ``Ref`` when the bare ``$ref`` ``sub`` (to ``t``) leads back into a definition being expanded."""
+        if self.fl.followed:
+            self.fl.followed[-1].add(t.ptr)  # the answer depends on the way here
+        if t.ptr not in sub.refs:
+            return None
+        key = _memo_key(t)
+        if key not in self.rules:
+            self.problems.ok(sub.ptr, "$ref")
+            self.rules[key] = EMPTY  # a reference to itself while it compiles is a Ref too
+            self.rules[key] = self._value([replace(t, refs=(t.ptr,))], depth)
+        return Ref(key)
+
+    def _value(self, subs: list, depth: int) -> Node:
+        if depth > MAX_DEPTH:
+            ptr = subs[0].ptr if subs else ""
+            self.problems.approx(ptr, "", f"nesting deeper than {MAX_DEPTH} levels is rejected")
+            return EMPTY
+        flats = [Flat()]
+        for s in subs:
+            flats = self.fl.conj(flats, self.fl.dnf(s), s.ptr, "allOf")
+            if not flats:
+                return EMPTY
+        return alt(*[self.flat(f, depth) for f in flats])
+
+    def flat(self, f: Flat, depth: int) -> Node:
+        if f.enum is not None:
+            return alt(*[self.literal(v, depth) for v in f.enum if self.accepts(f, v)])
+        parts = []
+        types = f.types
+        excluded = f.not_enum
+        if "null" in types and not any(v is None for v in excluded):
+            parts.append(Lit("null"))
+        if "boolean" in types:
+            for b in (True, False):
+                if not any(v is b for v in excluded):
+                    parts.append(Lit("true" if b else "false"))
+        if types & NUMBER:
+            parts.append(self.number(f))
+        if "string" in types:
+            parts.append(self.string(f))
+        if "array" in types:
+            parts.append(self.array(f, depth))
+        if "object" in types:
+            parts.append(self.object(f, depth))
+        return alt(*parts)
+
+    # -- any JSON value, bounded --------------------------------------------------------------------
+    def any_value(self, r: int, depth: int) -> Node:
+        key = (r, depth if self.pretty else 0)
+        hit = self._any.get(key)
+        if hit is not None:
+            return hit
+        scalars = alt(Lit("null"), Lit("true"), Lit("false"), number_node()[0], ANY_STRING_JSON)
+        node = alt(scalars, self.any_object(r, depth), self.any_array(r, depth))
+        self._any[key] = node
+        return node
+
+    def any_object(self, r: int, depth: int) -> Node:
+        if r <= 0:
+            return Lit("{}")
+        member = seq(ANY_STRING_JSON, self.colon(), self.any_value(r - 1, depth + 1))
+        content = seq(member, star(seq(self.sep(depth + 1), member)))
+        return self.wrap("{", "}", content, True, depth)
+
+    def any_array(self, r: int, depth: int) -> Node:
+        if r <= 0:
+            return Lit("[]")
+        item = self.any_value(r - 1, depth + 1)
+        content = seq(item, star(seq(self.sep(depth + 1), item)))
+        return self.wrap("[", "]", content, True, depth)
+
+    def note_any(self, ptr: str, kw: str) -> None:
+        self.problems.approx(ptr, kw, f"any JSON value is allowed here, nested at most {self.any_depth} levels")
+
+    # -- literals (enum, const) ------------------------------------------------------------------
+    def literal(self, v, depth: int) -> Node:
+        if v is None:
+            return Lit("null")
+        if v is True:
+            return Lit("true")
+        if v is False:
+            return Lit("false")
+        if isinstance(v, (int, float)):
+            try:
+                return number_literal(v, json.dumps(v))
+            except (ValueError, OverflowError, NumberLimit):
+                return Lit(json.dumps(v))
+        if isinstance(v, str):
+            return json_string_literal(v)
+        if isinstance(v, list):
+            if not v:
+                return Lit("[]")
+            items = [self.literal(x, depth + 1) for x in v]
+            content = seq(items[0], *[seq(self.sep(depth + 1), x) for x in items[1:]])
+            return self.wrap("[", "]", content, False, depth)
+        if isinstance(v, dict):
+            if not v:
+                return Lit("{}")
+            members = [seq(json_string_literal(k), self.colon(), self.literal(x, depth + 1)) for k, x in v.items()]
+            content = seq(members[0], *[seq(self.sep(depth + 1), m) for m in members[1:]])
+            return self.wrap("{", "}", content, False, depth)
+        raise TypeError(f"not a JSON value: {v!r}")
+
+    def accepts(self, f: Flat, v) -> bool:
+        """Does the value v satisfy f (its enum aside)? Never True for an invalid value."""
+        try:
+            t = type_atom(v)
+        except TypeError:
+            return False
+        if t not in f.types:
+            return False
+        if any(json_eq(v, w) for w in f.not_enum):
+            return False
+        if t in NUMBER:
+            q = to_fraction(v)
+            if t == "integer" and "integer" not in f.types:
+                return False
+            if f.lo is not None and (q < f.lo or (f.lo_x and q == f.lo)):
+                return False
+            if f.hi is not None and (q > f.hi or (f.hi_x and q == f.hi)):
+                return False
+            if f.mult is not None and (q / f.mult).denominator != 1:
+                return False
+            return True
+        if t == "string":
+            n = len(v)
+            if n < f.min_len or (f.max_len is not None and n > f.max_len):
+                return False
+            data = v.encode("utf-8", "surrogatepass")
+            for p, ptr in f.patterns:
+                try:
+                    if not _pattern_dfa(p).matches(data):
+                        return False
+                except PatternUnsupported as e:
+                    self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
+                    return False
+            for name, ptr in f.formats:
+                if not _format_dfa(name).matches(data):
+                    return False
+            return True
+        if t in ("array", "object") and not f.unconstrained(t):
+            return self._deep_accepts(f, v, t)
+        return True
+
+    def _deep_accepts(self, f: Flat, v, t: str) -> bool:
+        if self._check_compiler is None:
+            self._check_compiler = Compiler(self.fl, strict=self.strict, whitespace="compact",
+                                            any_depth=self.any_depth)
+        g = f.copy()
+        g.enum = None
+        g.types = frozenset({t})
+        node = self._check_compiler.flat(g, 0)
+        try:
+            dfa = ast_to_dfa(node, max_states=20000)
+        except TooLargeError:
+            return False
+        return dfa.matches(json.dumps(v).encode())
+
+    # -- numbers ------------------------------------------------------------------------------------
+    def number(self, f: Flat) -> Node:
+        integer = "nonint" not in f.types
+        nonint = "integer" not in f.types
+        holes = sorted({to_fraction(v) for v in f.not_enum
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        bounds = []
+        for h in holes:
+            if (f.lo is None or h > f.lo or (h == f.lo and not f.lo_x)) and \
+               (f.hi is None or h < f.hi or (h == f.hi and not f.hi_x)):
+                bounds.append(h)
+        parts = []
+        lo, lo_x = f.lo, f.lo_x
+        for h in bounds:
+            parts.append((lo, lo_x, h, True))
+            lo, lo_x = h, True
+        parts.append((lo, lo_x, f.hi, f.hi_x))
+        out = []
+        for a, ax, b, bx in parts:
+            try:
+                node, note = number_node(a, ax, b, bx, integer=integer, multiple_of=f.mult, nonint=nonint)
+            except NumberLimit as e:
+                self.problems.error(f.ptr, "multipleOf", str(e))
+                return EMPTY
+            if note:
+                self.problems.approx(f.ptr, "multipleOf", note)
+            out.append(node)
+        return alt(*out)
+
+    # -- strings --------------------------------------------------------------------------------
+    def string(self, f: Flat) -> Node:
+        content = self.string_content(f)
+        if content is EMPTY:
+            return EMPTY
+        return seq(Lit('"'), encode_content(content), Lit('"'))
+
+    def string_content(self, f: Flat, what: str = "string") -> Node:
+        if f.max_len is not None and f.max_len > self.max_length and f.min_len <= self.max_length:
+            self.problems.approx(f.ptr, "maxLength", f"maxLength {f.max_len} is tracked up to {self.max_length} "
+                                                     "characters: longer strings are rejected")
+            f = f.copy()
+            f.max_len = self.max_length
+        langs = []
+        for p, ptr in f.patterns:
+            try:
+                langs.append((pattern_node(p), ptr))
+            except PatternUnsupported as e:
+                self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
+                return EMPTY
+        for name, ptr in f.formats:
+            langs.append((format_node(name), ptr))
+        words = [w for w in f.not_enum if isinstance(w, str)]
+        if not langs:
+            if words:
+                node = not_in_strings(words, ANY_CHAR_RANGES, f.min_len)
+                node, exact = restrict_length(node, f.min_len, f.max_len)
+                if not exact:
+                    self.problems.approx(f.ptr, "maxLength", "length bound approximated")
+                return node
+            return rep(cls(ANY_CHAR_RANGES), f.min_len, f.max_len)
+        node = self.intersect_langs(langs, f)
+        if node is EMPTY:
+            return EMPTY
+        if f.min_len or f.max_len is not None:
+            node, exact = restrict_length(node, f.min_len, f.max_len)
+            if not exact:
+                self.problems.approx(f.ptr, "maxLength" if f.max_len is not None else "minLength",
+                                     "length bounds combined with a pattern or format: only a subset of the "
+                                     "matching strings is allowed")
+        if words:
+            dfa = ast_to_dfa(node)
+            bad = [w for w in words if dfa.matches(w.encode("utf-8", "surrogatepass"))]
+            if bad:
+                longest = max(len(w) for w in bad)
+                node, _ = restrict_length(node, longest + 1, None)
+                self.problems.approx(f.ptr, "not", "excluded strings: only longer strings are allowed")
+        return node
+
+    def intersect_langs(self, langs: list, f: Flat) -> Node:
+        if len(langs) == 1:
+            return langs[0][0]
+        # keep the languages that contain no other one; two incomparable ones are not supported
+        dfas = [ast_to_dfa(n) for n, _ in langs]
+        keep = []
+        for i, d in enumerate(dfas):
+            if not any(j != i and _subset(dfas[j], d) and (j < i or not _subset(d, dfas[j]))
+                       for j in range(len(dfas))):
+                keep.append(i)
+        if len(keep) == 1:
+            return langs[keep[0]][0]
+        # Not built: no string is allowed here (a subset, reported), rather than failing the schema.
+        ptrs = ", ".join(langs[i][1] for i in keep)
+        self.problems.approx(f.ptr, "pattern", f"several patterns/formats on one string ({ptrs}): their "
+                                               "intersection is not built, such strings are rejected")
+        return EMPTY
+
+    # -- arrays ---------------------------------------------------------------------------------
+    def array(self, f: Flat, depth: int) -> Node:
+        if f.unconstrained("array"):
+            self.note_any(f.ptr, "type")
+            return self.any_array(self.any_depth, depth)
+        lo, hi = f.min_items, f.max_items
+        if hi is not None and hi > self.max_items and lo <= self.max_items:
+            self.problems.approx(f.ptr, "maxItems", f"maxItems {hi} is tracked up to {self.max_items} items: "
+                                                    "longer arrays are rejected")
+            hi = self.max_items
+        item_subs = f.items
+        if f.contains:
+            return self.array_contains(f, depth, lo, hi)
+        item = self.item_value(item_subs, depth + 1, f.ptr)
+        prefix = [self.value(p, depth + 1) for p in f.prefix]
+        if f.unique is not None:
+            finite = self.finite_values(item_subs) if not f.prefix else None
+            if finite is not None and not f.prefix:
+                return self.unique_array(finite, lo, hi, depth, f.unique)
+            if hi is None or hi > 1:
+                hi = 1
+                self.problems.approx(f.unique, "uniqueItems", "items are not from a small finite set: "
+                                                              "arrays of at most one item")
+        if hi is not None and lo > hi:
+            return EMPTY
+        sep = self.sep(depth + 1)
+        k = len(prefix)
+        n = k
+        for i, p in enumerate(prefix):
+            if p is EMPTY:
+                n = i  # no array can reach item i
+                break
+        if hi is not None:
+            n = min(n, hi)
+        if k == 0:
+            if item is EMPTY or hi == 0:
+                return Lit("[]") if lo == 0 else EMPTY
+            first = max(lo, 1)
+            content = seq(item, rep(seq(sep, item), first - 1, None if hi is None else hi - 1))
+            return self.wrap("[", "]", content, lo == 0, depth)
+        if n < k:
+            if lo > n:
+                return EMPTY
+            tail = EPS
+        else:
+            t_lo = max(0, lo - k)
+            t_hi = None if hi is None else hi - k
+            if item is EMPTY:
+                tail = EPS if t_lo == 0 else EMPTY
+            else:
+                tail = rep(seq(sep, item), t_lo, t_hi)
+        if n == 0:
+            return Lit("[]") if lo == 0 else EMPTY
+        chain = seq(prefix[n - 1], tail)
+        for i in reversed(range(n - 1)):
+            rest = seq(sep, chain)
+            chain = seq(prefix[i], rest if i + 1 < lo else opt(rest))
+        return self.wrap("[", "]", chain, lo == 0, depth)
+
+    def item_value(self, subs: list, depth: int, ptr: str) -> Node:
+        if not subs or all(s.schema is True for s in subs):
+            self.note_any(ptr, "items")
+            return self.any_value(self.any_depth - 1, depth)
+        return self.value(subs, depth)
+
+    def finite_values(self, subs: list):
+        """The values allowed by ``subs`` when they are few and listed (enum/const/booleans/null)."""
+        flats = [Flat()]
+        for s in subs:
+            flats = self.fl.conj(flats, self.fl.dnf(s))
+        values = []
+        for f in flats:
+            if f.enum is not None:
+                vals = [v for v in f.enum if self.accepts(f, v)]
+            elif f.types <= {"null", "boolean"}:
+                vals = [v for v in ([None] if "null" in f.types else []) + (
+                    [True, False] if "boolean" in f.types else []) if self.accepts(f, v)]
+            else:
+                return None
+            for v in vals:
+                if not any(json_eq(v, w) and type(v) is type(w) for w in values):
+                    values.append(v)
+        return values
+
+    def unique_array(self, values: list, lo: int, hi, depth: int, ptr: str) -> Node:
+        m = len(values)
+        hi = m if hi is None else min(hi, m)
+        if lo > hi:
+            return EMPTY
+        # distinct values by JSON equality
+        distinct = []
+        for v in values:
+            if not any(json_eq(v, w) for w in distinct):
+                distinct.append(v)
+        m = len(distinct)
+        hi = min(hi, m)
+        count = sum(_perm(m, n) for n in range(lo, hi + 1))
+        sep = self.sep(depth + 1)
+        lits = [self.literal(v, depth + 1) for v in distinct]
+        if count <= MAX_UNIQUE_SEQUENCES:
+            seqs = []
+            for n in range(max(lo, 1), hi + 1):
+                for perm in permutations(range(m), n):
+                    seqs.append(seq(lits[perm[0]], *[seq(sep, lits[i]) for i in perm[1:]]))
+            return self.wrap("[", "]", alt(*seqs), lo == 0, depth)
+        self.problems.approx(ptr, "uniqueItems", "items in the order the schema lists them")
+        return self.wrap("[", "]", self.join([(x, False) for x in lits], sep, max(lo, 1), hi), lo == 0, depth)
+
+    def array_contains(self, f: Flat, depth: int, lo: int, hi: int | None) -> Node:
+        """Arrays of ``lo``..``hi`` items of which ``minContains``..``maxContains`` match ``contains``.
+
+        The items are read by a small automaton over (items so far, matches so far), each
+        count saturating where it stops mattering; written as nested alternatives, with a
+        loop where a state repeats. Without ``maxContains`` any item may be skipped over;
+        with it, the items that do not match are the items' schema and ``not contains``.
+        Items that match are evaluated, so ``unevaluatedItems`` applies only to the others.
+        """
+        if len(f.contains) > 1 or f.prefix or f.unique is not None:
+            self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems or "
+                                                   "another contains is not supported")
+            return EMPTY
+        sub, cmin, cmax, ptr = f.contains[0]
+        if cmax is not None and cmax < cmin or hi is not None and lo > hi or hi is not None and cmin > hi:
+            return EMPTY
+        if max(lo, cmin, cmax or 0, hi or 0) > 64:
+            self.problems.error(ptr, "contains", "contains with counts above 64 (minItems, maxItems, "
+                                                 "minContains, maxContains) is not supported")
+            return EMPTY
+        item = self.item_value(f.items, depth + 1, f.ptr)
+        if f.uneval_items:  # what ``contains`` matches is evaluated: unevaluatedItems does not apply
+            hit = self.value([sub], depth + 1)
+            item = alt(hit, item)
+        else:
+            hit = self.value(f.items + [sub], depth + 1)
+        if cmax is None:
+            miss = item
+        else:
+            miss = self.value(f.items + [replace(sub, schema=Neg(sub))], depth + 1)
+        sep = self.sep(depth + 1)
+        memo: dict = {}
+
+        def rest(c: int, h: int) -> Node:
+            """What may follow ``c`` items with ``h`` matches (each further item after a separator)."""
+            key = (c, h)
+            got = memo.get(key)
+            if got is not None:
+                return got
+            done = EPS if c >= lo and h >= cmin else EMPTY
+            nc = c + 1 if hi is not None or c < lo else c
+            nh = h + 1 if cmax is not None or h < cmin else h
+            can_hit = cmax is None or h < cmax
+            # Each step raises a count, except where one has saturated: that state loops.
+            if hi is not None and c >= hi:
+                node = done
+            elif (nc, h) == key and (not can_hit or (nc, nh) == key):
+                # only loops left: any number of further items (matches, too, when they are free)
+                node = seq(star(seq(sep, item if can_hit else miss)), done)
+            elif (nc, h) == key:  # more items that are not counted as matches, then a match
+                node = seq(star(seq(sep, miss)), alt(done, seq(sep, hit, rest(nc, nh))) if can_hit else done)
+            else:
+                node = alt(done, seq(sep, miss, rest(nc, h)), seq(sep, hit, rest(nc, nh)) if can_hit else EMPTY)
+            memo[key] = node
+            return node
+
+        # the first item has no separator before it
+        c1 = 1 if hi is not None or lo > 0 else 0
+        first = [seq(miss, rest(c1, 0))]
+        if cmax is None or cmax > 0:
+            first.append(seq(hit, rest(c1, 1 if cmax is not None or cmin > 0 else 0)))
+        content = alt(*first) if hi is None or hi > 0 else EMPTY
+        if content is EMPTY:
+            return Lit("[]") if lo == 0 and cmin == 0 else EMPTY
+        return self.wrap("[", "]", content, lo == 0 and cmin == 0, depth)
+
+    # -- objects --------------------------------------------------------------------------------
+    def object(self, f: Flat, depth: int) -> Node:
+        P = self.problems
+        if f.unconstrained("object") and not f.has_additional:
+            self.note_any(f.ptr, "type")
+            return self.any_object(self.any_depth, depth)
+        if f.has_additional:
+            additional = f.additional
+        elif self.strict and (f.props or f.patprops or f.required):
+            additional = [FALSE]
+        else:
+            additional = []
+        names = list(f.props) + [r for r in f.required if r not in f.props]
+        name_flats = None
+        if f.prop_names:
+            name_flats = self.fl._conj_subs(f.prop_names)
+        g = f.copy()
+        g.additional = additional
+        entries = []
+        d1 = depth + 1
+        for name in names:
+            required = name in f.required
+            if name_flats is not None and not any(self._name_ok(nf, name) for nf in name_flats):
+                if required:
+                    return EMPTY
+                continue
+            subs = self.fl.schema_for(g, name)
+            v = self.item_value(subs, d1, f.ptr) if not subs else self.value(subs, d1)
+            if v is EMPTY:
+                if required:
+                    return EMPTY
+                continue
+            entries.append((seq(json_string_literal(name), self.colon(), v), required))
+        extras = self.extras(f, g, additional, names, name_flats, d1)
+        sep = self.sep(d1)
+        slots = entries + ([(extras, None)] if extras is not EMPTY else [])
+        lo, hi = f.min_props, f.max_props
+        content = self.join(slots, sep, lo, hi)
+        empty_ok = content is EMPTY or _nullable_join(slots, lo)
+        if content is EMPTY:
+            return Lit("{}") if empty_ok and lo == 0 else EMPTY
+        return self.wrap("{", "}", content, empty_ok and lo == 0, depth)
+
+    def _name_ok(self, nf: Flat, name: str) -> bool:
+        if "string" not in nf.types:
+            return False
+        if nf.enum is not None:
+            return any(json_eq(name, v) for v in nf.enum) and self.accepts(nf, name)
+        return self.accepts(nf, name)
+
+    def extras(self, f: Flat, g: Flat, additional: list, names: list, name_flats, d1: int) -> Node:
+        """Entries for the properties not listed: pattern properties, then additional ones."""
+        P = self.problems
+        parts = []
+        pattern_subs = [s for _, _, ss in f.patprops for s in ss]
+        for i, (p, ptr, subs) in enumerate(f.patprops):
+            if name_flats is not None:
+                P.approx(ptr, "patternProperties", "with propertyNames: no other property may match it")
+                continue
+            try:
+                key = pattern_node(p)
+                dfa = _pattern_dfa(p)
+            except PatternUnsupported as e:
+                P.error(ptr, "patternProperties", str(e))
+                continue
+            clash = [n for n in names if dfa.matches(n.encode("utf-8", "surrogatepass"))]
+            if clash:
+                key, _ = restrict_length(key, max(len(n) for n in clash) + 1, None)
+                P.approx(ptr, "patternProperties", "keys matching a listed property name must be longer "
+                                                   "than those names")
+            # a key may match several patterns: its value must satisfy each that may apply
+            value_subs = list(subs)
+            for j, (q, qptr, qsubs) in enumerate(f.patprops):
+                if j != i:
+                    try:
+                        overlap = dfa_intersects(dfa, _pattern_dfa(q)) is not None
+                    except PatternUnsupported:
+                        overlap = True
+                    if overlap:
+                        value_subs += qsubs
+            v = self.value(value_subs, d1)
+            if v is not EMPTY and key is not EMPTY:
+                parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
+        # additional properties: keys outside the listed names (and, conservatively, values that
+        # also satisfy every pattern property's schema, since the key may match a pattern)
+        a_flats = self.fl._conj_subs(additional) if additional else [Flat()]
+        if a_flats:
+            key = self.additional_key(f, names, name_flats)
+            if key is not EMPTY:
+                subs = list(additional) + pattern_subs
+                if pattern_subs:
+                    P.approx(f.ptr, "additionalProperties", "values of other properties must also satisfy "
+                                                            "every patternProperties schema")
+                if not subs or all(s.schema is True for s in subs):
+                    if not f.has_additional:
+                        self.problems.approx(f.ptr, "additionalProperties", "properties not listed may hold any "
+                                             f"JSON value nested at most {self.extra_depth} levels")
+                        v = self.any_value(self.extra_depth, d1)
+                    else:
+                        self.note_any(f.ptr, "additionalProperties")
+                        v = self.any_value(self.any_depth - 1, d1)
+                else:
+                    v = self.value(subs, d1)
+                if v is not EMPTY:
+                    parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
+        return alt(*parts)
+
+    def additional_key(self, f: Flat, names: list, name_flats) -> Node:
+        if name_flats is None:
+            return not_in_strings(names) if names else ANY_STRING
+        keys = []
+        for nf in name_flats:
+            if "string" not in nf.types:
+                continue
+            if nf.enum is not None:
+                keys += [Lit(v) if v else EPS for v in nf.enum
+                         if isinstance(v, str) and v not in names and self.accepts(nf, v)]
+                continue
+            content = self.string_content(nf, "propertyNames")
+            if content is EMPTY:
+                continue
+            if names:
+                dfa = ast_to_dfa(content)
+                clash = [n for n in names if dfa.matches(n.encode("utf-8", "surrogatepass"))]
+                if clash:
+                    if content_is_any(nf):
+                        content = not_in_strings(names, ANY_CHAR_RANGES, nf.min_len)
+                        content, _ = restrict_length(content, nf.min_len, nf.max_len)
+                    else:
+                        content, _ = restrict_length(content, max(len(n) for n in clash) + 1, None)
+                        self.problems.approx(f.ptr, "propertyNames", "other keys must be longer than the "
+                                                                     "listed property names")
+            keys.append(content)
+        return alt(*keys)
+
+    # -- joining members with separators ------------------------------------------------------------
+    def join(self, slots: list, sep: Node, lo: int = 0, hi=None) -> Node:
+        """Members in order, separated by ``sep``; each slot is (node, required) where required is
+        True, False (optional) or None (repeatable, any number); total count in lo..hi."""
+        n_max = sum(1 for _, r in slots if r is not None) + (0 if all(r is not None for _, r in slots) else 10**9)
+        n_req = sum(1 for _, r in slots if r is True)
+        if hi is not None and hi < n_req:
+            return EMPTY
+        if lo <= n_req and (hi is None or hi >= n_max):
+            return self._join_free(slots, sep)
+        if hi is not None and hi >= n_max:
+            hi = None
+        return self._join_counted(slots, sep, lo, hi)
+
+    def _join_free(self, slots, sep) -> Node:
+        nonempty = EMPTY  # some member already written
+        can_empty = True
+        for node, req in slots:
+            if req is True:
+                nonempty = alt(seq(nonempty, sep, node), node if can_empty else EMPTY)
+                can_empty = False
+            elif req is False:
+                nonempty = alt(seq(nonempty, opt(seq(sep, node))), node if can_empty else EMPTY)
+            else:
+                nonempty = seq(alt(nonempty, node if can_empty else EMPTY), star(seq(sep, node)))
+        return nonempty  # the empty case is the caller's (empty container)
+
+    def _join_counted(self, slots, sep, lo, hi) -> Node:
+        cap = max(lo, hi if hi is not None else 0)
+        if cap > 64:
+            self.problems.approx("", "maxProperties", "member counts above 64 are not tracked: at most 64")
+            hi = 64 if hi is None or hi > 64 else hi
+            lo = min(lo, 64)
+            cap = 64
+        # by[c]: strings with exactly c members (at least c when c == cap and hi is None)
+        by = {0: EPS}
+        final = []
+        for node, req in slots:
+            if req is None:  # the repeatable slot comes last: finish here
+                for c, prev in by.items():
+                    if c >= max(lo, 1) and (hi is None or c <= hi):
+                        final.append(prev)
+                    jmin = max(1, lo - c)
+                    jmax = None if hi is None else hi - c
+                    if jmax is not None and jmax < jmin:
+                        continue
+                    first = node if c == 0 else seq(sep, node)
+                    final.append(seq(prev, first, rep(seq(sep, node), jmin - 1,
+                                                      None if jmax is None else jmax - 1)))
+                return alt(*final)
+            new: dict = {}
+            for c, prev in by.items():
+                step = node if c == 0 else seq(sep, node)
+                options = [(c + 1, seq(prev, step))] if req else [(c, prev), (c + 1, seq(prev, step))]
+                for k, x in options:
+                    if hi is None:
+                        k = min(k, cap)
+                    elif k > hi:
+                        continue
+                    new[k] = alt(new.get(k, EMPTY), x)
+            by = new
+        return alt(*[x for c, x in by.items() if c >= max(lo, 1)])
+
+
+def _memo_key(sub, via_ref: bool = False) -> tuple:
+    """What ``sub``'s language depends on, but ``Sub.refs``; ``via_ref``: reached by a bare ``$ref``."""
+    return (id(sub.schema), sub.ptr, sub.base, sub.draft) + (("$ref",) if via_ref else ())
+
+
+def _nullable_join(slots, lo) -> bool:
+    return lo == 0 and all(r is not True for _, r in slots)
+
+
+def content_is_any(nf: Flat) -> bool:
+    return not nf.patterns and not nf.formats and not nf.not_enum
+
+
+def _subset(a, b) -> bool:
+    """L(a) ⊆ L(b) for byte DFAs."""
+    import numpy as np
+
+    start = (0, 0)
+    seen = {start}
+    queue = [start]
+    ta, tb = a.transitions, b.transitions
+    while queue:
+        x, y = queue.pop()
+        if a.accepting[x] and (y < 0 or not b.accepting[y]):
+            return False
+        ra = ta[x]
+        for byte in np.flatnonzero(ra >= 0):
+            nx = int(ra[byte])
+            ny = int(tb[y, byte]) if y >= 0 else -1
+            if (nx, ny) not in seen:
+                seen.add((nx, ny))
+                queue.append((nx, ny))
+    return True
+
+
+def _perm(m: int, n: int) -> int:
+    out = 1
+    for i in range(n):
+        out *= m - i
+    return out
+
+
+_format_dfas: dict = {}
+
+
+def _format_dfa(name: str):
+    d = _format_dfas.get(name)
+    if d is None:
+        d = _format_dfas[name] = ast_to_dfa(format_node(name))
+    return d

@@ -1,0 +1,403 @@
+"""JSON Schema → regular expression → Index.
+
+    from localguide.json_schema import compile_json_schema
+    index = compile_json_schema({"type": "object", "properties": {...}}, model.vocabulary)
+
+``schema`` may be a dict (or bool), a JSON string, or a Pydantic model class. The
+schema is compiled to an ECMA-262 pattern (``schema_to_regex``) whose automaton is
+then built directly from the compiler's own AST (same language as
+``localguide.regex.regex_to_dfa(pattern)``, much faster on large patterns) and
+indexed over the vocabulary, through the disk cache keyed by the pattern.
+
+Everything accepted is valid for the schema. Where the schema's language is not
+regular (deep nesting, recursion) or a keyword is only partly expressible, a subset
+is accepted and ``inspect_schema`` reports the keyword as ``approximated``. A
+keyword that cannot be honoured raises ``UnsupportedSchemaError`` listing each one
+with its JSON pointer; nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..errors import LocalguideError
+from ..regex.ast import EMPTY, Node, to_regex
+from .compiler import Compiler
+from .flat import ANNOTATIONS, VALIDATION, Flattener, Problems
+from .resolve import DEFAULT_BASE, SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, Registry, escape
+
+__all__ = ["SchemaError", "UnsupportedSchemaError", "CompiledSchema", "compile_json_schema", "schema_to_regex",
+           "schema_to_ast", "schema_dfa", "build_dfa", "inspect_schema", "format_inspection"]
+
+
+class SchemaError(LocalguideError, ValueError):
+    """A schema that cannot be compiled: invalid, unsupported, or matching no document."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """Keywords that cannot be enforced. ``problems`` lists (JSON pointer, keyword, reason)."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]):
+        self.problems = list(problems)
+        lines = [f"  {_where(p, k)}: {r}" for p, k, r in self.problems]
+        super().__init__(f"the schema uses {len(self.problems)} unsupported construct(s):\n" + "\n".join(lines))
+
+
+def _where(ptr: str, kw: str) -> str:
+    p = f"{ptr}/{escape(kw)}" if kw else ptr
+    return "#" + p if not p.startswith("http") else p
+
+
+@dataclass
+class CompiledSchema:
+    """The compiled form: the AST, its pattern, and what was approximated."""
+
+    node: Node
+    approximated: list = field(default_factory=list)  # (pointer, keyword, reason)
+    status: dict = field(default_factory=dict)
+    _regex: str | None = None
+    rules: dict = field(default_factory=dict)  # Ref key -> node (exact recursion: a grammar, not a regex)
+
+    @property
+    def regex(self) -> str:
+        if self._regex is None:
+            self._regex = to_regex(self.node)
+        return self._regex
+
+
+def _load(schema):
+    if isinstance(schema, (bytes, bytearray)):
+        schema = schema.decode("utf-8")
+    if isinstance(schema, str):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"the schema is not valid JSON: {e}") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    if hasattr(schema, "json_schema") and callable(schema.json_schema):  # pydantic TypeAdapter
+        return schema.json_schema()
+    if isinstance(schema, (dict, bool)):
+        return schema
+    raise SchemaError(f"a schema must be a dict, a JSON string or a Pydantic model class, not {type(schema).__name__}")
+
+
+DEFAULT_MAX_STATES = 30_000
+# With a grammar engine, an AST of more than this many positions per state of the budget
+# goes to the grammar route without an automaton attempt (``build_automaton``).
+GRAMMAR_POSITIONS = 100
+# Successive approximations when the automaton would exceed the state budget.
+_LEVELS = (
+    {},
+    {"any_depth": 2, "extra_depth": 1, "max_length": 64, "max_items": 16, "max_recursion": 2},
+    {"any_depth": 1, "extra_depth": 0, "max_length": 32, "max_items": 8, "max_recursion": 1},
+)
+
+
+def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int | None = 3,
+                  any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
+                  resources: dict | None = None, _problems: Problems | None = None) -> CompiledSchema:
+    """Compile ``schema`` to the regex AST (options as ``compile_json_schema``)."""
+    doc = _load(schema)
+    problems = _problems or Problems()
+    registry = Registry()
+    for uri, res in (resources or {}).items():
+        registry.add_document(res, uri, uri + "#", 2020)
+    root = registry.add_document(doc, DEFAULT_BASE, "", 2020)
+    exact = max_recursion is None
+    if exact and whitespace != "compact":
+        raise SchemaError("exact recursion (max_recursion=None) needs whitespace='compact': pretty output "
+                          "indents each level differently")
+    # With exact recursion, only a $ref merged with other keywords is still expanded (3 levels).
+    flattener = Flattener(registry, problems, max_recursion=3 if exact else max_recursion)
+    compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
+                        extra_depth=extra_depth, max_length=max_length, max_items=max_items,
+                        exact_recursion=exact)
+    try:
+        node = compiler.value([root], 0)
+    except RecursionError:
+        raise SchemaError("the schema nests too deeply to compile") from None
+    if problems.unsupported and _problems is None:
+        raise UnsupportedSchemaError(problems.unsupported)
+    if node is EMPTY and _problems is None:
+        raise SchemaError("no JSON document satisfies this schema" + (
+            " within the nesting limits" if problems.approximated else ""))
+    return CompiledSchema(node, list(problems.approximated), dict(problems.status), rules=compiler.rules)
+
+
+def schema_to_regex(schema, **options) -> str:
+    """The ECMA-262 pattern of the JSON documents that ``schema`` accepts (options as ``compile_json_schema``)."""
+    compiled = schema_to_ast(schema, **options)
+    if compiled.rules:
+        raise SchemaError("with exact recursion this schema is a grammar, not a regular expression")
+    size = pattern_length(compiled.node)
+    if size > MAX_PATTERN:
+        raise SchemaError(f"the pattern would be {size} characters long (more than {MAX_PATTERN})")
+    return compiled.regex
+
+
+def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
+    """(ByteDFA, CompiledSchema) for ``schema``; when the automaton would exceed ``max_states``,
+    the bounds of ``_LEVELS`` are tightened (noted as approximations) before giving up."""
+    dfa, cfg, compiled = build_automaton(schema, max_states=max_states, grammar=False, **options)
+    return dfa, compiled
+
+
+def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bool = True, **options):
+    """(ByteDFA or None, CFG or None, CompiledSchema): how ``schema`` is best enforced.
+
+    The DFA of the full bounds when it fits ``max_states``; else, with ``grammar``, the
+    grammar of the same language (``jsonschema_grammar``): exact, where tighter bounds
+    would approximate; else the DFA of tightened bounds (``_LEVELS``). SchemaError when
+    nothing fits.
+    """
+    from ..regex.ast_dfa import Builder, TooLargeError
+    from .to_grammar import sizes
+
+    doc = _load(schema)
+    full = None  # the AST of the full bounds, when already compiled
+    if options.get("max_recursion", 3) is None:
+        full = schema_to_ast(doc, **options)
+        if full.rules:  # recursion found: a grammar
+            if not grammar:
+                raise SchemaError("with exact recursion (max_recursion=None) this schema needs the grammar "
+                                  "engine: use compile_json_schema")
+            cfg = _grammar(full)
+            if cfg is None:
+                raise SchemaError("no JSON document satisfies this schema")
+            return None, cfg, full
+        # No recursion: that AST is the one of max_recursion=3, which the levels below tighten.
+        options = dict(options, max_recursion=3)
+    last = None
+    for level in _LEVELS:
+        opts = dict(options)
+        for k, v in level.items():
+            opts[k] = min(v, opts.get(k, v)) if opts.get(k) is not None else v
+        compiled = full if (full is not None and not level) else schema_to_ast(doc, **opts)
+        if grammar and not level:
+            # Hopeless automata are not even tried: on MaskBench, none of more than 3 million
+            # positions (characters, repetitions expanded) fitted 30,000 states.
+            size = sizes(compiled.node)
+            if size[id(compiled.node)] > GRAMMAR_POSITIONS * max_states:
+                cfg = _grammar(compiled, size=size)
+                if cfg is not None:
+                    return None, cfg, compiled
+        # With the grammar to fall back on, a hopeless automaton is given up early.
+        builder = Builder(compiled.node, max_states, give_up=2.0 if grammar and not level else None)
+        try:
+            dfa = builder.dfa(compiled.node)
+        except TooLargeError as e:
+            last = e
+            if grammar and not level:
+                cfg = _grammar(compiled, builder)
+                if cfg is not None:
+                    return None, cfg, compiled
+            continue
+        if level:
+            compiled.approximated.append(("", "", "the automaton was too large: nesting, lengths and counts "
+                                                  f"bounded by {level}"))
+        return dfa, None, compiled
+    raise SchemaError(f"the schema's automaton is too large ({last})"
+                      + ("" if grammar else "; a grammar-based engine is needed"))
+
+
+def _grammar(compiled, builder=None, size=None):
+    """The normalized CFG of a compiled schema, or None when it has no sentence (``builder``,
+    ``size``: see ``ast_to_cfg``)."""
+    from ..grammar.cfg import normalize
+    from ..grammar.errors import GrammarError
+    from .to_grammar import ast_to_cfg
+
+    try:
+        return normalize(ast_to_cfg(compiled.node, compiled.rules, builder=builder, size=size))
+    except GrammarError:
+        return None
+
+
+def schema_dfa(schema, **options):
+    """The byte DFA of ``schema`` (built from the AST, without pattern text)."""
+    return build_dfa(schema, **options)[0]
+
+
+def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace: str = "compact",
+                        max_recursion: int | None = 3, any_depth: int = 3, max_length: int = 128,
+                        max_items: int = 32, resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES,
+                        lazy: bool | None = None):
+    """The Index of the JSON documents valid for ``schema``, over ``vocabulary`` (cached on disk).
+
+    A large schema not yet in the cache gives a ``LazyIndex`` (``localguide.lazy``): its
+    guides answer at once, state by state, while the whole Index is built and cached in
+    the background (``.index()`` waits for it). ``lazy``: True or False forces the choice;
+    None (the default) makes it for automata of more than ``LAZY_STATES`` states. A schema
+    on the grammar route (below) is lazy unless ``lazy`` is False: its subterminal trees
+    are built when first needed, the rest in the background (``localguide.cache.flush()``
+    waits for them and the cache file).
+
+    ``strict``: objects that list properties allow no others unless the schema says so
+    (``additionalProperties`` defaults to false). ``whitespace``: ``"compact"`` (one
+    optional space after ``,`` and ``:``) or ``"pretty"`` (``json.dumps(x, indent=2)``).
+    ``max_recursion``: how deep a recursive ``$ref`` is expanded (None: exactly, to any depth,
+    by the grammar engine: a bare ``$ref`` back into a definition is a rule); ``any_depth``: how deep
+    a value left free by the schema may nest; ``max_length``/``max_items``: the largest
+    ``maxLength``/``maxItems`` tracked exactly (larger bounds are lowered to these).
+    ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:
+    the automaton budget; past it the schema goes to the grammar engine (a ``GrammarIndex``,
+    see ``build_automaton``). Python's cycle collector is paused while it compiles
+    (``localguide.gcpause``).
+
+    Raises ``UnsupportedSchemaError`` (listing every keyword that cannot be honoured,
+    with its JSON pointer) or ``SchemaError``.
+    """
+    from ..gcpause import paused
+
+    with paused():
+        return _compile_json_schema(schema, vocabulary, strict=strict, whitespace=whitespace,
+                                    max_recursion=max_recursion, any_depth=any_depth, max_length=max_length,
+                                    max_items=max_items, resources=resources, max_states=max_states, lazy=lazy)
+
+
+def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursion, any_depth, max_length,
+                         max_items, resources, max_states, lazy):
+    from .. import cache
+    from ..index import Index
+    from ..index.lazy import LazyIndex, lazy_possible
+
+    doc = _load(schema)
+    options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
+                   max_length=max_length, max_items=max_items, resources=resources)
+    try:
+        key = json.dumps({"schema": doc, "options": {k: v for k, v in options.items()}, "max_states": max_states},
+                         sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        schema_to_ast(doc, **options)  # the schema's own error, if it has one
+        raise SchemaError("the schema (or resources) cannot be written as JSON") from None
+    # A cached index (the automaton's or the grammar's) is served without compiling the schema
+    # again: an error would have kept it from being stored. On a miss, build_automaton raises
+    # the schema's errors.
+    description = "JSON schema"
+    from ..grammar.compiled import FORMAT as ARRAYS_FORMAT
+
+    grammar_path = cache.key_path("json_schema_grammar", f"{GRAMMAR_FORMAT}.{ARRAYS_FORMAT}", key,
+                                  vocabulary.fingerprint)
+    if cache.available(grammar_path):  # a corrupt file is rebuilt
+        return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
+                              vocabulary, description, lazy is not False)
+    if cache.available(Index.cache_path("json_schema", key, vocabulary)):
+        return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
+                            vocabulary, description)
+    dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
+    if cfg is not None:
+        return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False)
+    if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \
+            not lazy_possible(dfa, vocabulary):
+        return Index.cached("json_schema", key, lambda: dfa, vocabulary, description)
+    return LazyIndex(dfa, vocabulary, lambda: Index.cached("json_schema", key, lambda: dfa, vocabulary, description),
+                     description)
+
+
+LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
+GRAMMAR_FORMAT = 1
+
+
+def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):
+    """The grammar engine's index of ``make_cfg()``, from the disk cache at ``path`` when there."""
+    from ..grammar.sources import cached_index
+
+    def cfg():
+        got = make_cfg()
+        if got is None:  # not expected: the cache key holds the library version
+            raise SchemaError("this schema's cached grammar no longer applies; clear the cache")
+        return got
+
+    return cached_index(path, cfg, vocabulary, description, lazy)
+
+
+MAX_PATTERN = 50_000_000
+
+
+def pattern_length(node) -> int:
+    """The length of ``to_regex(node)`` (about), computed without writing it."""
+    from ..regex.ast import Alt, Cls, Lit, Rep, Seq
+
+    memo: dict[int, int] = {}
+
+    def go(n) -> int:
+        k = id(n)
+        if k in memo:
+            return memo[k]
+        if isinstance(n, Lit):
+            r = 2 * len(n.text)
+        elif isinstance(n, Cls):
+            r = 8 * len(n.ranges) + 2
+        elif isinstance(n, (Seq, Alt)):
+            r = sum(go(x) for x in n.items) + 4 + len(n.items)
+        elif isinstance(n, Rep):
+            r = go(n.item) + 10
+        else:
+            r = 10
+        memo[k] = r
+        return r
+
+    return go(node)
+
+
+# -- inspection ---------------------------------------------------------------------------------
+
+def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
+    """(JSON pointer, keyword, status) for every keyword of the schema, in document order.
+
+    Status: ``enforced``, ``approximated`` (a subset of the valid documents is accepted),
+    ``unsupported`` (compiling raises), or ``annotation`` (no effect on validity).
+    """
+    doc = _load(schema)
+    problems = Problems()
+    try:
+        schema_to_ast(doc, _problems=problems, **options)
+    except RecursionError:
+        problems.error("", "", "the schema nests too deeply")
+    out = []
+    seen = set()
+    for ptr, kw in _keywords(doc, ""):
+        status = problems.status.get((ptr, kw))
+        if status is None:
+            status = _static_status(kw)
+        out.append((_where(ptr, kw), kw, status))
+        seen.add((ptr, kw))
+    for (ptr, kw), status in problems.status.items():
+        if (ptr, kw) not in seen and kw:
+            out.append((_where(ptr, kw), kw, status))
+    return out
+
+
+def _static_status(kw: str) -> str:
+    if kw in ANNOTATIONS or kw not in VALIDATION:
+        return "annotation"
+    if kw in ("$dynamicRef", "$recursiveRef"):
+        return "unsupported"
+    return "enforced"  # a keyword the compiler never reached (e.g. in an unused $defs entry)
+
+
+def _keywords(s, ptr: str):
+    if not isinstance(s, dict):
+        return
+    for k, v in s.items():
+        yield ptr, k
+        if k in SCHEMA_MAP_KEYWORDS and isinstance(v, dict):
+            for name, sub in v.items():
+                yield from _keywords(sub, f"{ptr}/{escape(k)}/{escape(name)}")
+        elif k in SCHEMA_LIST_KEYWORDS and isinstance(v, list):
+            for i, sub in enumerate(v):
+                yield from _keywords(sub, f"{ptr}/{escape(k)}/{i}")
+        elif k in SCHEMA_KEYWORDS and isinstance(v, dict):
+            yield from _keywords(v, f"{ptr}/{escape(k)}")
+
+
+def format_inspection(rows) -> str:
+    """``inspect_schema`` rows as an aligned text table (for the CLI)."""
+    rows = list(rows)
+    if not rows:
+        return "(no keywords)"
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    return "\n".join(f"{p:<{w1}}  {k:<{w2}}  {s}" for p, k, s in rows)

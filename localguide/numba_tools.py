@@ -1,0 +1,140 @@
+"""Small numba helpers shared by the kernels of every subsystem.
+
+Growing buffers, work arrays held without reference counting (``_work``), raw
+pointers (``_voidptr``), bit tricks and integer sorts. Nothing here knows about
+vocabularies, automata or grammars.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, np.int32)
+for _i in range(64):
+    _DEBRUIJN_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58] = _i
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``, what kernels are given: a cache file's arrays are mapped
+    read-only, and numba compiles (or loads, some 10 ms) a specialization for each type."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+
+@njit(cache=True)
+def _lowest_bit(w):
+    """Index of the lowest set bit of the uint64 ``w`` (non-zero)."""
+    return _DEBRUIJN_INDEX[((w & (~w + np.uint64(1))) * _DEBRUIJN) >> np.uint64(58)]
+
+
+@njit(cache=True)
+def _grow(a, n):
+    """A 1-D array twice as long (at least 16) holding ``a[:n]``; the rest is unset."""
+    b = np.empty(max(2 * len(a), 16), a.dtype)
+    b[:n] = a[:n]
+    return b
+
+
+# Work arrays. numba counts references to an array variable that a loop may reassign (a
+# buffer that grows) at every iteration of that loop, atomically: most of the time of the
+# tree walks (masks, and the subterminal trees of a compile). A kernel allocates such
+# buffers into a list ``keep`` (one per dtype), which holds them for the call, and works on
+# views without a count; it clears ``keep`` after its last use of the views, and returns
+# copies, never the views.
+
+
+@njit(cache=True, inline="always")
+def _bare(a):
+    """A view of ``a`` without reference counting: valid only while the caller holds ``a``."""
+    return carray(_voidptr(a.ctypes.data), a.shape, a.dtype)
+
+
+@njit(cache=True, inline="always")
+def _work(keep, n):
+    """A new 1-D work array of ``n`` entries of ``keep``'s dtype, held by ``keep``."""
+    a = np.empty(n, keep[0].dtype)
+    keep.append(a)
+    return _bare(a)
+
+
+@njit(cache=True, inline="always")
+def _work2(keep, rows, cols):
+    """A new 2-D work array (``rows`` × ``cols``, all -1) of ``keep``'s dtype, held by ``keep``."""
+    a = np.full((rows, cols), -1, keep[0].dtype)
+    keep.append(a)
+    return _bare(a)
+
+
+@njit(cache=True, inline="always")
+def _work_grown(keep, a, n):
+    """``_grow(a, n)`` as a ``_work`` array."""
+    b = _work(keep, max(2 * len(a), 16))
+    b[:n] = a[:n]
+    return b
+
+
+@intrinsic
+def _voidptr(typingctx, address):
+    """An integer address as a ``void*`` that ``numba.carray`` accepts."""
+    sig = types.voidptr(address)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def _counting_order(keys, n_keys, perm):
+    """Stable reordering of ``perm`` by ``keys[perm]`` (values in ``[0, n_keys)``)."""
+    count = np.zeros(n_keys + 1, np.int64)
+    for i in range(len(perm)):
+        count[keys[perm[i]] + 1] += 1
+    for k in range(n_keys):
+        count[k + 1] += count[k]
+    out = np.empty(len(perm), np.int64)
+    for i in range(len(perm)):
+        k = keys[perm[i]]
+        out[count[k]] = perm[i]
+        count[k] += 1
+    return out
+
+
+@njit(cache=True)
+def _radix_sort(a, bound):
+    """``a`` (ints in ``0..bound-1``) sorted: LSD radix sort, 11 bits a pass.
+
+    Cheaper than ``np.sort`` here, and loading numba's cached ``np.sort`` costs half a
+    second per process.
+    """
+    out = a.copy()
+    tmp = np.empty_like(a)
+    counts = np.zeros(2049, np.int64)
+    shift = 0
+    while (bound - 1) >> shift > 0:
+        counts[:] = 0
+        for i in range(len(out)):
+            counts[((out[i] >> shift) & 2047) + 1] += 1
+        for k in range(2048):
+            counts[k + 1] += counts[k]
+        for i in range(len(out)):
+            d = (out[i] >> shift) & 2047
+            tmp[counts[d]] = out[i]
+            counts[d] += 1
+        out, tmp = tmp, out
+        shift += 11
+    return out
+
+
+@njit(cache=True, inline="always")
+def _popcount(w):
+    w = w - ((w >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    w = (w & np.uint64(0x3333333333333333)) + ((w >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    w = (w + (w >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (w * np.uint64(0x0101010101010101)) >> np.uint64(56)

@@ -1,0 +1,404 @@
+"""A small regular-expression AST over characters, used by the JSON Schema compiler.
+
+Nodes are immutable: ``Lit`` (a literal string), ``Cls`` (a set of code points as
+sorted ranges), ``Seq``, ``Alt``, ``Rep`` (bounded or unbounded repetition) and the
+two constants ``EMPTY`` (matches nothing) and ``EPS`` (matches only ""). The smart
+constructors ``seq``, ``alt``, ``rep``, ``opt`` simplify as they build, so a branch
+that became impossible (a recursion cut off, a ``false`` schema) disappears.
+
+``to_regex`` writes a node as an ECMA-262 pattern that ``localguide.regex`` accepts;
+``ast_dfa`` turns the same node into a byte DFA without going through text.
+"""
+
+from __future__ import annotations
+
+
+MAX_CP = 0x10FFFF
+
+
+class Node:
+    __slots__ = ()
+
+
+class _Empty(Node):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EMPTY"
+
+
+class Lit(Node):
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Lit({self.text!r})"
+
+
+class Cls(Node):
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: tuple):
+        self.ranges = ranges
+
+    def __repr__(self) -> str:
+        return f"Cls({self.ranges!r})"
+
+
+class Seq(Node):
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple):
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"Seq{self.items!r}"
+
+
+class Alt(Node):
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple):
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"Alt{self.items!r}"
+
+
+class Ref(Node):
+    """The value of a recursive definition, compiled once (``CompiledSchema.rules[key]``).
+
+    Only the grammar route (``jsonschema_grammar``) reads it: there it is a nonterminal.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Ref({self.key!r})"
+
+
+class Rep(Node):
+    __slots__ = ("item", "lo", "hi")
+
+    def __init__(self, item: Node, lo: int, hi: int | None):
+        self.item, self.lo, self.hi = item, lo, hi
+
+    def __repr__(self) -> str:
+        return f"Rep({self.item!r}, {self.lo}, {self.hi})"
+
+
+EMPTY = _Empty()
+EPS = Seq(())
+
+
+# -- ranges ---------------------------------------------------------------------------------
+
+def norm_ranges(ranges) -> tuple:
+    """Sorted, merged, non-empty inclusive ranges."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((int(a), int(b)) for a, b in ranges if a <= b):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def complement(ranges, lo: int = 0, hi: int = MAX_CP) -> tuple:
+    out, nxt = [], lo
+    for a, b in norm_ranges(ranges):
+        if a > nxt:
+            out.append((nxt, min(a - 1, hi)))
+        nxt = max(nxt, b + 1)
+    if nxt <= hi:
+        out.append((nxt, hi))
+    return tuple((a, b) for a, b in out if a <= b)
+
+
+def intersect(r1, r2) -> tuple:
+    out = []
+    r2 = norm_ranges(r2)
+    for a, b in norm_ranges(r1):
+        for c, d in r2:
+            lo, hi = max(a, c), min(b, d)
+            if lo <= hi:
+                out.append((lo, hi))
+    return norm_ranges(out)
+
+
+def subtract(r1, r2) -> tuple:
+    return intersect(r1, complement(r2))
+
+
+def contains(ranges, cp: int) -> bool:
+    return any(a <= cp <= b for a, b in ranges)
+
+
+def size(ranges) -> int:
+    return sum(b - a + 1 for a, b in ranges)
+
+
+# -- smart constructors ---------------------------------------------------------------------
+
+def lit(text: str) -> Node:
+    return Lit(text) if text else EPS
+
+
+def cls(ranges) -> Node:
+    r = norm_ranges(ranges)
+    if not r:
+        return EMPTY
+    if len(r) == 1 and r[0][0] == r[0][1]:
+        return Lit(chr(r[0][0]))
+    return Cls(r)
+
+
+def char(c: str) -> Node:
+    return Lit(c)
+
+
+def seq(*items: Node) -> Node:
+    out: list[Node] = []
+    for it in items:
+        if it is EMPTY:
+            return EMPTY
+        parts = it.items if isinstance(it, Seq) else (it,)
+        for p in parts:
+            if isinstance(p, Lit) and out and isinstance(out[-1], Lit):
+                out[-1] = Lit(out[-1].text + p.text)
+            else:
+                out.append(p)
+    if len(out) == 1:
+        return out[0]
+    return Seq(tuple(out)) if out else EPS
+
+
+def alt(*items: Node) -> Node:
+    out: list[Node] = []
+    seen: set = set()
+    for it in items:
+        if it is EMPTY:
+            continue
+        for p in (it.items if isinstance(it, Alt) else (it,)):
+            key = _key(p)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(p)
+    if not out:
+        return EMPTY
+    if len(out) == 1:
+        return out[0]
+    # Single characters and classes merge into one class.
+    singles = [p for p in out if _is_charset(p)]
+    if len(singles) > 1:
+        merged = cls([r for p in singles for r in _charset(p)])
+        rest = [p for p in out if not _is_charset(p)]
+        out = [merged] + rest
+        if len(out) == 1:
+            return out[0]
+    return Alt(tuple(out))
+
+
+def _key(p: Node):
+    if isinstance(p, Lit):
+        return ("L", p.text)
+    if isinstance(p, Cls):
+        return ("C", p.ranges)
+    return id(p)
+
+
+def _is_charset(p: Node) -> bool:
+    return isinstance(p, Cls) or (isinstance(p, Lit) and len(p.text) == 1)
+
+
+def _charset(p: Node) -> tuple:
+    return p.ranges if isinstance(p, Cls) else ((ord(p.text), ord(p.text)),)
+
+
+def rep(item: Node, lo: int, hi: int | None) -> Node:
+    if hi is not None and hi < lo:
+        return EMPTY
+    if item is EMPTY:
+        return EPS if lo == 0 else EMPTY
+    if item is EPS or hi == 0:
+        return EPS
+    if lo == 1 and hi == 1:
+        return item
+    if isinstance(item, Rep) and item.lo == 0 and item.hi is None:
+        return item  # (x*)* = x*, (x*){n} = x*
+    return Rep(item, lo, hi)
+
+
+def opt(item: Node) -> Node:
+    return rep(item, 0, 1)
+
+
+def star(item: Node) -> Node:
+    return rep(item, 0, None)
+
+
+def plus(item: Node) -> Node:
+    return rep(item, 1, None)
+
+
+def nullable(node: Node) -> bool:
+    if isinstance(node, Seq):
+        return all(nullable(x) for x in node.items)
+    if isinstance(node, Alt):
+        return any(nullable(x) for x in node.items)
+    if isinstance(node, Rep):
+        return node.lo == 0 or nullable(node.item)
+    return False
+
+
+def length_range(node: Node) -> tuple[int, int | None]:
+    """(min, max) number of characters of the strings of ``node``; max None = unbounded."""
+    if isinstance(node, Lit):
+        return len(node.text), len(node.text)
+    if isinstance(node, Cls):
+        return 1, 1
+    if node is EMPTY:
+        return 0, 0
+    if isinstance(node, Seq):
+        lo, hi = 0, 0
+        for x in node.items:
+            a, b = length_range(x)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(node, Alt):
+        rs = [length_range(x) for x in node.items]
+        return min(r[0] for r in rs), (None if any(r[1] is None for r in rs) else max(r[1] for r in rs))
+    if isinstance(node, Rep):
+        a, b = length_range(node.item)
+        hi = None if node.hi is None or b is None else b * node.hi
+        if b == 0:
+            hi = 0
+        return a * node.lo, hi
+    raise TypeError(node)
+
+
+def size_estimate(node: Node, _memo=None) -> int:
+    """Roughly the number of positions (characters) of the expanded node."""
+    if isinstance(node, Lit):
+        return len(node.text)
+    if isinstance(node, Cls):
+        return 1
+    if isinstance(node, (Seq, Alt)):
+        return sum(size_estimate(x) for x in node.items)
+    if isinstance(node, Rep):
+        return size_estimate(node.item) * max(1, node.hi if node.hi is not None else node.lo + 1)
+    return 0
+
+
+# -- writing an ECMA-262 pattern --------------------------------------------------------------
+
+_SYNTAX = set("^$\\.*+?()[]{}|/-")
+
+
+def _lit_char(c: str) -> str:
+    o = ord(c)
+    if c in _SYNTAX:
+        return "\\" + c
+    if 0x20 <= o < 0x7F:
+        return c
+    if o < 0x100 and (o < 0x20 or o == 0x7F):
+        return f"\\x{o:02x}"
+    if o <= 0xFFFF:
+        return f"\\u{o:04x}"
+    return f"\\u{{{o:x}}}"
+
+
+def _class_char(o: int) -> str:
+    c = chr(o)
+    if c.isascii() and c.isalnum():
+        return c
+    if 0x20 <= o < 0x7F:
+        return "\\" + c
+    return _lit_char(c)
+
+
+def _class_text(ranges) -> str:
+    parts = []
+    for a, b in ranges:
+        if a == b:
+            parts.append(_class_char(a))
+        elif b == a + 1:
+            parts.append(_class_char(a) + _class_char(b))
+        else:
+            parts.append(_class_char(a) + "-" + _class_char(b))
+    return "".join(parts)
+
+
+def _cls_regex(ranges) -> str:
+    if ranges == ((0, MAX_CP),):
+        return "[\\s\\S]"
+    if ranges[-1][1] == MAX_CP:
+        return "[^" + _class_text(complement(ranges)) + "]"
+    return "[" + _class_text(ranges) + "]"
+
+
+_ATOM, _SEQ, _ALT = 0, 1, 2
+
+
+def to_regex(node: Node) -> str:
+    """``node`` as an ECMA-262 pattern (``localguide.regex`` dialect)."""
+    memo: dict[int, tuple[str, int]] = {}
+    text, _ = _emit(node, memo)
+    return text
+
+
+def _emit(node: Node, memo) -> tuple[str, int]:
+    k = id(node)
+    hit = memo.get(k)
+    if hit is not None:
+        return hit
+    if isinstance(node, Lit):
+        s = "".join(_lit_char(c) for c in node.text)
+        r = (s, _ATOM if len(node.text) == 1 else _SEQ)
+    elif isinstance(node, Cls):
+        r = (_cls_regex(node.ranges), _ATOM)
+    elif node is EMPTY:
+        r = ("[^\\s\\S]", _ATOM)
+    elif isinstance(node, Seq):
+        if not node.items:
+            r = ("(?:)", _ATOM)
+        else:
+            parts = []
+            for x in node.items:
+                s, p = _emit(x, memo)
+                parts.append(f"(?:{s})" if p == _ALT else s)
+            r = ("".join(parts), _SEQ)
+    elif isinstance(node, Alt):
+        r = ("|".join(_emit(x, memo)[0] for x in node.items), _ALT)
+    elif isinstance(node, Rep):
+        s, p = _emit(node.item, memo)
+        if p != _ATOM:
+            s = f"(?:{s})"
+        lo, hi = node.lo, node.hi
+        if (lo, hi) == (0, None):
+            q = "*"
+        elif (lo, hi) == (1, None):
+            q = "+"
+        elif (lo, hi) == (0, 1):
+            q = "?"
+        elif hi is None:
+            q = f"{{{lo},}}"
+        elif lo == hi:
+            q = f"{{{lo}}}"
+        else:
+            q = f"{{{lo},{hi}}}"
+        r = (s + q, _ATOM)
+    else:
+        raise TypeError(node)
+    memo[id(node)] = r
+    return r
+
+
+ANY_CHAR_RANGES = ((0, MAX_CP),)

@@ -1,0 +1,63 @@
+"""Grammar token-group kernels against their plain-Python twins."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localguide.grammar import trees_kernels
+from kernel_strategies import SETTINGS, bitset
+
+@given(st.integers(1, 300), st.data())
+@settings(max_examples=150, deadline=None)
+def test_union_groups_equals_twin(size, data):
+    """Unions of token groups: both the sorted path (small unions) and the vocabulary pass (large)."""
+    n_groups = data.draw(st.integers(0, 12))
+    groups = [sorted(data.draw(st.sets(st.integers(0, size - 1), max_size=size))) for _ in range(n_groups)]
+    off = np.zeros(n_groups + 1, np.int64)
+    off[1:] = np.cumsum([len(g) for g in groups])
+    tok = np.array([t for g in groups for t in g], np.int32)
+    gids = np.array(data.draw(st.lists(st.integers(0, n_groups - 1), max_size=8)) if n_groups else [], np.int64)
+    extra = np.array(sorted(data.draw(st.sets(st.integers(0, size - 1), max_size=5))), np.int32)
+    marks = np.zeros(size, np.uint8)
+    got = trees_kernels.union_groups(off, tok, gids, extra, marks)
+    assert got.dtype == np.int32
+    assert got.tolist() == trees_kernels.py_union_groups(off, tok, gids, extra, marks).tolist()
+    assert not marks.any()
+
+
+@st.composite
+def group_unions(draw):
+    n_tok = draw(st.integers(1, 200))
+    groups = draw(st.lists(st.sets(st.integers(0, n_tok - 1), max_size=40), min_size=1, max_size=8))
+    off = np.zeros(len(groups) + 1, np.int64)
+    np.cumsum([len(g) for g in groups], out=off[1:])
+    tok = np.array([t for g in groups for t in sorted(g)], np.int32)
+    key = sorted(draw(st.sets(st.integers(0, len(groups) - 1))))
+    key = sorted(-1 - t for t in draw(st.sets(st.integers(0, n_tok - 1), max_size=5))) + key
+    big_min = draw(st.integers(1, 41))
+    with_row = draw(st.lists(st.booleans(), min_size=len(groups), max_size=len(groups)))
+    n_words = (n_tok + 63) // 64
+    g_row = np.full(len(groups), -1, np.int64)
+    gw = np.zeros((len(groups), n_words), np.uint64)
+    for g, has in enumerate(with_row):
+        if has:
+            g_row[g] = g
+            gw[g] = bitset(groups[g], n_tok)
+    return groups, off, tok, np.array(key, np.int64), big_min, g_row, gw, n_tok
+
+
+@SETTINGS
+@given(group_unions())
+def test_union_bits_equals_twin(case):
+    groups, off, tok, key, big_min, g_row, gw, n_tok = case
+    out1 = np.zeros((n_tok + 63) // 64, np.uint64)
+    out2 = out1.copy()
+    miss1 = trees_kernels.union_bits(key, off, tok, big_min, g_row, gw, out1)
+    miss2 = trees_kernels.py_union_bits(key, off, tok, big_min, g_row, gw, out2)
+    np.testing.assert_array_equal(out1, out2)
+    np.testing.assert_array_equal(miss1, miss2)
+    want = {-1 - g for g in key.tolist() if g < 0} | {t for g in key.tolist() if g >= 0 for t in groups[g]}
+    np.testing.assert_array_equal(out1, bitset(want, n_tok))
+    assert miss1.tolist() == [g for g in key.tolist() if g >= 0 and len(groups[g]) >= big_min and g_row[g] < 0]

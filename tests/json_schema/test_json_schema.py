@@ -1,0 +1,519 @@
+"""JSON Schema → regex/DFA: per-keyword behaviour, whitespace, errors, inspection, Pydantic.
+
+The oracle for a schema is its byte DFA (``schema_dfa``) run on ``json.dumps`` of
+instances; ``jsonschema`` double-checks the labels where it is installed, and small
+schemas are checked to give the same automaton through the pattern text
+(``localguide.regex.regex_to_dfa(schema_to_regex(...))``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import deque
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+
+from localguide.errors import LocalguideError
+from localguide.json_schema.schema import (
+    SchemaError, UnsupportedSchemaError, compile_json_schema, format_inspection, inspect_schema, schema_dfa,
+    schema_to_regex,
+)
+from localguide.regex import regex_to_dfa
+from localguide.vocabulary import Vocabulary
+
+jsonschema = pytest.importorskip("jsonschema")
+
+
+def accepts(schema, text, **opts) -> bool:
+    if not isinstance(text, str):
+        text = json.dumps(text)
+    return schema_dfa(schema, **opts).matches(text.encode("utf-8", "surrogatepass"))
+
+
+def check(schema, valid=(), invalid=(), **opts):
+    dfa = schema_dfa(schema, **opts)
+    # jsonschema as a second opinion, except where it differs on purpose: it reads patterns with
+    # Python's (Unicode) \\d and \\w, and treats formats as annotations.
+    text = json.dumps(schema)
+    validator = None
+    if isinstance(schema, dict) and '"pattern"' not in text and '"format"' not in text:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+    for v in valid:
+        if validator is not None and not isinstance(v, _Raw):
+            assert validator.is_valid(v), f"test bug: {v!r} is not valid for {schema}"
+        assert dfa.matches(_text(v)), f"valid {_text(v)!r} rejected by {schema}"
+    for v in invalid:
+        if validator is not None and not isinstance(v, _Raw):
+            assert not validator.is_valid(v), f"test bug: {v!r} is valid for {schema}"
+        assert not dfa.matches(_text(v)), f"invalid {_text(v)!r} accepted by {schema}"
+
+
+class _Raw(str):
+    """Text given as is (not a value to serialize)."""
+
+
+def _text(v) -> bytes:
+    s = str(v) if isinstance(v, _Raw) else json.dumps(v)
+    return s.encode("utf-8", "surrogatepass")
+
+
+def equivalent(a, b) -> bool:
+    seen = {(0, 0)}
+    queue = deque([(0, 0)])
+    while queue:
+        x, y = queue.popleft()
+        if (x >= 0 and a.accepting[x]) != (y >= 0 and b.accepting[y]):
+            return False
+        for c in range(256):
+            nx = int(a.transitions[x, c]) if x >= 0 else -1
+            ny = int(b.transitions[y, c]) if y >= 0 else -1
+            if (nx, ny) != (-1, -1) and (nx, ny) not in seen:
+                seen.add((nx, ny))
+                queue.append((nx, ny))
+    return True
+
+
+# -- types and literals --------------------------------------------------------------------------
+
+def test_types():
+    check({"type": "null"}, [None], [0, False, "null"])
+    check({"type": "boolean"}, [True, False], [0, None])
+    check({"type": "string"}, ["", "a", "é", "😀", "\n\"\\"], [1, None])
+    check({"type": ["integer", "null"]}, [1, None, -5, 1.0], [1.5, "1"])
+    check({"type": "number"}, [1, -2.5, 1e-7, 3.0], ["1", None])
+    check({"type": "array"}, [[], [1, "a", [None]]], [{}, "[]"])
+    check({"type": "object"}, [{}, {"a": 1}], [[], "{}"])
+
+
+def test_enum_and_const():
+    check({"enum": ["a", 1, None, [1, 2], {"k": "v"}]}, ["a", 1, 1.0, None, [1, 2], {"k": "v"}],
+          ["b", 2, [2, 1], {"k": "w"}, True])
+    check({"const": 0}, [0, 0.0], [False, 1])
+    check({"const": "é/😀"}, ["é/😀"], ["e"])
+    assert accepts({"const": "é"}, '"é"') and accepts({"const": "é"}, '"\\u00E9"')
+    check({"type": "string", "enum": ["a", 1, "bb"], "maxLength": 1}, ["a"], ["bb", 1])
+
+
+# -- numbers --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "minimum": -17, "maximum": 1234},
+    {"type": "integer", "exclusiveMinimum": 9, "exclusiveMaximum": 100},
+    {"type": "integer", "minimum": 1.5},
+    {"type": "integer", "maximum": -3},
+    {"type": "number", "minimum": -2.5, "maximum": 7.25},
+    {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    {"type": "number", "minimum": 0},
+    {"type": "integer", "multipleOf": 4, "minimum": -50, "maximum": 130},
+    {"type": "number", "multipleOf": 0.25, "maximum": 3},
+    {"type": "number", "multipleOf": 0.01},
+    {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 100},
+])
+def test_numeric_bounds_are_exact(schema):
+    rng = random.Random(0)
+    values = list(range(-130, 140)) + [rng.uniform(-200, 200) for _ in range(300)]
+    values += [round(rng.uniform(-10, 10), 2) for _ in range(300)] + [0.25 * k for k in range(-20, 20)]
+    dfa = schema_dfa(schema)
+    plain = {k: v for k, v in schema.items() if k != "multipleOf"}
+    validator = jsonschema.Draft202012Validator(plain)
+    step = Fraction(Decimal(repr(schema["multipleOf"]))) if "multipleOf" in schema else None
+    for v in values:
+        # multipleOf is checked exactly (decimal), not with float division as jsonschema does
+        ok = validator.is_valid(v) and (step is None or (Fraction(Decimal(repr(v))) / step).denominator == 1)
+        got = dfa.matches(json.dumps(v).encode())
+        assert not (got and not ok), f"{v} accepted by {schema}"
+        if ok and "e" not in json.dumps(v):
+            assert got, f"{v} rejected by {schema}"
+
+
+def test_integer_accepts_integral_floats_only():
+    check({"type": "integer"}, [3, 3.0, -0.0 + 0], [3.5, "3"])
+
+
+def test_draft4_exclusive_flags():
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer",
+              "minimum": 1, "exclusiveMinimum": True, "maximum": 5, "exclusiveMaximum": True}
+    dfa = schema_dfa(schema)
+    assert [v for v in range(-2, 8) if dfa.matches(str(v).encode())] == [2, 3, 4]
+
+
+# -- strings --------------------------------------------------------------------------------------
+
+def test_lengths_count_characters_not_bytes():
+    schema = {"type": "string", "minLength": 2, "maxLength": 3}
+    check(schema, ["ab", "abc", "éé", "😀😀", "a\n", "\u00e9\"\\"], ["a", "abcd", "😀", "éééé"])
+    # raw UTF-8 and escapes both count one character each
+    assert accepts(schema, '"éé"') and accepts(schema, '"\\u00e9\\u00e9"')
+    assert accepts(schema, '"\\ud83d\\ude00x"') and not accepts(schema, '"\\ud83d\\ude00"')
+
+
+def test_pattern_is_a_search_with_ecma_semantics():
+    check({"type": "string", "pattern": "b+c"}, ["abbbcx", "bc"], ["ac", "cb"])
+    check({"type": "string", "pattern": "^\\d{3}-\\w+$"}, ["123-ab_c"], ["12-ab", "123-", "١٢٣-ab", "123-é"])
+    check({"type": "string", "pattern": "^[^\"]*$"}, ["abc", "é"], ["a\"b"])
+    check({"type": "string", "pattern": "^(?:ab|cd)$|^x"}, ["ab", "cd", "xyz"], ["abx", "yx"])
+
+
+def test_pattern_with_length():
+    check({"type": "string", "pattern": "^[a-z]+$", "maxLength": 4}, ["a", "abcd"], ["", "abcde", "ab1"])
+    check({"type": "string", "pattern": "^[a-z][0-9]*$", "minLength": 3, "maxLength": 4},
+          ["a12", "b123"], ["a1", "a1234"])
+
+
+@pytest.mark.parametrize("fmt,good,bad", [
+    ("date", ["2024-02-29", "2000-02-29", "1999-12-31"], ["2023-02-29", "1900-02-29", "2024-13-01", "2024-04-31"]),
+    ("time", ["08:30:06Z", "23:59:60Z", "12:00:00.5+05:30"], ["24:00:00Z", "12:00:00", "08:30:06 PST"]),
+    ("date-time", ["1963-06-19T08:30:06.283185Z", "2020-01-01t00:00:00z"], ["1963-06-19 08:30:06Z"]),
+    ("duration", ["P4DT12H30M5S", "P2W", "PT1M"], ["P1Y2W", "PT", "P1D2H"]),
+    ("email", ["joe.bloggs@example.com", "a@[127.0.0.1]"], ["te..st@example.com", "@x.com", "a@b@c"]),
+    ("uuid", ["2eb8aa08-aa98-11ea-b4aa-73b441d16380"], ["2eb8aa08-aa98-11ea-b4aa-73b441d1638"]),
+    ("uri", ["http://foo.bar/?baz=qux#quux", "urn:isbn:0451450523"], ["//foo.bar", "abc", "http://a b"]),
+    ("ipv4", ["192.168.0.1", "0.0.0.0"], ["256.1.1.1", "01.1.1.1", "1.1.1"]),
+    ("ipv6", ["::1", "1:2:3:4:5:6:7:8", "::ffff:192.168.0.1"], ["12345::", "1::2::3", ":1:2"]),
+    ("hostname", ["www.example.com", "a-b"], ["-a", "a_b", "a..b", "xn--X"]),
+])
+def test_formats(fmt, good, bad):
+    schema = {"type": "string", "format": fmt}
+    check(schema, good, bad)
+
+
+def test_unknown_format_is_an_annotation_and_unsupported_ones_raise():
+    assert accepts({"type": "string", "format": "my-custom"}, '"anything"')
+    with pytest.raises(UnsupportedSchemaError) as e:
+        schema_dfa({"properties": {"r": {"type": "string", "format": "regex"}}})
+    assert "#/properties/r/format" in str(e.value)
+
+
+# -- objects --------------------------------------------------------------------------------------
+
+def test_object_properties_order_required_and_additional():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+              "required": ["b"]}
+    check(schema, [{"b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "b": "x", "extra": [1, {"y": None}]}],
+          [{"a": 1}, {"a": "1", "b": "x"}, {}])
+    # property order follows the schema
+    assert not accepts(schema, {"b": "x", "a": 1})
+    # additional properties may not repeat a listed name
+    assert not accepts(schema, '{"b": "x", "a": "not an integer"}')
+    assert not accepts(schema, '{"a": 1, "b": "x", "a": "no"}')
+
+
+def test_additional_properties_false_schema_and_strict():
+    closed = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+    check(closed, [{}, {"a": 1}], [{"b": 1}, {"a": 1, "b": 2}])
+    typed = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}}
+    check(typed, [{"a": 1, "x": True, "y": False}], [{"a": 1, "x": 1}])
+    open_ = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert accepts(open_, {"a": 1, "b": 2})
+    assert not accepts(open_, {"a": 1, "b": 2}, strict=True)
+    assert accepts(open_, {"a": 1}, strict=True)
+    # strict leaves an explicit additionalProperties alone
+    assert accepts(typed, {"a": 1, "x": True}, strict=True)
+
+
+def test_pattern_properties():
+    schema = {"type": "object", "patternProperties": {"^x-": {"type": "string"}}, "additionalProperties": False}
+    check(schema, [{}, {"x-a": "1", "x-b": "2"}], [{"x-a": 1}, {"y": "1"}])
+
+
+def test_min_max_properties():
+    schema = {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "additionalProperties": False,
+              "minProperties": 1, "maxProperties": 2}
+    check(schema, [{"a": 1}, {"a": 1, "c": 2}], [{}, {"a": 1, "b": 2, "c": 3}])
+
+
+def test_property_names_and_dependencies():
+    check({"type": "object", "propertyNames": {"maxLength": 2}}, [{"ab": 1}, {}], [{"abc": 1}])
+    check({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}},
+          [{"b": 1}, {"a": 1, "b": 2}, {}], [{"a": 1}])
+
+
+# -- arrays ---------------------------------------------------------------------------------------
+
+def test_items_prefix_items_and_counts():
+    check({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+          [[1], [1, 2, 3]], [[], [1, 2, 3, 4], ["a"]])
+    check({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+          [[], [1], [1, "a"]], [[1, "a", 2], ["a"]])
+    check({"type": "array", "prefixItems": [{"const": 1}], "items": {"type": "string"}, "minItems": 2},
+          [[1, "a"], [1, "a", "b"]], [[1], [1, 2]])
+
+
+def test_unique_items_over_a_finite_set():
+    schema = {"type": "array", "items": {"enum": ["x", "y", "z"]}, "uniqueItems": True}
+    check(schema, [[], ["x"], ["z", "x"], ["y", "z", "x"]], [["x", "x"], ["x", "y", "x"]])
+    check({"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
+          [[True, False], [False]], [[True, True]])
+
+
+def test_unique_items_otherwise_allows_at_most_one_item():
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    check(schema, [[], [5]], [[1, 1]])
+    assert not accepts(schema, [1, 2])  # an approximation: reported by inspect
+    assert ("#/uniqueItems", "uniqueItems", "approximated") in inspect_schema(schema)
+
+
+def test_contains():
+    check({"type": "array", "contains": {"const": 3}}, [[3], [1, 3, 2]], [[], [1, 2]])
+
+
+# -- combinators ----------------------------------------------------------------------------------
+
+def test_any_of_one_of_all_of():
+    check({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}, [1, "a"], ["ab", None])
+    check({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2.5, -3], [3, 2])
+    check({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 3}}}]},
+          [{"a": 3}], [{"a": 2}, {"a": "x"}])
+    with pytest.raises(SchemaError, match="no JSON document"):
+        schema_dfa({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}},
+                               "additionalProperties": False}, {"required": ["b"]}]})
+
+
+def test_not_and_if_then_else():
+    check({"not": {"type": "string"}}, [1, None, [], {}], ["a"])
+    check({"not": {"enum": ["a", "b"]}}, ["c", 1, ""], ["a", "b"])
+    check({"if": {"properties": {"t": {"const": "n"}}, "required": ["t"]},
+           "then": {"properties": {"v": {"type": "number"}}},
+           "else": {"properties": {"v": {"type": "string"}}}},
+          [{"t": "n", "v": 1}, {"t": "s", "v": "x"}, {"v": "x"}], [{"t": "n", "v": "x"}, {"t": "s", "v": 1}])
+
+
+def test_refs_and_recursion():
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+    check(tree, [{"v": 1}, {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]}], [{"v": "1"}, {"kids": []}])
+    deep = {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3, "kids": [{"v": 4, "kids": [{"v": 5}]}]}]}]}
+    assert not accepts(tree, deep)  # beyond max_recursion: rejected, never accepted wrongly
+    assert accepts(tree, deep, max_recursion=5)
+    legacy = {"definitions": {"s": {"type": "string"}}, "properties": {"a": {"$ref": "#/definitions/s"}}}
+    check(legacy, [{"a": "x"}], [{"a": 1}])
+
+
+def test_any_value_is_depth_bounded():
+    assert accepts({}, [1, [2, [3]]])
+    assert not accepts({}, [[[[1]]]])
+    assert accepts({}, [[[[1]]]], any_depth=4)
+
+
+# -- whitespace -----------------------------------------------------------------------------------
+
+def test_compact_whitespace_accepts_both_dumps_styles_and_nothing_more():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                               "b": {"type": "boolean"}}}
+    v = {"a": [1, 2], "b": True}
+    assert accepts(schema, json.dumps(v))
+    assert accepts(schema, json.dumps(v, separators=(",", ":")))
+    for bad in ['{"a":  [1, 2]}', '{ "a": [1, 2]}', '{"a": [1, 2] }', '{"a" : [1]}', '{"a": [1,  2]}',
+                '{"a": [1,\n2]}', ' {"a": [1]}', '{"a": [1]}\n']:
+        assert not accepts(schema, bad), bad
+
+
+def test_pretty_whitespace_is_json_dumps_indent_2():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                               "b": {"type": "object"}, "c": {"enum": [[1, {"x": 2}]]}}}
+    for v in [{"a": [1, 2], "b": {"k": [None]}, "c": [1, {"x": 2}]}, {"a": [], "b": {}}, {}]:
+        assert accepts(schema, json.dumps(v, indent=2), whitespace="pretty"), v
+        assert not accepts(schema, json.dumps(v), whitespace="pretty") or v == {}
+    assert not accepts(schema, '{\n    "a": []\n}', whitespace="pretty")
+
+
+# -- the pattern text agrees with the automaton ----------------------------------------------------
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "minimum": 3, "maximum": 117},
+    {"type": "string", "maxLength": 3},
+    {"enum": ["a", "é", 1.5, None]},
+    {"type": "object", "properties": {"k": {"type": "boolean"}}, "required": ["k"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "number", "minimum": 0}, "maxItems": 2},
+    {"type": "string", "format": "date"},
+])
+def test_pattern_and_automaton_agree(schema):
+    assert equivalent(schema_dfa(schema), regex_to_dfa(schema_to_regex(schema)))
+
+
+# -- errors and inspection ------------------------------------------------------------------------
+
+def test_unsupported_keywords_are_listed_with_pointers():
+    schema = {"properties": {"a": {"$dynamicRef": "#x"}, "b": {"type": "array", "contains": {}, "minContains": 200}},
+              "items": {"type": "string", "pattern": "(?=x)"}}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        schema_to_regex(schema)
+    msg = str(e.value)
+    assert "#/properties/a/$dynamicRef" in msg
+    assert "#/properties/b/contains" in msg and "above 64" in msg
+    assert "#/items/pattern" in msg
+    assert isinstance(e.value, LocalguideError) and len(e.value.problems) == 3
+
+
+def test_invalid_and_empty_schemas():
+    with pytest.raises(SchemaError):
+        schema_to_regex(False)
+    with pytest.raises(SchemaError):
+        schema_to_regex("{not json")
+    with pytest.raises(SchemaError):
+        schema_to_regex({"type": "integer", "minimum": 5, "maximum": 4})
+    with pytest.raises(UnsupportedSchemaError):
+        schema_to_regex({"type": "frobnicate"})
+
+
+def test_inspect_reports_each_keyword():
+    schema = {"type": "object", "title": "t", "properties": {"a": {"type": "array", "uniqueItems": True},
+                                                              "b": {"not": {"pattern": "x"}}}}
+    rows = {(p, k): s for p, k, s in inspect_schema(schema)}
+    assert rows[("#/type", "type")] == "enforced"
+    assert rows[("#/title", "title")] == "annotation"
+    assert rows[("#/properties/a/uniqueItems", "uniqueItems")] == "approximated"
+    assert rows[("#/properties/b/not/pattern", "pattern")] == "unsupported"
+    assert "uniqueItems" in format_inspection(inspect_schema(schema))
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+def test_json_string_and_pydantic_model():
+    pydantic = pytest.importorskip("pydantic")
+
+    class Point(pydantic.BaseModel):
+        x: int
+        y: float = 0.0
+        label: str | None = None
+
+    dfa = schema_dfa(Point)
+    assert dfa.matches(Point(x=1, y=2.5).model_dump_json().encode())
+    assert dfa.matches(json.dumps({"x": 1}).encode())
+    assert not dfa.matches(json.dumps({"x": "1"}).encode())
+    assert schema_to_regex(json.dumps({"type": "boolean"})) == "true|false"
+
+
+def test_compile_json_schema_with_a_byte_vocabulary(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
+    tokens = [bytes([b]) for b in range(256)] + [b'{"', b'":', b'", "', b"true", b"</s>"]
+    vocab = Vocabulary.from_tokens(tokens, stop_ids=[len(tokens) - 1])
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "ok": {"type": "boolean"}},
+              "required": ["name"], "additionalProperties": False}
+    index = compile_json_schema(schema, vocab)
+    by_bytes = {t: i for i, t in enumerate(tokens)}
+
+    def walk(pieces):
+        g = index.guide()
+        for p in pieces:
+            g.advance(by_bytes[p])
+        return g
+
+    g = walk([b'{"', b"n", b"a", b"m", b"e", b'":', b'"', b"x", b'", "', b"o", b"k", b'":', b"true", b"}"])
+    assert g.is_accepting()
+    g = walk([b'{"'])  # "ok" cannot come first: "name" is required and listed first
+    assert by_bytes[b"n"] in g.allowed_token_ids() and by_bytes[b"o"] not in g.allowed_token_ids()
+    assert compile_json_schema(schema, vocab).n_states == index.n_states  # from the cache
+
+
+def test_equal_subexpressions_are_built_once(monkeypatch):
+    """Structurally equal sub-expressions (distinct objects, as a ``$ref`` expanded twice
+    gives) share one automaton: one subset construction, the same language."""
+    from localguide.regex import ast_dfa as JD
+    from localguide.regex.ast import Alt, Cls, Lit, Rep, Seq
+
+    calls = []
+    real = JD._determinize
+    monkeypatch.setattr(JD, "_determinize", lambda *a: calls.append(len(a[0])) or real(*a))
+
+    def part():
+        return Seq((Lit('"k":'), Rep(Cls(((48, 57),)), 1, 30), Lit(",")))
+
+    a, b = part(), part()
+    dfa = JD.ast_to_dfa(Alt((Seq((a, Lit("x"), a)), Seq((b, Lit("y"), b)))))
+    assert len(calls) == 2  # the part once, the whole once
+    assert dfa.matches(b'"k":12,x"k":3,') and dfa.matches(b'"k":0,y"k":99,')
+    assert not dfa.matches(b'"k":12,x"k":3') and not dfa.matches(b'"k":,y"k":1,')
+
+
+def test_shared_definitions_are_compiled_once(monkeypatch):
+    """A definition used in many places is compiled once per nesting depth; recursive
+    ones still count their expansions, so the language is the one without the memo."""
+    from localguide.json_schema.compiler import Compiler
+    from localguide.regex.ast_dfa import ast_to_dfa
+    from localguide.json_schema.schema import schema_to_ast
+
+    field = {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}
+    shared = {"definitions": {"field": field}, "type": "object",
+              "properties": {f"p{i}": {"$ref": "#/definitions/field"} for i in range(12)}}
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer", "minimum": 0, "maximum": 9},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+        "other": {"$ref": "#/$defs/leaf"}}, "required": ["v"]},
+        "leaf": {"enum": [1, 2]}},
+        "type": "array", "prefixItems": [{"$ref": "#/$defs/node"}, {"$ref": "#/$defs/node"}], "items": False}
+    calls = []
+    real = Compiler._value
+    monkeypatch.setattr(Compiler, "_value", lambda self, subs, depth: calls.append(subs[0].ptr) or
+                        real(self, subs, depth))
+    schema_to_ast(shared)
+    assert sum(p.startswith("/properties/p") for p in calls) == 1  # p0; p1..p11 reuse it
+    # C's value depends on the way there: through A, A has one expansion left, through B two
+    paths = {"$defs": {"A": {"type": "object", "properties": {"z": {"$ref": "#/$defs/C"}}},
+                       "B": {"type": "object", "properties": {"z": {"$ref": "#/$defs/C"}}},
+                       "C": {"anyOf": [{"type": "null"},
+                                       {"type": "object", "properties": {"w": {"$ref": "#/$defs/A"}}}]}},
+             "type": "object", "properties": {"y": {"$ref": "#/$defs/B"}, "x": {"$ref": "#/$defs/A"}}}
+    for schema, rec in ((shared, 2), (tree, 2), (paths, 1), (paths, 2)):
+        memo = ast_to_dfa(schema_to_ast(schema, max_recursion=rec).node)
+        monkeypatch.setattr(Compiler, "value", Compiler._value)  # every expansion compiled again
+        plain = ast_to_dfa(schema_to_ast(schema, max_recursion=rec).node)
+        monkeypatch.undo()
+        assert memo.transitions.tolist() == plain.transitions.tolist()
+        assert memo.accepting.tolist() == plain.accepting.tolist()
+    assert accepts(tree, '[{"v":1,"kids":[{"v":2}]},{"v":3,"other":2}]')
+
+
+# -- contains with counts -------------------------------------------------------------------------
+
+_CONTAINS_VALUES = [1, 2, "a", None, [], 1.5]
+
+
+def _contains_schemas():
+    from hypothesis import strategies as st
+
+    counts = st.one_of(st.none(), st.integers(0, 4))
+    sub = st.sampled_from([{"type": "integer"}, {"const": 2}, {"type": "string"}, {"enum": [1, None]}, True])
+    items = st.sampled_from([None, {"enum": [1, 2, "a"]}, {"type": ["integer", "string"]}])
+    uneval = st.sampled_from([None, False, {"type": "integer"}])
+    return st.tuples(sub, counts, counts, counts, counts, items, uneval)
+
+
+def test_contains_counts_match_jsonschema():
+    """Property: minContains/maxContains with minItems/maxItems, items and unevaluatedItems accept
+    exactly the arrays ``jsonschema`` accepts (all arrays of up to 6 values from a small set)."""
+    import itertools
+
+    import jsonschema
+    from hypothesis import given, settings
+
+    @settings(max_examples=60, deadline=None)
+    @given(_contains_schemas())
+    def check(params):
+        sub, cmin, cmax, lo, hi, items, uneval = params
+        schema = {"type": "array", "contains": sub}
+        for k, v in (("minContains", cmin), ("maxContains", cmax), ("minItems", lo), ("maxItems", hi)):
+            if v is not None:
+                schema[k] = v
+        if items is not None:
+            schema["items"] = items
+        if uneval is not None and items is None:
+            schema["unevaluatedItems"] = uneval
+        validator = jsonschema.Draft202012Validator(schema)
+        try:
+            dfa = schema_dfa(schema)
+        except SchemaError:  # no array: then jsonschema accepts none either
+            dfa = None
+        for n in range(6):
+            for arr in itertools.product(_CONTAINS_VALUES, repeat=n) if n <= 3 else \
+                    (random.Random(n).choices(_CONTAINS_VALUES, k=n) for _ in range(200)):
+                arr = list(arr)
+                want = validator.is_valid(arr)
+                got = dfa is not None and dfa.matches(json.dumps(arr).encode())
+                assert got == want, (schema, arr)
+
+    check()
