@@ -13,7 +13,7 @@ For each model and grammar:
   tree when a mask first needs it, the rest in the background);
 * ``cached``: the same in another fresh process, loading the cache file the first one wrote;
 * masks: the model's own tokenization of sample texts is walked through a guide of the
-  cached index (``sampler_mask()``, the mask the llama.cpp sampler applies: a bitset of
+  cached index (``mask()``, the mask the llama.cpp sampler applies: a bitset of
   the vocabulary, or ids where a budget binds; then ``advance()``, for each token);
   ``first`` is the first walk of a fresh index (the cache file loaded again: no parser
   state or mask computed yet, the arena holding only the file's seed; numba's kernels
@@ -78,11 +78,11 @@ if mode != "cached":
     voc.trie  # shared with every other constraint; built once per process
 trie = time.process_time() - t0
 if mode == "first":  # numba's one-time start of the mask kernels, paid once per process, left out
-    compile_grammar("arithmetic", voc).guide().sampler_mask()
+    compile_grammar("arithmetic", voc).guide().mask()
 t0 = time.process_time(); w0 = time.perf_counter()
 idx = compile_grammar(sys.argv[2], voc)
 if mode == "first":
-    idx.guide().sampler_mask()
+    idx.guide().mask()
 elif mode == "cold":
     idx.complete()  # every tree (a background thread builds those the first masks did not need)
 print(json.dumps({"cpu": time.process_time() - t0, "wall": time.perf_counter() - w0, "trie": trie}))
@@ -123,7 +123,7 @@ def pct(xs, q):
 
 
 def walk(idx, token_lists, budget):
-    """(µs per ``sampler_mask()``, µs per ``advance()``, ms to make the first guide)."""
+    """(µs per ``mask()``, µs per ``advance()``, ms to make the first guide)."""
     from localguide.protocol import MaskKind
 
     times, adv = [], []
@@ -136,7 +136,7 @@ def walk(idx, token_lists, budget):
             made = (clock() - a) / 1e6
         for t in tokens:
             a = clock()
-            mask, mode = g.sampler_mask()
+            mode, mask = g.mask()
             b = clock()
             times.append((b - a) / 1000)
             if mode == MaskKind.BITS:
@@ -204,7 +204,7 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
     voc = Vocabulary.from_gguf(path)
     llg_tok = _llg_tokenizer(voc, llama)
     # numba's one-time start of the mask kernels in this process (as in ``cold to mask``'s child)
-    compile_grammar("arithmetic", voc).guide().sampler_mask()
+    compile_grammar("arithmetic", voc).guide().mask()
     rows = []
     saved = os.environ.get("LOCALGUIDE_CACHE_DIR")
     try:
@@ -326,7 +326,7 @@ def main():
     for model, path in model_paths(args.models.split(",")).items():
         rows += measure(path, model, args.grammars.split(","), args.budget,
                         log=lambda m: print(m, file=sys.stderr), repeat=args.repeat, compile_times=not args.no_compile)
-    print(f"\nmasks: µs CPU per sampler_mask(); budget: {args.budget}; first walks: median of {args.repeat}\n")
+    print(f"\nmasks: µs CPU per mask(); budget: {args.budget}; first walks: median of {args.repeat}\n")
     print(table(rows))
 
 

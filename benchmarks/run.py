@@ -852,7 +852,7 @@ def model_report(name: str, r: dict) -> str:
                      "`cold` = `compile_grammar` in a fresh process with an empty disk cache (numba's machine-code "
                      "cache warm) with every subterminal tree built (`cold to mask`: wall time to the first mask in another "
                      "fresh process and empty cache; the index builds trees when first needed), `cached` = the same loading the cache file (s and ms of CPU); masks = µs of CPU per "
-                     "`sampler_mask()` while the model's own tokenization of sample texts (2-3 per grammar, "
+                     "`mask()` while the model's own tokenization of sample texts (2-3 per grammar, "
                      "`benchmarks/grammar_masks.py`) is walked through a guide of the cached index: `first` is the "
                      "walk of a fresh index (every parser state and mask new, the arena only the cache file's seed; median of "
                      f"{r['grammar_masks'][0].get('repeat', 1)} walks, each of an index loaded again), `warm` the same walk again. "

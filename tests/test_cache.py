@@ -300,7 +300,7 @@ def test_grammar_cache_token_ids_outside_the_vocabulary_are_left_out(fresh_cache
     sources._COMPILED.clear()
     damaged = compile_grammar("arithmetic", vocab, lazy=False)
     assert damaged.guide().allowed_token_ids().tolist() == [t for t in want if t not in gone]
-    bits = damaged.guide().sampler_mask()[0]
+    bits = damaged.guide().mask().data
     assert bits.dtype == np.uint64 and len(bits) == (vocab.size + 63) // 64
     on = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
     assert on.tolist() == [t for t in want if t not in gone]

@@ -254,6 +254,12 @@ class GrammarIndex:
         st.next[token_id] = res
         return res
 
+    def only_stop(self, st: GState) -> bool:
+        """True when nothing but a stop token may follow ``st`` (memoized on the state)."""
+        if st._only_stop is None:
+            st._only_stop = not self.token_bits(st).any()
+        return st._only_stop
+
     def accepting(self, st: GState) -> bool:
         a = st._accepting
         if a is None:

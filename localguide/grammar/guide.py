@@ -22,12 +22,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BudgetError, TokenNotAllowedError
-from ..protocol import MaskKind
+from ..protocol import Mask, MaskKind, unwind
 from .masks import bits_has, bits_ids, bits_with, key_of
 
 
 class GrammarGuide:
-    __slots__ = ("index", "state", "remaining", "finished", "opportunistic", "_plan")
+    """A cursor over a ``GrammarIndex`` (``localguide.protocol.GuideProtocol``)."""
+
+    __slots__ = ("index", "state", "remaining", "finished", "opportunistic", "_plan", "_past", "_depth")
+    cheap_masks = False
 
     def __init__(self, index, max_tokens: int | None = None, opportunistic: bool = False, *, _state=None):
         self.index = index
@@ -36,6 +39,8 @@ class GrammarGuide:
         self.remaining = max_tokens
         self.opportunistic = opportunistic
         self._plan = None
+        self._past = None
+        self._depth = 0
         if max_tokens is not None and _state is None:
             if max_tokens < 0:
                 raise ValueError("max_tokens must be >= 0")
@@ -97,13 +102,12 @@ class GrammarGuide:
                 return bits_ids(m)
         return self.index.allowed(self.state)
 
-    def sampler_mask(self) -> tuple[np.ndarray, int]:
-        """What the llama.cpp sampler applies: (a bitset of the vocabulary, ``MaskKind.BITS``),
-        or (no ids, 0) once the guide has finished."""
+    def mask(self) -> Mask:
+        """A bitset of the vocabulary (no ids once the guide has finished)."""
         if self.finished:
-            return np.zeros(0, np.int32), 0
+            return Mask(MaskKind.ALLOWED, np.zeros(0, np.int32))
         m = self._budget_mask() if self.remaining is not None else None
-        return (self.index.allowed_bits(self.state) if m is None else m), MaskKind.BITS
+        return Mask(MaskKind.BITS, self.index.allowed_bits(self.state) if m is None else m)
 
     def accepts(self, token_id: int) -> bool:
         """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""
@@ -128,6 +132,7 @@ class GrammarGuide:
             if not index.accepting(self.state):
                 raise TokenNotAllowedError(f"a stop token is not allowed: the text so far is not a "
                                            f"complete sentence of {index.description}")
+            self._push()
             self.finished = True
             return
         if self.remaining is not None:
@@ -142,6 +147,7 @@ class GrammarGuide:
             raise TokenNotAllowedError(
                 f"token {token_id} ({index.vocabulary[token_id]!r}) is not allowed here by "
                 f"{index.description}: the text would no longer be a prefix of any sentence")
+        self._push()
         self.state = nxt
         if self.remaining is not None:
             self.remaining -= 1
@@ -154,10 +160,7 @@ class GrammarGuide:
     def is_finished(self) -> bool:
         if self.finished:
             return True
-        st = self.state
-        if st._only_stop is None:
-            st._only_stop = not self.index.token_bits(st).any()
-        if st._only_stop:
+        if self.index.only_stop(self.state):
             return True
         if self.remaining is not None:
             if self.remaining <= 0:
@@ -171,8 +174,26 @@ class GrammarGuide:
         g = GrammarGuide.__new__(GrammarGuide)
         g.index, g.state, g.remaining, g.finished, g.opportunistic = (
             self.index, self.state, self.remaining, self.finished, self.opportunistic)
-        g._plan = self._plan
+        g._plan, g._past, g._depth = self._plan, self._past, self._depth
         return g
+
+    def _push(self) -> None:
+        self._past = (self._past, (self.state, self.remaining, self.finished, self._plan))
+        self._depth += 1
+
+    def checkpoint(self) -> int:
+        """How many tokens this cursor has advanced (``rollback`` undoes them)."""
+        return self._depth
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` tokens (O(n)): parser states are immutable and shared, so nothing is recomputed."""
+        self._past, cursor, self._depth = unwind(self._past, self._depth, n)
+        if cursor is not None:
+            self.state, self.remaining, self.finished, self._plan = cursor
+
+    def native_block(self) -> None:
+        """None: grammar masks are computed in Python and the kernels, not by the native sampler."""
+        return None
 
     def __repr__(self) -> str:
         return (f"GrammarGuide(accepting={self.is_accepting()}, remaining={self.remaining}, "

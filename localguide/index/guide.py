@@ -1,4 +1,4 @@
-"""A Guide: a cheap cursor over an Index (advance, allowed tokens, accepting, copy)."""
+"""A Guide: a cheap cursor over an Index (``localguide.protocol.GuideProtocol``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from bisect import bisect_left
 
 import numpy as np
 
-from . import build_kernels, native_block as kernels
 from ..errors import BudgetError, LocalguideError, TokenNotAllowedError
+from ..protocol import Mask, MaskKind, unwind
+from . import build_kernels, native_block as kernels
 
 _NONE = np.zeros(0, np.int32)
 _NONE.flags.writeable = False
@@ -21,7 +22,8 @@ class Guide:
     when the text so far is complete. After a stop token the guide is finished.
     """
 
-    __slots__ = ("index", "state", "remaining", "finished", "_fast")
+    __slots__ = ("index", "state", "remaining", "finished", "_fast", "_past", "_depth")
+    cheap_masks = True
 
     def __init__(self, index, max_tokens: int | None = None, *, _state: int = 0):
         self.index = index
@@ -29,6 +31,8 @@ class Guide:
         self.state = _state
         self.finished = False
         self.remaining = max_tokens
+        self._past = None
+        self._depth = 0
         if max_tokens is not None:
             if max_tokens < 0:
                 raise ValueError("max_tokens must be >= 0")
@@ -38,6 +42,14 @@ class Guide:
                     f"{index.description or 'the constraint'} needs at least {need} tokens, "
                     f"but max_tokens is {max_tokens}"
                 )
+
+    @classmethod
+    def at(cls, index, state: int, remaining: int | None, finished: bool = False) -> "Guide":
+        """A cursor at ``state`` of ``index`` with ``remaining`` tokens of budget (no check, no history)."""
+        g = cls.__new__(cls)
+        g.index, g._fast, g.state, g.remaining, g.finished = index, index.fast, state, remaining, finished
+        g._past, g._depth = None, 0
+        return g
 
     def _budget_limited(self) -> bool:
         r = self.remaining
@@ -58,40 +70,59 @@ class Guide:
         k = build_kernels.within_budget(tokens, nexts, index.distance, self.remaining - 1, out)
         return out[:k]
 
-    def sampler_mask(self) -> tuple[np.ndarray, bool]:
-        """What the llama.cpp sampler applies: (allowed ids, False) or (forbidden ids, True)."""
+    def mask(self) -> Mask:
+        """The allowed ids, or the excluded ids where most of the vocabulary is allowed."""
         if not self.finished and not self._budget_limited():
             f = self._fast
             m = f.state_mask[self.state]
             excluded = f.excludes[m]
             if excluded is not None:
-                return excluded, True
-            return f.masks[m], False
-        return self.allowed_token_ids(), False
+                return Mask(MaskKind.EXCLUDED, excluded)
+            return Mask(MaskKind.ALLOWED, f.masks[m])
+        return Mask(MaskKind.ALLOWED, self.allowed_token_ids())
 
-    def advance(self, token_id: int) -> None:
-        """Move past ``token_id``; raise ``TokenNotAllowedError`` if it is not allowed here."""
-        token_id = int(token_id)
+    def accepts(self, token_id: int) -> bool:
+        """Whether ``token_id`` is allowed now (a lookup in the state's mask, within the budget)."""
         if self.finished:
-            raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
+            return False
+        nxt = self._target(int(token_id))
+        return nxt is not None and not self._over_budget(nxt)
+
+    def _target(self, token_id: int):
+        """The state ``token_id`` leads to by the mask (-1: a stop token), None when the mask has no such token."""
         f = self._fast
         s = self.state
         m = f.state_mask[s]
         lo, hi = f.mask_offsets[m], f.mask_offsets[m + 1]
         pos = bisect_left(f.mask_tokens, token_id, lo, hi)
         if pos >= hi or f.mask_tokens[pos] != token_id:
+            return None
+        return f.next_states[f.next_offsets[s] + pos - lo]
+
+    def _over_budget(self, nxt: int) -> bool:
+        r = self.remaining
+        return nxt >= 0 and r is not None and self._fast.distance[nxt] > r - 1
+
+    def advance(self, token_id: int) -> None:
+        """Move past ``token_id``; raise ``TokenNotAllowedError`` if it is not allowed here."""
+        token_id = int(token_id)
+        if self.finished:
+            raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
+        nxt = self._target(token_id)
+        if nxt is None:
             raise TokenNotAllowedError(self._explain(token_id))
-        nxt = f.next_states[f.next_offsets[s] + pos - lo]
+        r = self.remaining
+        if self._over_budget(nxt):
+            raise TokenNotAllowedError(
+                f"token {token_id} is allowed by the constraint but cannot finish within the "
+                f"remaining {r} token(s)"
+            )
+        self._past = (self._past, (self.state, r, False))
+        self._depth += 1
         if nxt < 0:
             self.finished = True
             return
-        r = self.remaining
         if r is not None:
-            if f.distance[nxt] > r - 1:
-                raise TokenNotAllowedError(
-                    f"token {token_id} is allowed by the constraint but cannot finish within the "
-                    f"remaining {r} token(s)"
-                )
             self.remaining = r - 1
         self.state = nxt
 
@@ -124,8 +155,17 @@ class Guide:
         b[kernels.B_SIZES] = ix.vocab_size
         return b
 
+    def write_block(self, block: np.ndarray) -> None:
+        """Put this cursor into ``block`` (before a sample: the guide may have advanced or rolled back)."""
+        block[kernels.B_STATE] = self.state
+        block[kernels.B_REMAINING] = -1 if self.remaining is None else self.remaining
+        block[kernels.B_FINISHED] = self.finished
+
     def sync_from_block(self, block: np.ndarray) -> None:
-        """Take the cursor back from a guide block; raise what the native sampler flagged."""
+        """Take the cursor back from a guide block after a sample; raise what the native sampler flagged."""
+        if not block[kernels.B_ERROR]:
+            self._past = (self._past, (self.state, self.remaining, self.finished))
+            self._depth += 1
         self.state = int(block[kernels.B_STATE])
         r = int(block[kernels.B_REMAINING])
         self.remaining = None if r < 0 else r
@@ -144,10 +184,19 @@ class Guide:
             raise TokenNotAllowedError(self._explain(token))
 
     def copy(self) -> "Guide":
-        g = Guide.__new__(Guide)
-        g.index, g._fast, g.state, g.remaining, g.finished = (
-            self.index, self._fast, self.state, self.remaining, self.finished)
+        g = Guide.at(self.index, self.state, self.remaining, self.finished)
+        g._past, g._depth = self._past, self._depth
         return g
+
+    def checkpoint(self) -> int:
+        """How many tokens this cursor has advanced (``rollback`` undoes them)."""
+        return self._depth
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` tokens (O(n))."""
+        self._past, cursor, self._depth = unwind(self._past, self._depth, n)
+        if cursor is not None:
+            self.state, self.remaining, self.finished = cursor
 
     def _explain(self, token_id: int) -> str:
         what = "a stop token" if token_id in self.index.stop_ids else f"token {token_id}"

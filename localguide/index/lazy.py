@@ -25,6 +25,7 @@ import numpy as np
 
 from ..automaton import ByteDFA
 from ..errors import BudgetError, TokenNotAllowedError
+from ..protocol import Mask, MaskKind, unwind
 from ..vocabulary import Vocabulary
 from . import build_kernels as kernels
 from .guide import Guide
@@ -143,9 +144,14 @@ class LazyIndex:
 
 
 class LazyGuide:
-    """A Guide over a LazyIndex: rows state by state, then the Index's own Guide once it exists."""
+    """A guide over a LazyIndex: rows state by state, then the Index's own Guide once it exists.
 
-    __slots__ = ("lazy", "state", "remaining", "finished", "_inner")
+    Its history is kept in automaton states up to the hand-over; a rollback past the
+    hand-over drops the Index guide, and the next call hands over again from there.
+    """
+
+    __slots__ = ("lazy", "state", "remaining", "finished", "_inner", "_past", "_depth")
+    cheap_masks = True
 
     def __init__(self, lazy: LazyIndex, max_tokens: int | None = None):
         self.lazy = lazy
@@ -153,6 +159,8 @@ class LazyGuide:
         self.remaining = max_tokens
         self.finished = False
         self._inner = None
+        self._past = None
+        self._depth = 0
         if max_tokens is not None and max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         if not self._switch() and max_tokens is not None and lazy.byte_distance[0] > max_tokens:
@@ -165,14 +173,11 @@ class LazyGuide:
         index = self.lazy.index(wait=False)
         if index is None:
             return False
-        inner = Guide.__new__(Guide)
-        inner.index, inner._fast = index, index.fast
-        inner.remaining, inner.finished = self.remaining, self.finished
-        inner.state = 0 if self.finished else self.lazy.local_state(self.state)
-        if self.remaining is not None and not self.finished and index.fast.distance[inner.state] > self.remaining:
+        state = 0 if self.finished else self.lazy.local_state(self.state)
+        if self.remaining is not None and not self.finished and index.fast.distance[state] > self.remaining:
             raise BudgetError(f"{self.lazy.description or 'the constraint'} needs "
-                              f"{index.fast.distance[inner.state]} tokens, but max_tokens is {self.remaining}")
-        self._inner = inner
+                              f"{index.fast.distance[state]} tokens, but max_tokens is {self.remaining}")
+        self._inner = Guide.at(index, state, self.remaining, self.finished)
         return True
 
     def allowed_token_ids(self) -> np.ndarray:
@@ -187,25 +192,50 @@ class LazyGuide:
         ok = (nexts < 0) | (dist[np.maximum(nexts, 0)] <= self.remaining - 1)
         return toks if ok.all() else toks[ok]
 
+    def mask(self) -> Mask:
+        if self._switch():
+            return self._inner.mask()
+        return Mask(MaskKind.ALLOWED, self.allowed_token_ids())
+
+    def accepts(self, token_id: int) -> bool:
+        if self._switch():
+            return self._inner.accepts(token_id)
+        if self.finished:
+            return False
+        nxt = self._target(int(token_id))
+        return nxt is not None and not self._over_budget(nxt)
+
+    def _target(self, token_id: int):
+        """The automaton state ``token_id`` leads to (-1: a stop token), None when the row has no such token."""
+        toks, nexts = self.lazy.row(self.state)
+        pos = bisect_left(toks, token_id)
+        if pos >= len(toks) or toks[pos] != token_id:
+            return None
+        return int(nexts[pos])
+
+    def _over_budget(self, nxt: int) -> bool:
+        return nxt >= 0 and self.remaining is not None and self.lazy.byte_distance[nxt] > self.remaining - 1
+
     def advance(self, token_id: int) -> None:
         if self._switch():
             return self._inner.advance(token_id)
         token_id = int(token_id)
         if self.finished:
             raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
-        toks, nexts = self.lazy.row(self.state)
-        pos = bisect_left(toks, token_id)
-        if pos >= len(toks) or toks[pos] != token_id:
+        nxt = self._target(token_id)
+        if nxt is None:
+            toks, _ = self.lazy.row(self.state)
             raise TokenNotAllowedError(f"token {token_id} is not allowed in state {self.state} of "
                                        f"{self.lazy.description or 'the constraint'}; {len(toks)} tokens are")
-        nxt = int(nexts[pos])
+        if self._over_budget(nxt):
+            raise TokenNotAllowedError(f"token {token_id} is allowed by the constraint but may not "
+                                       f"finish within the remaining {self.remaining} token(s)")
+        self._past = (self._past, (self.state, self.remaining, False))
+        self._depth += 1
         if nxt < 0:
             self.finished = True
             return
         if self.remaining is not None:
-            if self.lazy.byte_distance[nxt] > self.remaining - 1:
-                raise TokenNotAllowedError(f"token {token_id} is allowed by the constraint but may not "
-                                           f"finish within the remaining {self.remaining} token(s)")
             self.remaining -= 1
         self.state = nxt
 
@@ -225,5 +255,24 @@ class LazyGuide:
     def copy(self) -> "LazyGuide":
         g = LazyGuide.__new__(LazyGuide)
         g.lazy, g.state, g.remaining, g.finished = self.lazy, self.state, self.remaining, self.finished
+        g._past, g._depth = self._past, self._depth
         g._inner = None if self._inner is None else self._inner.copy()
         return g
+
+    def checkpoint(self) -> int:
+        return self._depth + (0 if self._inner is None else self._inner.checkpoint())
+
+    def rollback(self, n: int) -> None:
+        inner = self._inner
+        if inner is not None:
+            if n <= inner.checkpoint():
+                return inner.rollback(n)
+            n -= inner.checkpoint()
+            self._inner = None  # back before the hand-over: hand over again from there
+        self._past, cursor, self._depth = unwind(self._past, self._depth, n)
+        if cursor is not None:
+            self.state, self.remaining, self.finished = cursor
+
+    def native_block(self) -> None:
+        """None: the sampler drives this guide through ``mask()`` (it may hand over mid-generation)."""
+        return None

@@ -184,11 +184,11 @@ class Model:
         """The core loop: decode the prompt, then sample (through the guide) and decode, token by token.
 
         Stops at a stop token, at ``max_tokens``, or when the guide allows nothing but stopping.
-        With ``opportunistic`` (guides that have ``accepts``), the token is first sampled
-        without the mask and kept if the guide accepts it; the full mask is computed only
-        on a rejection (DOMINO §3.5; identical output at temperature 0).
+        With ``opportunistic`` (guides whose masks are not precomputed, ``cheap_masks`` False),
+        the token is first sampled without the mask and kept if the guide accepts it; the full
+        mask is computed only on a rejection (DOMINO §3.5; identical output at temperature 0).
         """
-        opportunistic = opportunistic and guide is not None and hasattr(guide, "accepts")
+        opportunistic = opportunistic and guide is not None and not guide.cheap_masks
         ctx = self.llama.ctx
         n_ctx = llama_cpp.llama_n_ctx(ctx)
         if len(prompt_tokens) + max_tokens > n_ctx:

@@ -49,20 +49,17 @@ _ACCEPT = ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_int32)
 
 
 class GuideSampler:
-    """A ``llama_sampler`` that keeps only the tokens the guide allows.
+    """A ``llama_sampler`` that keeps only the tokens the guide allows (any ``GuideProtocol``).
 
-    A guide with ``sampler_mask()`` may hand over the forbidden ids instead when that list
-    is shorter (the regex Guide), or a bitset of the vocabulary (``MaskKind.BITS``, the
-    grammar guide); any other guide only needs ``allowed_token_ids()``.
+    A guide that offers a ``native_block()`` (the Index guides) runs entirely in compiled
+    code, no Python per token; any other is asked for its ``mask()`` at each token.
     """
 
     def __init__(self, guide):
         self.guide = guide
         self.error: BaseException | None = None
-        self.block = None
-        if hasattr(guide, "native_block"):
-            # The regex guide runs entirely in compiled code: no Python per token.
-            self.block = guide.native_block()
+        self.block = guide.native_block()
+        if self.block is not None:
             iface = _SamplerInterface()
             iface.apply, iface.accept = native_kernels.native_callbacks()
             self._iface = iface
@@ -70,8 +67,6 @@ class GuideSampler:
                 ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)),
                 ctypes.c_void_p(self.block.ctypes.data))
             return
-        mask = getattr(guide, "sampler_mask", None)
-        self._mask = mask if mask is not None else (lambda: (guide.allowed_token_ids(), False))
         # The callbacks must stay referenced as long as llama.cpp may call them.
         self._apply_cb = _APPLY(self._apply)
         self._accept_cb = _ACCEPT(self._accept)
@@ -81,6 +76,11 @@ class GuideSampler:
         self._iface = iface
         self.pointer = llama_cpp.llama_sampler_init(
             ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)), None)
+
+    def prepare(self) -> None:
+        """Before a sample: the native block takes the guide's cursor (it may have advanced or rolled back)."""
+        if self.block is not None:
+            self.guide.write_block(self.block)
 
     def sync(self) -> None:
         """After a sample: bring the guide up to date and raise any error from the callbacks."""
@@ -92,15 +92,15 @@ class GuideSampler:
 
     def _apply(self, smpl, cur_p) -> None:
         try:
-            tokens, exclude = self._mask()
-            if exclude == MaskKind.BITS:
+            kind, tokens = self.guide.mask()
+            if kind == MaskKind.BITS:
                 kept = candidates_kernels.mask_candidates_bits(cur_p, tokens)
                 if kept == 0:
                     raise RuntimeError("the guide allows no token here")
-            elif not exclude and len(tokens) == 0:
+            elif kind == MaskKind.ALLOWED and len(tokens) == 0:
                 raise RuntimeError("the guide allows no token here (it has already finished)")
             else:
-                kept = 1 if mask_candidates_at(cur_p, tokens, exclude) else -1
+                kept = 1 if mask_candidates_at(cur_p, tokens, kind == MaskKind.EXCLUDED) else -1
             if kept < 0:
                 raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
                                       "(it got a candidate array that was not in token-id order)")
@@ -148,6 +148,8 @@ class SamplerChain:
             llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
 
     def sample(self, ctx) -> int:
+        if self.guide_sampler is not None:
+            self.guide_sampler.prepare()
         token = llama_cpp.llama_sampler_sample(self.pointer, ctx, -1)
         if self.guide_sampler is not None:
             self.guide_sampler.sync()
