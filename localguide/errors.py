@@ -44,6 +44,62 @@ class ModelFileError(LocalguideError, OSError):
 class TokenNotAllowedError(LocalguideError, ValueError):
     """A token passed to ``Guide.advance`` that the constraint does not allow here."""
 
+    @classmethod
+    def after_end(cls, token_id: int) -> "TokenNotAllowedError":
+        return cls(f"token {token_id} after the end: the guide has already finished")
+
+    @classmethod
+    def over_budget(cls, token_id: int, what: str, remaining: int) -> "TokenNotAllowedError":
+        return cls(f"token {token_id} is allowed by {what} but cannot finish within the remaining {remaining} token(s)")
+
 
 class BudgetError(LocalguideError, ValueError):
     """No text satisfying the constraint fits in ``max_tokens``."""
+
+    @classmethod
+    def needs(cls, what: str, tokens: int, max_tokens: int, how: str = "") -> "BudgetError":
+        return cls(f"{what} needs at least {tokens} tokens{how}, but max_tokens is {max_tokens}")
+
+
+def check_max_tokens(max_tokens: int | None) -> None:
+    """The guides' common check of a token budget."""
+    if max_tokens is not None and max_tokens < 0:
+        raise ValueError("max_tokens must be >= 0")
+
+
+class GrammarError(LocalguideError, ValueError):
+    """An invalid or unsupported grammar (Lark or GBNF).
+
+    ``line`` and ``column`` are 1-based when the problem has a position in the grammar text.
+    """
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None,
+                 source: str | None = None):
+        self.reason = message
+        self.line = line
+        self.column = column
+        self.source = source
+        where = ""
+        if line is not None:
+            where = f" at line {line}" + (f", column {column}" if column is not None else "")
+        origin = f" in {source}" if source else ""
+        super().__init__(f"{message}{where}{origin}")
+
+
+class SchemaError(LocalguideError, ValueError):
+    """A schema that cannot be compiled: invalid, unsupported, or matching no document."""
+
+
+def json_pointer(ptr: str, keyword: str = "") -> str:
+    """``#ptr/keyword`` (the keyword escaped as RFC 6901 says); absolute URIs stay as they are."""
+    p = f"{ptr}/{keyword.replace('~', '~0').replace('/', '~1')}" if keyword else ptr
+    return "#" + p if not p.startswith("http") else p
+
+
+class UnsupportedSchemaError(SchemaError):
+    """Keywords that cannot be enforced. ``problems`` lists (JSON pointer, keyword, reason)."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]):
+        self.problems = list(problems)
+        lines = [f"  {json_pointer(p, k)}: {r}" for p, k, r in self.problems]
+        super().__init__(f"the schema uses {len(self.problems)} unsupported construct(s):\n" + "\n".join(lines))

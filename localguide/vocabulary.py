@@ -112,11 +112,6 @@ class Vocabulary:
         return cls(arrays["flat"], arrays["offsets"], arrays["stop_ids"],
                    eos_id=int(arrays["eos_id"]), name=path.name)
 
-    @classmethod
-    def from_llama(cls, llama) -> "Vocabulary":
-        """The vocabulary of an already loaded ``llama_cpp.Llama``."""
-        return cls.from_gguf(llama.model_path)
-
     # -- queries ---------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.offsets) - 1

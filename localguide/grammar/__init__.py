@@ -13,7 +13,7 @@ masks (``masks``) → guide states (``compiled``, disk-cached as arrays by
 """
 
 from .compiled import GrammarIndex
-from .errors import GrammarError
+from ..errors import GrammarError
 from .guide import GrammarGuide
 from .sources import compile_grammar, list_grammars
 

@@ -20,7 +20,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import arena_kernels, budget_kernels, masks_kernels
+from . import arena_kernels, masks_kernels
+from .arena_kernels import (
+    AR_FEED_KEYS, AR_FEED_SETS, AR_FINISH, AR_META, AR_SCRATCH, AR_SET_HASH, AR_SET_KEYS, AR_SET_OFF, DF_ALLOWED,
+    META_KEYS, META_SETS, META_INITIAL,
+)
+from ..distance import UNREACHABLE
 from ..numba_tools import read_only
 from .earley import int_words
 
@@ -85,11 +90,12 @@ def seed_arrays(grammar) -> dict:
         return empty
     D = _dfa_tables(grammar)
     n = 2 * SEED_SETS
-    A = _new_arena(n, D[0].shape[1], 4 * SEED_FEEDS, CompiledMasks.scratch)  # room for the seed
+    A = _new_arena(n, D[DF_ALLOWED].shape[1], 4 * SEED_FEEDS, CompiledMasks.scratch)  # room for the seed
     keys = np.array(sorted(d << 32 for d, _ in grammar.initial.entries), np.int64)  # no origins: all 0
     arena_kernels.earley_seed(A, D, arena_kernels.earley_intern(A, D, keys, len(keys)), SEED_SETS, SEED_FEEDS)
-    meta, set_off, set_keys, fk, fv = A[0], A[1], A[2], A[6], A[7]
-    ns, nk = int(meta[0]), int(meta[1])
+    meta, set_off, set_keys, fk, fv = (A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FEED_KEYS],
+                                         A[AR_FEED_SETS])
+    ns, nk = int(meta[META_SETS]), int(meta[META_KEYS])
     used = fk != 0
     return {"ar_set_off": set_off[:ns + 1].copy(), "ar_set_keys": set_keys[:nk].copy(),
             "ar_feed_keys": fk[used], "ar_feed_sets": fv[used]}
@@ -106,7 +112,7 @@ def _dfa_tables(grammar) -> tuple:
 def _new_arena(n: int, n_words: int, f: int, scratch: int) -> tuple:
     """Empty arena tables (``A`` of the kernels) for ``n`` sets (a power of two) and a feed table
     of ``f`` slots (a power of two, kept at most half full), without the finish tables of
-    budget bounds (``A[8:11]``, one row each)."""
+    budget bounds (``AR_FINISH`` to ``AR_AFTER``, one row each)."""
     meta = np.array([0, 0, 0, -1], np.int64)  # sets, entry keys, feeds, the initial set (-1: not in yet)
     return (meta, np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64), np.zeros((n, n_words), np.uint64),
             np.zeros(n, np.uint64), np.zeros(4 * n, np.int64), np.zeros(f, np.int64), np.zeros(f, np.int64),
@@ -127,7 +133,7 @@ def _warm(core: "CompiledMasks") -> None:
     loading one from numba's cache takes milliseconds, too much for one mask."""
     global _warmed
     if not _warmed:
-        set_hash, ht, fk, fv = core.A[4:8]
+        set_hash, ht, fk, fv = core.A[AR_SET_HASH:AR_FEED_SETS + 1]
         arena_kernels.earley_rehash(0, set_hash, np.zeros_like(ht), np.zeros_like(fk), np.zeros_like(fv), fk, fv)
         _warmed = True
 
@@ -194,7 +200,7 @@ class CompiledMasks:
         self.seed = seed if seed is not None and len(seed["ar_set_off"]) > 1 else None
         self.engine = engine
         self.D = tables
-        self.n_words = tables[0].shape[1]
+        self.n_words = tables[DF_ALLOWED].shape[1]
         self.ign = engine.ign
         sc = engine.scanner
         self.live_w = read_only(sc.live_w)
@@ -205,7 +211,7 @@ class CompiledMasks:
         self._T_version = -1
         self.last = ((), None)  # the last key made and its array: ``MaskEngine.bits_of`` takes it next
         self._gmarks = np.zeros(0, np.uint8)
-        self._gcost = np.zeros(0, np.int64)  # scratch of ``masks_kernels.earley_masks``: all BUDGET_BIG
+        self._gcost = np.zeros(0, np.int64)  # scratch of ``masks_kernels.earley_masks``: all UNREACHABLE
         self.n_nt = grammar.n_nonterminals
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
@@ -234,7 +240,7 @@ class CompiledMasks:
                                     or 4 * n < len(seed["ar_feed_keys"]) + 1):
             n *= 2
         A = _new_arena(n, self.n_words, 8 * n, self.scratch)
-        self.A = A[:8] + self._finish_arrays(n) + A[11:]
+        self.A = A[:AR_FINISH] + self._finish_arrays(n) + A[AR_SCRATCH:]
         if seed is not None and not arena_kernels.earley_restore(self.A, self.D, *(seed[k] for k in SEED_KEYS)):
             self.seed = None  # a damaged cache file: start empty
             self.reset()
@@ -255,12 +261,13 @@ class CompiledMasks:
                 return False
             self.B = budget_tables(self.grammar, completer, self.engine.scanner)
             self.budget = True
-            self.A = self.A[:8] + self._finish_arrays(len(self.A[1]) - 1) + self.A[11:]
+            self.A = (self.A[:AR_FINISH] + self._finish_arrays(len(self.A[AR_SET_OFF]) - 1)
+                      + self.A[AR_SCRATCH:])
         return True
 
     @property
     def n_sets(self) -> int:
-        return int(self.A[0][0])
+        return int(self.A[AR_META][META_SETS])
 
     def _grow(self) -> None:
         """Double what is at least half full (the entry keys when nothing else is); rehash."""
@@ -320,7 +327,7 @@ class CompiledMasks:
         bound, and then the union and costs are None too.
         """
         aid = self._aid
-        initial = self.grammar.initial if self.A[0][3] < 0 else None  # (acceptance reads its arena id)
+        initial = self.grammar.initial if self.A[AR_META][META_INITIAL] < 0 else None  # (acceptance reads its arena id)
         got = self._args_one(configs[0]) if len(configs) == 1 and initial is None else None
         if got is None:
             new, flat, n_x, init_ref = self._args(configs, initial)
@@ -333,7 +340,7 @@ class CompiledMasks:
             gcost = _NO_COSTS
             if costs:
                 if len(self._gcost) < len(self._gmarks):
-                    self._gcost = np.full(len(self._gmarks), budget_kernels.BUDGET_BIG, np.int64)
+                    self._gcost = np.full(len(self._gmarks), UNREACHABLE, np.int64)
                 gcost = self._gcost
             out = masks_kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
                                        bounds, gcost)

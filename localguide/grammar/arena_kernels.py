@@ -30,15 +30,40 @@ from ..numba_tools import _bare, _grow, _voidptr
 # them or views of them.
 
 
+# The tables the kernels take, as tuples of arrays; a name for each slot.
+# ``A``, the arena: meta ([sets, entry keys, feed entries, the initial set or -1]), set_off,
+# set_keys (each set's entry keys, sorted: DFA state << 32 | origin set + 1, 0 for the set
+# itself), set_allowed (terminal bit words), set_hash, ht (open addressing: set + 1), fk/fv
+# (memoized feeds: set * n_terminals + terminal + 1 -> set, EARLEY_REJECT), the budget's
+# finish tables (``budget_kernels``) and the scratch of ``_earley_make``.
+(AR_META, AR_SET_OFF, AR_SET_KEYS, AR_SET_ALLOWED, AR_SET_HASH, AR_HT, AR_FEED_KEYS, AR_FEED_SETS, AR_FINISH,
+ AR_FINISH_DONE, AR_AFTER, AR_SCRATCH) = range(12)
+(META_SETS, META_KEYS, META_FEEDS, META_INITIAL) = range(4)  # AR_META's entries
+# ``D``, the LR(0) epsilon-DFA (``earley.Grammar``): allowed words, predicted companion,
+# completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words.
+(DF_ALLOWED, DF_PRED, DF_COMP_OFF, DF_COMP, DF_SH_OFF, DF_SH_SYM, DF_SH_TO, DF_IGNORED) = range(8)
+# ``T``, the subterminal trees (``masks``: children CSR, each node's groups, each group's
+# scanner state and lead token, live words, tree roots) and the readings' tables.
+(TR_CH_OFF, TR_CH_TERM, TR_CH_NODE, TR_NODE_GRP, TR_GRP_STATE, TR_GRP_LEAD, TR_LIVE_W, TR_TREE_ROOT,
+ TR_TREE_OF, TR_TREE_LIM, TR_R_TERM, TR_R_ACC, TR_R_BASE, TR_HAS_UNRES) = range(14)
+# ``B``, budget bounds (``budget_kernels``); BG_DCOST and BG_LEXEME_ENDS are tuples (CSR).
+(BG_IT_OFF, BG_ITEMS, BG_NEXT_SYM, BG_ITEM_LHS, BG_REST_LEN, BG_IS_PRED, BG_DCOST, BG_BEST_LEN, BG_SUFFIX,
+ BG_PARAMS, BG_LEXEME_ENDS) = range(11)
+# ``S``, the scanner states' readings (CSR) and which DFA states hold the completed start item.
+(SC_ST_OFF, SC_ST_RD, SC_ACCEPT) = range(3)
+
+
 @njit(cache=True, inline="always")
 def _bare_arena(A):
-    return (_bare(A[0]), _bare(A[1]), _bare(A[2]), _bare(A[3]), _bare(A[4]), _bare(A[5]), _bare(A[6]), _bare(A[7]),
-            _bare(A[8]), _bare(A[9]), _bare(A[10]), _bare(A[11]))
+    return (_bare(A[AR_META]), _bare(A[AR_SET_OFF]), _bare(A[AR_SET_KEYS]), _bare(A[AR_SET_ALLOWED]),
+            _bare(A[AR_SET_HASH]), _bare(A[AR_HT]), _bare(A[AR_FEED_KEYS]), _bare(A[AR_FEED_SETS]),
+            _bare(A[AR_FINISH]), _bare(A[AR_FINISH_DONE]), _bare(A[AR_AFTER]), _bare(A[AR_SCRATCH]))
 
 
 @njit(cache=True, inline="always")
 def _bare_dfa(D):
-    return (_bare(D[0]), _bare(D[1]), _bare(D[2]), _bare(D[3]), _bare(D[4]), _bare(D[5]), _bare(D[6]), _bare(D[7]))
+    return (_bare(D[DF_ALLOWED]), _bare(D[DF_PRED]), _bare(D[DF_COMP_OFF]), _bare(D[DF_COMP]), _bare(D[DF_SH_OFF]),
+            _bare(D[DF_SH_SYM]), _bare(D[DF_SH_TO]), _bare(D[DF_IGNORED]))
 
 
 # A context: the arrays of ``A``, ``D``, ``T``, ``B`` and ``S`` (the scanner states'
@@ -57,7 +82,8 @@ CTX_SPEC = (
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1),
     ("i8", 1), ("i4", 1), ("b", 1))  # S
 CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
-CTX_ARENA = 12  # the first slots: the arena, written by the kernels
+CTX_A, CTX_D, CTX_T, CTX_B, CTX_S = 0, 12, 20, 34, 50  # where each table's slots start (B's tuples flattened)
+CTX_ARENA = CTX_D  # the first slots: the arena, written by the kernels
 
 
 @njit(cache=True, inline="always")
@@ -74,17 +100,27 @@ def _c2(ctx, i, dt):
 def _ctx_tables(ctx):
     """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting."""
     i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
-    A = (_c1(ctx, 0, i8), _c1(ctx, 1, i8), _c1(ctx, 2, i8), _c2(ctx, 3, u8), _c1(ctx, 4, u8), _c1(ctx, 5, i8),
-         _c1(ctx, 6, i8), _c1(ctx, 7, i8), _c2(ctx, 8, i8), _c1(ctx, 9, b), _c2(ctx, 10, i8), _c1(ctx, 11, i8))
-    D = (_c2(ctx, 12, u8), _c1(ctx, 13, i8), _c1(ctx, 14, i8), _c1(ctx, 15, i8), _c1(ctx, 16, i8), _c1(ctx, 17, i8),
-         _c1(ctx, 18, i8), _c1(ctx, 19, u8))
-    T = (_c1(ctx, 20, i8), _c1(ctx, 21, i4), _c1(ctx, 22, i4), _c1(ctx, 23, i8), _c1(ctx, 24, i4), _c1(ctx, 25, i4),
-         _c2(ctx, 26, u8), _c1(ctx, 27, i8), _c1(ctx, 28, i8), _c1(ctx, 29, i8), _c1(ctx, 30, i8), _c1(ctx, 31, b),
-         _c1(ctx, 32, i8), _c1(ctx, 33, b))
-    B = (_c1(ctx, 34, i8), _c1(ctx, 35, i8), _c1(ctx, 36, i8), _c1(ctx, 37, i8), _c1(ctx, 38, i8), _c1(ctx, 39, b),
-         (_c1(ctx, 40, i8), _c1(ctx, 41, i8), _c1(ctx, 42, i8), _c1(ctx, 43, i8)), _c1(ctx, 44, i8),
-         _c1(ctx, 45, i8), _c1(ctx, 46, i8), (_c1(ctx, 47, i8), _c1(ctx, 48, i8), _c1(ctx, 49, i8)))
-    S = (_c1(ctx, 50, i8), _c1(ctx, 51, i4), _c1(ctx, 52, b))
+    A = (_c1(ctx, CTX_A + AR_META, i8), _c1(ctx, CTX_A + AR_SET_OFF, i8), _c1(ctx, CTX_A + AR_SET_KEYS, i8),
+         _c2(ctx, CTX_A + AR_SET_ALLOWED, u8), _c1(ctx, CTX_A + AR_SET_HASH, u8), _c1(ctx, CTX_A + AR_HT, i8),
+         _c1(ctx, CTX_A + AR_FEED_KEYS, i8), _c1(ctx, CTX_A + AR_FEED_SETS, i8), _c2(ctx, CTX_A + AR_FINISH, i8),
+         _c1(ctx, CTX_A + AR_FINISH_DONE, b), _c2(ctx, CTX_A + AR_AFTER, i8), _c1(ctx, CTX_A + AR_SCRATCH, i8))
+    D = (_c2(ctx, CTX_D + DF_ALLOWED, u8), _c1(ctx, CTX_D + DF_PRED, i8), _c1(ctx, CTX_D + DF_COMP_OFF, i8),
+         _c1(ctx, CTX_D + DF_COMP, i8), _c1(ctx, CTX_D + DF_SH_OFF, i8), _c1(ctx, CTX_D + DF_SH_SYM, i8),
+         _c1(ctx, CTX_D + DF_SH_TO, i8), _c1(ctx, CTX_D + DF_IGNORED, u8))
+    T = (_c1(ctx, CTX_T + TR_CH_OFF, i8), _c1(ctx, CTX_T + TR_CH_TERM, i4), _c1(ctx, CTX_T + TR_CH_NODE, i4),
+         _c1(ctx, CTX_T + TR_NODE_GRP, i8), _c1(ctx, CTX_T + TR_GRP_STATE, i4), _c1(ctx, CTX_T + TR_GRP_LEAD, i4),
+         _c2(ctx, CTX_T + TR_LIVE_W, u8), _c1(ctx, CTX_T + TR_TREE_ROOT, i8), _c1(ctx, CTX_T + TR_TREE_OF, i8),
+         _c1(ctx, CTX_T + TR_TREE_LIM, i8), _c1(ctx, CTX_T + TR_R_TERM, i8), _c1(ctx, CTX_T + TR_R_ACC, b),
+         _c1(ctx, CTX_T + TR_R_BASE, i8), _c1(ctx, CTX_T + TR_HAS_UNRES, b))
+    # BG_DCOST holds four arrays, so the slots after it sit three further on in the context.
+    dc, after = CTX_B + BG_DCOST, CTX_B + 3
+    B = (_c1(ctx, CTX_B + BG_IT_OFF, i8), _c1(ctx, CTX_B + BG_ITEMS, i8), _c1(ctx, CTX_B + BG_NEXT_SYM, i8),
+         _c1(ctx, CTX_B + BG_ITEM_LHS, i8), _c1(ctx, CTX_B + BG_REST_LEN, i8), _c1(ctx, CTX_B + BG_IS_PRED, b),
+         (_c1(ctx, dc, i8), _c1(ctx, dc + 1, i8), _c1(ctx, dc + 2, i8), _c1(ctx, dc + 3, i8)),
+         _c1(ctx, after + BG_BEST_LEN, i8), _c1(ctx, after + BG_SUFFIX, i8), _c1(ctx, after + BG_PARAMS, i8),
+         (_c1(ctx, after + BG_LEXEME_ENDS, i8), _c1(ctx, after + BG_LEXEME_ENDS + 1, i8),
+          _c1(ctx, after + BG_LEXEME_ENDS + 2, i8)))
+    S = (_c1(ctx, CTX_S + SC_ST_OFF, i8), _c1(ctx, CTX_S + SC_ST_RD, i4), _c1(ctx, CTX_S + SC_ACCEPT, b))
     return A, D, T, B, S
 
 
@@ -124,7 +160,7 @@ def earley_intern(A, D, keys, n):
 
     ``EARLEY_GROW`` when there is no room to add it.
     """
-    meta, set_off, set_keys, set_allowed, set_hash, ht = A[0], A[1], A[2], A[3], A[4], A[5]
+    meta, set_off, set_keys, set_allowed, set_hash, ht = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_SET_ALLOWED], A[AR_SET_HASH], A[AR_HT]
     h = _keys_hash(keys, n)
     mask = len(ht) - 1
     i = np.int64(h & np.uint64(mask))
@@ -144,7 +180,7 @@ def earley_intern(A, D, keys, n):
     nk = meta[1]
     if ns + 2 > len(set_off) or nk + n > len(set_keys) or 2 * (ns + 1) > len(ht):
         return EARLEY_GROW
-    d_allowed = D[0]
+    d_allowed = D[DF_ALLOWED]
     nw = set_allowed.shape[1]
     for w in range(nw):
         set_allowed[ns, w] = 0
@@ -188,7 +224,7 @@ def _feed_slot(key, mask):
     return np.int64(((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(29)) & np.uint64(mask))
 
 
-# ``A[11]`` is scratch for ``_earley_make`` (the arena's only user, one call at a time),
+# ``A[AR_SCRATCH]`` is scratch for ``_earley_make`` (the arena's only user, one call at a time),
 # four areas of a quarter each (a power of two): keys, seen (a hash set), the work stack's
 # states and origins. A set's closure runs in it instead of in arrays allocated per call,
 # which took most of the time of a new set of a few entries; larger sets allocate.
@@ -216,8 +252,8 @@ def _earley_make(A, D, sd, so, nk):
 
     ``sd`` and ``so`` are the work stack and are overwritten (scratch or fresh arrays).
     """
-    set_off, set_keys, scratch = A[1], A[2], A[11]
-    d_pred, comp_off, comp_nt, sh_off, sh_sym, sh_to = D[1], D[2], D[3], D[4], D[5], D[6]
+    set_off, set_keys, scratch = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_SCRATCH]
+    d_pred, comp_off, comp_nt, sh_off, sh_sym, sh_to = D[DF_PRED], D[DF_COMP_OFF], D[DF_COMP], D[DF_SH_OFF], D[DF_SH_SYM], D[DF_SH_TO]
     cap = len(scratch) >> 2
     keys = scratch[:cap]
     n = 0
@@ -293,8 +329,8 @@ def earley_feed(A, D, s, t):
     Inlined, with ``_earley_make`` and ``earley_intern``: as calls, each passed the arena and
     tables (twenty array structures) and counted references to them, and a new set took
     2.2 µs in ``earley_seed`` on sql; inlined, 0.6 µs."""
-    meta, set_off, set_keys, set_allowed, fk, fv = A[0], A[1], A[2], A[3], A[6], A[7]
-    sh_off, sh_sym, sh_to, ign_w = D[4], D[5], D[6], D[7]
+    meta, set_off, set_keys, set_allowed, fk, fv = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_SET_ALLOWED], A[AR_FEED_KEYS], A[AR_FEED_SETS]
+    sh_off, sh_sym, sh_to, ign_w = D[DF_SH_OFF], D[DF_SH_SYM], D[DF_SH_TO], D[DF_IGNORED]
     key = s * (set_allowed.shape[1] * 64) + t + 1
     i = _feed_find(fk, key)
     if fk[i] == key:
@@ -303,10 +339,10 @@ def earley_feed(A, D, s, t):
         return EARLEY_GROW
     if (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
         nk = set_off[s + 1] - set_off[s]
-        cap = len(A[11]) >> 2
+        cap = len(A[AR_SCRATCH]) >> 2
         if nk <= cap:
-            kd = A[11][2 * cap:3 * cap]
-            ko = A[11][3 * cap:]
+            kd = A[AR_SCRATCH][2 * cap:3 * cap]
+            ko = A[AR_SCRATCH][3 * cap:]
         else:
             kd = np.empty(nk, np.int64)
             ko = np.empty(nk, np.int64)
@@ -339,7 +375,7 @@ def earley_seed(A, D, root, max_sets, max_feeds):
     text, made once at compile time and kept in the cache file (``arena.seed_arrays``)."""
     A = _bare_arena(A)
     D = _bare_dfa(D)
-    meta, set_allowed = A[0], A[3]
+    meta, set_allowed = A[AR_META], A[AR_SET_ALLOWED]
     n_bits = set_allowed.shape[1] * 64
     queue = np.empty(max_sets + 1, np.int64)
     queue[0] = root
@@ -364,7 +400,7 @@ def earley_seed(A, D, root, max_sets, max_feeds):
 
 def py_earley_seed(A, D, root, max_sets, max_feeds):
     """``earley_seed``'s twin: the same breadth-first feeds, one ``earley_feed`` call each."""
-    meta, set_allowed = A[0], A[3]
+    meta, set_allowed = A[AR_META], A[AR_SET_ALLOWED]
     queue = [root]
     head = 0
     while head < len(queue):
@@ -390,10 +426,10 @@ def earley_restore(A, D, set_off, set_keys, feed_keys, feed_sets):
     not fit these tables (a damaged cache file); the arena is then of no use."""
     A = _bare_arena(A)
     D = _bare_dfa(D)
-    fk, fv = A[6], A[7]
-    n_d = D[0].shape[0]
+    fk, fv = A[AR_FEED_KEYS], A[AR_FEED_SETS]
+    n_d = D[DF_ALLOWED].shape[0]
     ns = len(set_off) - 1
-    n_bits = A[3].shape[1] * 64
+    n_bits = A[AR_SET_ALLOWED].shape[1] * 64
     if not (ns >= 0 and set_off[0] == 0 and set_off[ns] == len(set_keys) and len(feed_keys) == len(feed_sets)
             and 2 * (len(feed_keys) + 1) <= len(fk)):
         return False
@@ -413,6 +449,6 @@ def earley_restore(A, D, set_off, set_keys, feed_keys, feed_sets):
         n = set_off[i + 1] - set_off[i]
         if earley_intern(A, D, set_keys[set_off[i]:set_off[i + 1]], n) != i:
             return False  # no room, or a set twice
-    earley_rehash(0, A[4], A[5], fk, fv, feed_keys, feed_sets)
-    A[0][2] = len(feed_keys)
+    earley_rehash(0, A[AR_SET_HASH], A[AR_HT], fk, fv, feed_keys, feed_sets)
+    A[AR_META][META_FEEDS] = len(feed_keys)
     return True

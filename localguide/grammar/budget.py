@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..automaton import ByteDFA
+from ..distance import UNREACHABLE, byte_distances
 
 # Bytes preferred in completions (earlier first), among those of equal length.
 _PREFERRED = (list(range(ord("a"), ord("z") + 1)) + list(range(ord("0"), ord("9") + 1))
@@ -47,18 +48,15 @@ def dfa_suffixes(dfa: ByteDFA, rank: np.ndarray = _RANK) -> list:
 
     Among bytes that lead equally fast to acceptance, the lowest ``rank`` wins.
     """
-    from .cfg import dfa_distances
-
-    dist = dfa_distances(dfa)
+    dist = byte_distances(dfa)
     n = dfa.n_states
-    big = np.int64(1) << 40
     trans = dfa.transitions
-    ext = np.append(dist, big)
-    nxt_dist = ext[trans]  # (n, 256); dead -> big
+    ext = np.append(dist, np.int64(UNREACHABLE))
+    nxt_dist = ext[trans]  # (n, 256); dead -> UNREACHABLE
     out: list = [None] * n
     order = np.argsort(dist, kind="stable")
     for q in order.tolist():
-        if dist[q] >= big:
+        if dist[q] >= UNREACHABLE:
             continue
         if dist[q] == 0:
             out[q] = b""
@@ -360,7 +358,7 @@ class Completer:
         completions after each terminal they may end in, not the groups one by one.
         """
         if node is None or not self.bytewise:
-            return 1 << 30
+            return UNREACHABLE
         key = (s, node[0].uid, node[1]) if isinstance(node, tuple) else (s, node.uid, -1)
         got = self._visit_bounds.get(key)
         if got is not None:
@@ -383,10 +381,10 @@ class Completer:
             low = real & -real
             real ^= low
             w = after(low.bit_length() - 1)
-            worst = max(worst, 1 << 30 if w is None else len(w))
+            worst = max(worst, UNREACHABLE if w is None else len(w))
         if self.ign >= 0 and (live >> self.ign) & 1 and allowed:
             w = self._nonempty(allowed, after)
-            worst = max(worst, 1 << 30 if w is None else len(w))
+            worst = max(worst, UNREACHABLE if w is None else len(w))
         got = self._visit_bounds[key] = sfx + worst
         return got
 
@@ -476,13 +474,13 @@ class Completer:
         """An upper bound on the tokens of ``plan`` for completion ``w``: its bytes, when each is a
         token by itself (greedy then never fails), else the plan's length (large: no plan)."""
         if w is None:
-            return 1 << 30
+            return UNREACHABLE
         if self._tokens is None:
             self._token_table()
         if not w.translate(None, self._singles):
             return len(w)
         t = self.tokenize(w)
-        return 1 << 30 if t is None else len(t)
+        return UNREACHABLE if t is None else len(t)
 
 
 def _shorter(a: bytes, b: bytes) -> bool:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..distance import UNREACHABLE
 from ..numba_tools import _grow, _lowest_bit
+from .arena_kernels import (
+    AR_AFTER, AR_FINISH, AR_FINISH_DONE, AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, BG_BEST_LEN,
+    BG_DCOST, BG_IS_PRED, BG_IT_OFF, BG_ITEM_LHS, BG_ITEMS, BG_LEXEME_ENDS, BG_NEXT_SYM, BG_PARAMS,
+    BG_REST_LEN, BG_SUFFIX,
+)
+
 
 @njit(cache=True, inline="always")
 def _any_allowed(set_allowed, q):
@@ -20,20 +27,18 @@ def _any_allowed(set_allowed, q):
 # companion flags, left-corner costs per DFA state (CSR rows (terminal, lhs, bytes after
 # the terminal to the end of lhs), sorted by terminal), shortest lexeme per terminal,
 # longest lexeme suffix per scanner state, (start nonterminal, first nonterminal id)).
-# The arena's ``A[8]`` holds each set's finish table (``Completer.finish_table``: bytes
-# after a nonterminal completes, having started in that set), ``A[9]`` which are filled,
-# ``A[10]`` its ``earley_after`` per terminal and then the shortest new-lexeme completion
+# The arena's ``A[AR_FINISH]`` holds each set's finish table (``Completer.finish_table``: bytes
+# after a nonterminal completes, having started in that set), ``A[AR_FINISH_DONE]`` which are filled,
+# ``A[AR_AFTER]`` its ``earley_after`` per terminal and then the shortest new-lexeme completion
 # (each plus one; 0: not computed).
 
-EARLEY_INF = 1 << 40
-BUDGET_BIG = 1 << 30  # ``Completer.visit_bound``'s "no completion"
 
 
 @njit(cache=True, inline="always")
 def _earley_finish(A, D, B, x):
     """Fill the finish tables of arena set ``x`` and of the sets it depends on (origins first)."""
-    meta, set_off, set_keys, fin, fin_done = A[0], A[1], A[2], A[8], A[9]
-    it_off, items, ns, lhs_of, rest_len, params = B[0], B[1], B[2], B[3], B[4], B[9]
+    meta, set_off, set_keys, fin, fin_done = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_FINISH_DONE]
+    it_off, items, ns, lhs_of, rest_len, params = B[BG_IT_OFF], B[BG_ITEMS], B[BG_NEXT_SYM], B[BG_ITEM_LHS], B[BG_REST_LEN], B[BG_PARAMS]
     start_lhs, nt = params[0], params[1]
     stack = np.empty(16, np.int64)
     stack[0] = x
@@ -58,7 +63,7 @@ def _earley_finish(A, D, B, x):
         if pushed:
             continue
         for a in range(fin.shape[1]):
-            fin[y, a] = EARLEY_INF
+            fin[y, a] = UNREACHABLE
         if y == meta[3]:
             fin[y, start_lhs - nt] = 0
         n_in = 0
@@ -84,14 +89,14 @@ def _earley_finish(A, D, B, x):
                     n_in += 1
                 else:
                     tail = fin[o, lhs - nt]
-                    if tail < EARLEY_INF and rest + tail < fin[y, a - nt]:
+                    if tail < UNREACHABLE and rest + tail < fin[y, a - nt]:
                         fin[y, a - nt] = rest + tail
         changed = True
         while changed:
             changed = False
             for i in range(n_in):
                 tail = fin[y, il[i]]
-                if tail < EARLEY_INF and ir[i] + tail < fin[y, ia[i]]:
+                if tail < UNREACHABLE and ir[i] + tail < fin[y, ia[i]]:
                     fin[y, ia[i]] = ir[i] + tail
                     changed = True
         fin_done[y] = 1
@@ -101,14 +106,14 @@ def _earley_finish(A, D, B, x):
 @njit(cache=True, inline="always")
 def earley_after(A, D, B, x, t):
     """``Completer.after_terminal``'s length: the shortest completion (bytes) of arena set ``x``
-    once it takes terminal ``t``; ``EARLEY_INF`` if none."""
-    set_off, set_keys, fin, aft = A[1], A[2], A[8], A[10]
+    once it takes terminal ``t``; ``UNREACHABLE`` if none."""
+    set_off, set_keys, fin, aft = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_AFTER]
     memo = aft[x, t]
     if memo:
         return memo - 1
-    is_pred, dc_off, dc_t, dc_lhs, dc_len, params = B[5], B[6][0], B[6][1], B[6][2], B[6][3], B[9]
+    is_pred, dc_off, dc_t, dc_lhs, dc_len, params = B[BG_IS_PRED], B[BG_DCOST][0], B[BG_DCOST][1], B[BG_DCOST][2], B[BG_DCOST][3], B[BG_PARAMS]
     nt = params[1]
-    res = EARLEY_INF
+    res = UNREACHABLE
     for e in range(set_off[x], set_off[x + 1]):
         k = set_keys[e]
         d = k >> 32
@@ -129,7 +134,7 @@ def earley_after(A, D, B, x, t):
             _earley_finish(A, D, B, o)
             while lo < dc_off[d + 1] and dc_t[lo] == t:
                 tail = fin[o, dc_lhs[lo] - nt]
-                if tail < EARLEY_INF and dc_len[lo] + tail < res:
+                if tail < UNREACHABLE and dc_len[lo] + tail < res:
                     res = dc_len[lo] + tail
                 lo += 1
     aft[x, t] = res + 1
@@ -141,8 +146,8 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
     """``Completer.visit_bound(s, q)``: the longest lexeme suffix of tree node ``s``'s groups
     plus the longest completion after a terminal they may end in, from arena set ``q``.
     ``live`` is scratch of one word per 64 terminals."""
-    set_allowed = A[3]
-    sfx_state = B[8]
+    set_allowed = A[AR_SET_ALLOWED]
+    sfx_state = B[BG_SUFFIX]
     nw = set_allowed.shape[1]
     live[:] = 0
     sfx = 0
@@ -157,13 +162,13 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
         bits = live[w] & set_allowed[q, w]
         while bits:
             a = earley_after(A, D, B, q, (w << 6) + _lowest_bit(bits))
-            a = BUDGET_BIG if a >= EARLEY_INF else a
+            a = min(a, UNREACHABLE)
             if a > worst:
                 worst = a
             bits &= bits - np.uint64(1)
     if ign >= 0 and (live[ign >> 6] >> np.uint64(ign & 63)) & np.uint64(1) and _any_allowed(set_allowed, q):
         best = _earley_nonempty(A, D, B, q)
-        a = BUDGET_BIG if best >= EARLEY_INF else best
+        a = min(best, UNREACHABLE)
         if a > worst:
             worst = a
     return sfx + worst
@@ -172,17 +177,17 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
 @njit(cache=True, inline="always")
 def _earley_nonempty(A, D, B, q):
     """``Completer._nonempty``'s length: the shortest completion of arena set ``q`` that starts a
-    new lexeme (memoized in the last column of ``A[10]``)."""
-    set_allowed, aft = A[3], A[10]
-    best_len = B[7]
+    new lexeme (memoized in the last column of ``A[AR_AFTER]``)."""
+    set_allowed, aft = A[AR_SET_ALLOWED], A[AR_AFTER]
+    best_len = B[BG_BEST_LEN]
     col = aft.shape[1] - 1
     best = aft[q, col] - 1
     if best < 0:
-        best = EARLEY_INF
+        best = UNREACHABLE
         for t in range(set_allowed.shape[1] * 64):
             if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
                 a = earley_after(A, D, B, q, t)
-                if a < EARLEY_INF and best_len[t] + a < best:
+                if a < UNREACHABLE and best_len[t] + a < best:
                     best = best_len[t] + a
         aft[q, col] = best + 1
     return best
@@ -192,10 +197,10 @@ def _earley_nonempty(A, D, B, q):
 def earley_group_cost(A, D, B, q, c, ign):
     """``Completer.node_cost`` (bytes): the shortest completion of configuration (arena set ``q``,
     scanner state ``c``): a lexeme suffix of ``c``'s readings, then the parser's completion
-    after that terminal (a new lexeme after the ignored run); ``BUDGET_BIG`` if none."""
-    set_allowed = A[3]
-    sx_off, sx_t, sx_len = B[10]
-    res = EARLEY_INF
+    after that terminal (a new lexeme after the ignored run); ``UNREACHABLE`` if none."""
+    set_allowed = A[AR_SET_ALLOWED]
+    sx_off, sx_t, sx_len = B[BG_LEXEME_ENDS]
+    res = UNREACHABLE
     if _any_allowed(set_allowed, q):
         for k in range(sx_off[c], sx_off[c + 1]):
             t = sx_t[k]
@@ -205,6 +210,6 @@ def earley_group_cost(A, D, B, q, c, ign):
                 tail = earley_after(A, D, B, q, t)
             else:
                 continue
-            if tail < EARLEY_INF and sx_len[k] + tail < res:
+            if tail < UNREACHABLE and sx_len[k] + tail < res:
                 res = sx_len[k] + tail
-    return BUDGET_BIG if res >= EARLEY_INF else res
+    return min(res, UNREACHABLE)

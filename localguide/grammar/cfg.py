@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..automaton import ByteDFA, ByteNFA, minimize
-from .errors import GrammarError
+from ..distance import byte_distances
+from ..errors import GrammarError
 
 START = "__start__"
 
@@ -135,7 +136,7 @@ def ignored_run_dfa(dfas, max_run: int | None) -> tuple[ByteDFA, np.ndarray]:
     run = nfa.to_dfa(start)
     if max_run is None:
         return run, np.arange(run.n_states, dtype=np.int32)
-    dist = dfa_distances(run)
+    dist = byte_distances(run)
     # Breadth-first over (q, k), keeping the states that can still accept within max_run bytes.
     index = {(0, 0): 0}
     order = [(0, 0)]
@@ -158,21 +159,6 @@ def ignored_run_dfa(dfas, max_run: int | None) -> tuple[ByteDFA, np.ndarray]:
     acc = np.array([bool(run.accepting[q]) for q, _ in order])
     labels = np.array([q for q, _ in order], np.int32)
     return ByteDFA(np.stack(rows), acc), labels
-
-
-def dfa_distances(dfa: ByteDFA) -> np.ndarray:
-    """For each state, the fewest bytes to an accepting state (a large number if none)."""
-    n = dfa.n_states
-    big = np.int64(1) << 40
-    dist = np.where(dfa.accepting, 0, big).astype(np.int64)
-    trans = dfa.transitions
-    ext = np.append(dist, big)
-    while True:
-        ext[:n] = dist
-        new = np.minimum(dist, ext[trans].min(axis=1) + 1)  # trans == -1 reads ext[-1] = big
-        if np.array_equal(new, dist):
-            return dist
-        dist = new
 
 
 def _dfa_key(dfa: ByteDFA) -> bytes:

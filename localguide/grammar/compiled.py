@@ -22,10 +22,11 @@ from functools import cached_property
 import numpy as np
 
 from ..automaton import ByteDFA
+from ..distance import UNREACHABLE
 from . import arena
 from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
-from .errors import GrammarError
+from ..errors import GrammarError
 from .lexer import Scanner
 from .masks import BITS_KEYS, TREE_KEYS, MaskEngine, bits_with, build_trees
 
@@ -373,7 +374,6 @@ class GrammarIndex:
                 info = st.budget = (pairs[-1][0] if pairs else 0, pairs, {})
                 return info
             best: dict = {}
-            big = 1 << 30
             for p, c in st.configs:
                 al = p.allowed | self._ign_bit
                 for r in eng.state_readings(c):
@@ -383,7 +383,7 @@ class GrammarIndex:
                     for g, node in zip(gids, nodes):
                         if g < 0:
                             nxt = self.step_bytes(st, self.vocabulary[-1 - g])
-                            b = comp.cost(comp.state_completion(nxt)) if nxt is not None else big
+                            b = comp.cost(comp.state_completion(nxt)) if nxt is not None else UNREACHABLE
                         else:
                             b = comp.node_cost(node, eng.group_state(g))
                         if g not in best or b < best[g]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..automaton import ByteNFA
 from ..automaton.utf8 import complement_ranges, merge_ranges
 from .cfg import CFG, Terminal
-from .errors import GrammarError
+from ..errors import GrammarError
 
 _ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", '"': '"', "[": "[", "]": "]", "/": "/", "'": "'"}
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BudgetError, TokenNotAllowedError
+from ..errors import BudgetError, TokenNotAllowedError, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from .masks import bits_has, bits_ids, bits_with, key_of
 
@@ -42,13 +42,11 @@ class GrammarGuide:
         self._past = None
         self._depth = 0
         if max_tokens is not None and _state is None:
-            if max_tokens < 0:
-                raise ValueError("max_tokens must be >= 0")
+            check_max_tokens(max_tokens)
             index.prepare_budget()
             plan = self._current_plan()
             if plan is not None and len(plan) > max_tokens:
-                raise BudgetError(f"{index.description} needs at least {len(plan)} tokens "
-                                  f"(by its shortest completion), but max_tokens is {max_tokens}")
+                raise BudgetError.needs(index.description, len(plan), max_tokens, " (by its shortest completion)")
 
     # -- budget -------------------------------------------------------------------------
     def _current_plan(self):
@@ -126,7 +124,7 @@ class GrammarGuide:
     def advance(self, token_id: int) -> None:
         token_id = int(token_id)
         if self.finished:
-            raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
+            raise TokenNotAllowedError.after_end(token_id)
         index = self.index
         if token_id in index.stop_ids:
             if not index.accepting(self.state):
@@ -139,9 +137,7 @@ class GrammarGuide:
             m = self._budget_mask()
             if m is not None:
                 if not bits_has(m, token_id) and index.step(self.state, token_id) is not None:
-                    raise TokenNotAllowedError(
-                        f"token {token_id} is allowed by {index.description} but cannot finish within the "
-                        f"remaining {self.remaining} token(s)")
+                    raise TokenNotAllowedError.over_budget(token_id, index.description, self.remaining)
         nxt = index.step(self.state, token_id)
         if nxt is None:
             raise TokenNotAllowedError(

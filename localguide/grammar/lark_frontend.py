@@ -32,7 +32,7 @@ from ..errors import PatternError
 from ..automaton import ByteDFA, combine
 from ..regex.parser import regex_to_dfa
 from .cfg import CFG, Terminal, literal_dfa
-from .errors import GrammarError
+from ..errors import GrammarError
 
 # Python-regex idioms from lark's common.lark (lookbehind, lazy matching up to a
 # delimiter) and the plain regex with the same matches.

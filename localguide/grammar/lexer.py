@@ -25,10 +25,10 @@ from functools import cached_property
 
 import numpy as np
 
+from ..distance import byte_distances
 from . import lexer_kernels as kernels
-from .cfg import dfa_distances
 from .earley import Grammar
-from .errors import GrammarError
+from ..errors import GrammarError
 from .rows import Rows
 
 
@@ -225,7 +225,7 @@ class Scanner:
         if ign >= 0:
             dfa = cfg.terminal_dfa(ign)
             base = int(self.r_base[ign])
-            self.r_dist[base:base + dfa.n_states] = dfa_distances(dfa)
+            self.r_dist[base:base + dfa.n_states] = byte_distances(dfa)
             if cfg.max_ignored_run is not None:
                 labels = cfg.ignore_labels
                 depth = np.full(dfa.n_states, -1, np.int64)  # = bytes taken: every path to (q, k) has k

@@ -742,26 +742,3 @@ def insert_sorted(base: np.ndarray, small: np.ndarray) -> np.ndarray:
     return base
 
 
-def union(arrays, size: int) -> np.ndarray:
-    """The sorted union of sorted int32 arrays; read-only.
-
-    One concatenation and numpy's stable sort (a radix sort for int32: linear), then
-    duplicates dropped; cheaper here than marking flags over the whole vocabulary.
-    """
-    arrays = [a for a in arrays if len(a)]
-    if not arrays:
-        out = np.zeros(0, np.int32)
-    elif len(arrays) == 1:
-        out = arrays[0]
-    else:
-        out = np.concatenate(arrays)
-        out.sort(kind="stable")
-        dup = out[1:] == out[:-1]
-        if dup.any():
-            keep = np.empty(len(out), bool)
-            keep[0] = True
-            np.logical_not(dup, out=keep[1:])
-            out = out[keep]
-    if out.flags.writeable:
-        out.flags.writeable = False
-    return out

@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .arena_kernels import CTX_SPEC, EARLEY_GROW, EARLEY_NEED_TREE, EARLEY_REJECT, EARLEY_UNRESOLVED, _ctx_tables, _feed_slot, earley_feed, earley_intern
-from .budget_kernels import BUDGET_BIG, _any_allowed, earley_group_cost, earley_visit_bound
+from ..distance import UNREACHABLE
 from ..numba_tools import _grow, _lowest_bit, _work, _work_grown
+from .arena_kernels import (
+    AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, DF_IGNORED, EARLEY_GROW, EARLEY_NEED_TREE,
+    EARLEY_UNRESOLVED, META_INITIAL, TR_R_ACC, TR_R_TERM, _ctx_tables, _feed_slot, earley_feed, earley_intern,
+)
+from .budget_kernels import _any_allowed, earley_group_cost, earley_visit_bound
+
 
 @njit(cache=True, inline="always")
 def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
@@ -24,9 +29,9 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     """
     bound = 0
     do_cost = len(gcost) > 0
-    set_allowed = A[3]
+    set_allowed = A[AR_SET_ALLOWED]
     n_bits = set_allowed.shape[1] * 64
-    ign_w = D[7]
+    ign_w = D[DF_IGNORED]
     (ch_off, ch_term, ch_node, node_grp, grp_state, grp_lead, live_w, tree_root, tree_of, tree_lim, r_term,
      r_acc, r_base, has_unres) = T
     nw = set_allowed.shape[1]
@@ -193,7 +198,7 @@ ACC_YES = 4
 def _set_accepts(A, d_accept, q):
     """Whether arena set ``q`` holds the completed start item begun in the initial set
     (``PState.accepting``); the arena must know its initial set."""
-    set_off, set_keys, init = A[1], A[2], A[0][3]
+    set_off, set_keys, init = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_META][META_INITIAL]
     for e in range(set_off[q], set_off[q + 1]):
         k = set_keys[e]
         if d_accept[k >> 32]:
@@ -208,7 +213,7 @@ def _masks_failed(status, gcost):
     """``earley_masks``' answer when it stops early: the header only, and ``gcost`` reset (a walk
     may have lowered some)."""
     for i in range(len(gcost)):
-        gcost[i] = BUDGET_BIG
+        gcost[i] = UNREACHABLE
     out = np.zeros(3, np.int64)
     out[0] = status
     return out
@@ -230,7 +235,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     by the walk before); ``EARLEY_REJECT`` if that feed is rejected.
 
     ``init_ref`` is the grammar's initial set (a reference; -1: the arena knows it already).
-    ``gcost`` as in ``earley_mask_groups`` (all ``BUDGET_BIG``, and left so), the group costs
+    ``gcost`` as in ``earley_mask_groups`` (all ``UNREACHABLE``, and left so), the group costs
     are returned beside the union (else an empty array).
 
     Returns one array: (status, union length ``n``, costs length), then the arena ids of the
@@ -243,8 +248,8 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     """
     A, D, T, B, S = _ctx_tables(ctx)
     st_off, st_rd, d_accept = S
-    r_term, r_acc = T[10], T[11]
-    set_allowed = A[3]
+    r_term, r_acc = T[TR_R_TERM], T[TR_R_ACC]
+    set_allowed = A[AR_SET_ALLOWED]
     x_d, x_ref = args[:n_x], args[n_x:2 * n_x]
     k0 = 2 * n_x + n_new + 1
     x_off, cfg_ref, cfg_state = args[2 * n_x:k0], args[k0:k0 + n_cfg], args[k0 + n_cfg:k0 + 2 * n_cfg]
@@ -275,7 +280,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
             return _masks_failed(a, gcost)
         aids[i] = a
     if init_ref != -1:
-        A[0][3] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
+        A[AR_META][META_INITIAL] = init_ref if init_ref >= 0 else aids[-2 - init_ref]
     for c in range(n_cfg):
         p = cfg_ref[c]
         if p < 0:
@@ -284,7 +289,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
         rd = st_rd[st_off[sc]:st_off[sc + 1]]
         # acceptance (``GrammarIndex.accepting``): a lexeme that ends here completes a sentence
         acc = 0
-        if A[0][3] >= 0:
+        if A[AR_META][META_INITIAL] >= 0:
             acc = ACC_KNOWN
             for i in range(len(rd)):
                 r = rd[i]
@@ -314,7 +319,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
         g_off[c + 1] = g_off[c] + len(got)
     if len(gcost) and (unres & 1).any():  # a walk stopped at an unresolved tree may have lowered some
         for i in range(len(gcost)):
-            gcost[i] = BUDGET_BIG
+            gcost[i] = UNREACHABLE
     # and the union over the configurations (sorted, distinct): the guide state's key
     if n_cfg == 1:
         union = groups
@@ -334,7 +339,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     costs = np.empty(n if len(gcost) and not (unres & 1).any() else 0, np.int64)
     for i in range(len(costs)):
         costs[i] = gcost[union[i]]
-        gcost[union[i]] = BUDGET_BIG
+        gcost[union[i]] = UNREACHABLE
     n_g = g_off[n_cfg] if n_cfg > 1 else 0  # one configuration: its groups are the union
     out = np.empty(3 + n_new + 3 * n_cfg + 1 + n_g + n + len(costs), np.int64)
     out[0] = 0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import cache
 from .compiled import FORMAT, GrammarIndex
-from .errors import GrammarError
+from ..errors import GrammarError
 
 DEFAULT_MAX_IGNORED_RUN = 32
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..distance import UNREACHABLE
 from ..numba_tools import _lowest_bit
 
 # --- index construction --------------------------------------------------------
@@ -181,7 +182,7 @@ def py_explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, 
 
 @njit(cache=True, nogil=True)
 def distances(offsets, edge_next, accepting):
-    """Fewest tokens from each state to an accepting one (-1: never), by backward BFS.
+    """Fewest tokens from each state to an accepting one (``UNREACHABLE``: never), by backward BFS.
 
     ``edge_next`` holds local state numbers (positions in ``offsets``); -1 is no edge.
     """
@@ -211,7 +212,7 @@ def distances(offsets, edge_next, accepting):
         t = pdst[p]
         rsrc[fill[t]] = psrc[p]
         fill[t] += 1
-    dist = np.full(n, -1, np.int32)
+    dist = np.full(n, UNREACHABLE, np.int64)
     queue = np.empty(n, np.int32)
     head = 0
     tail = 0
@@ -225,7 +226,7 @@ def distances(offsets, edge_next, accepting):
         head += 1
         for e in range(rcount[t], rcount[t + 1]):
             s = rsrc[e]
-            if dist[s] < 0:
+            if dist[s] == UNREACHABLE:
                 dist[s] = dist[t] + 1
                 queue[tail] = s
                 tail += 1
@@ -235,24 +236,24 @@ def distances(offsets, edge_next, accepting):
 def py_distances(offsets, edge_next, accepting):
     """Twin of ``distances``: relax until nothing changes."""
     n = len(accepting)
-    dist = [0 if accepting[s] else -1 for s in range(n)]
+    dist = [0 if accepting[s] else UNREACHABLE for s in range(n)]
     changed = True
     while changed:
         changed = False
         for s in range(n):
             for e in range(offsets[s], offsets[s + 1]):
                 t = edge_next[e]
-                if t >= 0 and dist[t] >= 0 and (dist[s] < 0 or dist[t] + 1 < dist[s]):
+                if t >= 0 and dist[t] + 1 < dist[s]:
                     dist[s] = dist[t] + 1
                     changed = True
-    return np.array(dist, np.int32)
+    return np.array(dist, np.int64)
 
 
 @njit(cache=True, nogil=True)
 def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
     """Prune edges into states that cannot finish, add stop tokens to accepting states.
 
-    ``edge_next`` holds local state numbers; states with ``dist < 0`` are dropped and
+    ``edge_next`` holds local state numbers; states at ``UNREACHABLE`` are dropped and
     the rest renumbered in order. Returns (keep, new_offsets, tokens, nexts, max_next,
     hashes): stop tokens get next state -1, each state's tokens stay sorted, and
     ``hashes`` (one per kept state) lets the caller store identical masks once.
@@ -261,7 +262,7 @@ def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
     renum = np.full(n, -1, np.int32)
     k = 0
     for s in range(n):
-        if dist[s] >= 0:
+        if dist[s] < UNREACHABLE:
             renum[s] = k
             k += 1
     keep = np.empty(k, np.int32)
@@ -291,7 +292,7 @@ def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
             if e == offsets[s + 1]:
                 break
             q = edge_next[e]
-            if dist[q] < 0:
+            if dist[q] >= UNREACHABLE:
                 continue
             tokens[c] = t
             nexts[c] = renum[q]
@@ -307,12 +308,12 @@ def finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
 
 def py_finalize(offsets, edge_tok, edge_next, dist, accepting, stop_ids):
     """Twin of ``finalize`` (hashes are Python's own: compare them only for equality)."""
-    keep = [s for s in range(len(dist)) if dist[s] >= 0]
+    keep = [s for s in range(len(dist)) if dist[s] < UNREACHABLE]
     renum = {s: i for i, s in enumerate(keep)}
     new_offsets, tokens, nexts, max_next, hashes = [0], [], [], [], []
     for s in keep:
         edges = [(int(edge_tok[e]), renum[int(edge_next[e])]) for e in range(offsets[s], offsets[s + 1])
-                 if dist[edge_next[e]] >= 0]
+                 if dist[edge_next[e]] < UNREACHABLE]
         max_next.append(max((int(dist[keep[q]]) for _, q in edges), default=0))
         if accepting[s]:
             edges = sorted(edges + [(int(t), -1) for t in stop_ids])

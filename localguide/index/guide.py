@@ -6,7 +6,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from ..errors import BudgetError, LocalguideError, TokenNotAllowedError
+from ..errors import BudgetError, LocalguideError, TokenNotAllowedError, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from . import build_kernels, native_block as kernels
 
@@ -33,15 +33,9 @@ class Guide:
         self.remaining = max_tokens
         self._past = None
         self._depth = 0
-        if max_tokens is not None:
-            if max_tokens < 0:
-                raise ValueError("max_tokens must be >= 0")
-            need = self._fast.distance[_state]
-            if need > max_tokens:
-                raise BudgetError(
-                    f"{index.description or 'the constraint'} needs at least {need} tokens, "
-                    f"but max_tokens is {max_tokens}"
-                )
+        check_max_tokens(max_tokens)
+        if max_tokens is not None and self._fast.distance[_state] > max_tokens:
+            raise BudgetError.needs(index.description or "the constraint", self._fast.distance[_state], max_tokens)
 
     @classmethod
     def at(cls, index, state: int, remaining: int | None, finished: bool = False) -> "Guide":
@@ -107,16 +101,13 @@ class Guide:
         """Move past ``token_id``; raise ``TokenNotAllowedError`` if it is not allowed here."""
         token_id = int(token_id)
         if self.finished:
-            raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
+            raise TokenNotAllowedError.after_end(token_id)
         nxt = self._target(token_id)
         if nxt is None:
             raise TokenNotAllowedError(self._explain(token_id))
         r = self.remaining
         if self._over_budget(nxt):
-            raise TokenNotAllowedError(
-                f"token {token_id} is allowed by the constraint but cannot finish within the "
-                f"remaining {r} token(s)"
-            )
+            raise TokenNotAllowedError.over_budget(token_id, "the constraint", r)
         self._past = (self._past, (self.state, r, False))
         self._depth += 1
         if nxt < 0:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import cache
 from ..automaton import ByteDFA
+from ..distance import UNREACHABLE
 from ..errors import EmptyLanguageError
 from ..vocabulary import Vocabulary
 from . import build_kernels as kernels
@@ -142,7 +143,7 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
     states, offsets, toks, nexts = kernels.explore(*trie.arrays, dfa.transitions)
     accepting = dfa.accepting[states]
     dist = kernels.distances(offsets, nexts, accepting)
-    if dist[0] < 0:
+    if dist[0] >= UNREACHABLE:
         raise EmptyLanguageError(
             f"no sequence of tokens of {vocabulary.name} spells a string of {description or 'the constraint'}"
         )
@@ -184,7 +185,7 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
         "next_offsets": next_offsets,
         "next_states": nexts,
         "accepting": accepting[keep].copy(),
-        "distance": dist[keep].copy(),
+        "distance": dist[keep].astype(np.int32),  # reachable states only: small
         "max_next_distance": max_next,
         "stop_ids": vocabulary.stop_ids.copy(),
         "dfa_states": states[keep],  # the automaton state of each Index state

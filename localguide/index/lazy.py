@@ -24,7 +24,8 @@ from typing import Callable
 import numpy as np
 
 from ..automaton import ByteDFA
-from ..errors import BudgetError, TokenNotAllowedError
+from ..distance import UNREACHABLE
+from ..errors import BudgetError, TokenNotAllowedError, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from ..vocabulary import Vocabulary
 from . import build_kernels as kernels
@@ -35,7 +36,7 @@ _NONE.flags.writeable = False
 
 
 def single_byte_distance(dfa: ByteDFA, vocabulary: Vocabulary) -> np.ndarray:
-    """Fewest single-byte tokens from each state to acceptance (-1: none reach it)."""
+    """Fewest single-byte tokens from each state to acceptance (``UNREACHABLE``: none reach it)."""
     lengths = np.diff(vocabulary.offsets)
     covered = np.zeros(256, bool)
     covered[vocabulary.flat[vocabulary.offsets[:-1][lengths == 1]]] = True
@@ -46,7 +47,7 @@ def single_byte_distance(dfa: ByteDFA, vocabulary: Vocabulary) -> np.ndarray:
 
 def lazy_possible(dfa: ByteDFA, vocabulary: Vocabulary) -> bool:
     """Whether every state of ``dfa`` can finish through single-byte tokens (rows alone are exact)."""
-    return bool((single_byte_distance(dfa, vocabulary) >= 0).all())
+    return bool((single_byte_distance(dfa, vocabulary) < UNREACHABLE).all())
 
 
 class LazyIndex:
@@ -57,7 +58,7 @@ class LazyIndex:
 
     def __init__(self, dfa: ByteDFA, vocabulary: Vocabulary, build: Callable[[], object], description: str = ""):
         self._byte_distance = single_byte_distance(dfa, vocabulary)
-        if (self._byte_distance < 0).any():
+        if (self._byte_distance >= UNREACHABLE).any():
             raise ValueError("some automaton states cannot finish through single-byte tokens")
         self.dfa = dfa
         self.description = description
@@ -161,8 +162,7 @@ class LazyGuide:
         self._inner = None
         self._past = None
         self._depth = 0
-        if max_tokens is not None and max_tokens < 0:
-            raise ValueError("max_tokens must be >= 0")
+        check_max_tokens(max_tokens)
         if not self._switch() and max_tokens is not None and lazy.byte_distance[0] > max_tokens:
             raise BudgetError(f"{lazy.description or 'the constraint'} needs more than {max_tokens} tokens")
 
@@ -175,8 +175,8 @@ class LazyGuide:
             return False
         state = 0 if self.finished else self.lazy.local_state(self.state)
         if self.remaining is not None and not self.finished and index.fast.distance[state] > self.remaining:
-            raise BudgetError(f"{self.lazy.description or 'the constraint'} needs "
-                              f"{index.fast.distance[state]} tokens, but max_tokens is {self.remaining}")
+            raise BudgetError.needs(self.lazy.description or "the constraint", index.fast.distance[state],
+                                    self.remaining)
         self._inner = Guide.at(index, state, self.remaining, self.finished)
         return True
 
@@ -221,7 +221,7 @@ class LazyGuide:
             return self._inner.advance(token_id)
         token_id = int(token_id)
         if self.finished:
-            raise TokenNotAllowedError(f"token {token_id} after the end: the guide has already finished")
+            raise TokenNotAllowedError.after_end(token_id)
         nxt = self._target(token_id)
         if nxt is None:
             toks, _ = self.lazy.row(self.state)

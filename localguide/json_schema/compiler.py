@@ -553,7 +553,6 @@ class Compiler:
 
     # -- objects --------------------------------------------------------------------------------
     def object(self, f: Flat, depth: int) -> Node:
-        P = self.problems
         if f.unconstrained("object") and not f.has_additional:
             self.note_any(f.ptr, "type")
             return self.any_object(self.any_depth, depth)

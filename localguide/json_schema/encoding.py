@@ -33,10 +33,6 @@ def _hex_digit_class(lo: int, hi: int) -> Node:
     return cls(rs)
 
 
-def _any_hex(n: int) -> Node:
-    return rep(_hex_digit_class(0, 15), n, n)
-
-
 def digits_range(lo: int, hi: int, width: int, base: int, digit) -> Node:
     """Fixed-width numerals (leading zeros kept) with value in lo..hi."""
     if lo > hi:
@@ -62,10 +58,6 @@ def digits_range(lo: int, hi: int, width: int, base: int, digit) -> Node:
     if rb != p - 1:
         parts.append(seq(digit(fb, fb), digits_range(0, rb, width - 1, base, digit)))
     return alt(*parts)
-
-
-def _full_digits(width, base, digit):
-    return rep(digit(0, base - 1), width, width) if width else EPS
 
 
 def hex4(lo: int, hi: int) -> Node:

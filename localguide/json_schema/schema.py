@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..errors import LocalguideError
+from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
 from ..regex.ast import EMPTY, Node, to_regex
 from .compiler import Compiler
 from .flat import ANNOTATIONS, VALIDATION, Flattener, Problems
@@ -29,24 +29,6 @@ from .resolve import DEFAULT_BASE, SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA
 
 __all__ = ["SchemaError", "UnsupportedSchemaError", "CompiledSchema", "compile_json_schema", "schema_to_regex",
            "schema_to_ast", "schema_dfa", "build_dfa", "inspect_schema", "format_inspection"]
-
-
-class SchemaError(LocalguideError, ValueError):
-    """A schema that cannot be compiled: invalid, unsupported, or matching no document."""
-
-
-class UnsupportedSchemaError(SchemaError):
-    """Keywords that cannot be enforced. ``problems`` lists (JSON pointer, keyword, reason)."""
-
-    def __init__(self, problems: list[tuple[str, str, str]]):
-        self.problems = list(problems)
-        lines = [f"  {_where(p, k)}: {r}" for p, k, r in self.problems]
-        super().__init__(f"the schema uses {len(self.problems)} unsupported construct(s):\n" + "\n".join(lines))
-
-
-def _where(ptr: str, kw: str) -> str:
-    p = f"{ptr}/{escape(kw)}" if kw else ptr
-    return "#" + p if not p.startswith("http") else p
 
 
 @dataclass
@@ -206,7 +188,7 @@ def _grammar(compiled, builder=None, size=None):
     """The normalized CFG of a compiled schema, or None when it has no sentence (``builder``,
     ``size``: see ``ast_to_cfg``)."""
     from ..grammar.cfg import normalize
-    from ..grammar.errors import GrammarError
+    from ..errors import GrammarError
     from .to_grammar import ast_to_cfg
 
     try:
@@ -362,11 +344,11 @@ def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
         status = problems.status.get((ptr, kw))
         if status is None:
             status = _static_status(kw)
-        out.append((_where(ptr, kw), kw, status))
+        out.append((json_pointer(ptr, kw), kw, status))
         seen.add((ptr, kw))
     for (ptr, kw), status in problems.status.items():
         if (ptr, kw) not in seen and kw:
-            out.append((_where(ptr, kw), kw, status))
+            out.append((json_pointer(ptr, kw), kw, status))
     return out
 
 

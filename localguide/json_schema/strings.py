@@ -416,10 +416,6 @@ ALNUM = cls([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)])
 HEXDIG = cls([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
 
 
-def _two(lo: int, hi: int) -> Node:
-    return alt(*[Lit(f"{v:02d}") for v in range(lo, hi + 1)])
-
-
 def _date() -> Node:
     year = rep(D, 4, 4)
     d31 = alt(seq(Lit("0"), _r("1", "9")), seq(_r("1", "2"), D), seq(Lit("3"), _r("0", "1")))

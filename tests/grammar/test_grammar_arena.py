@@ -14,6 +14,7 @@ from conftest import tokenize
 from test_grammar_formats import SAMPLES
 
 from localguide.grammar import sources
+from localguide.grammar.arena_kernels import AR_META, AR_SET_KEYS, AR_SET_OFF, DF_ALLOWED, SC_ACCEPT, SC_ST_OFF, SC_ST_RD
 from localguide.protocol import MaskKind
 from localguide.grammar.arena import CompiledMasks
 from localguide.grammar.cfg import normalize
@@ -72,7 +73,7 @@ def compare_walks(idx, model, texts, seed: int = 1) -> int:
         if rng.random() < 0.3:  # the group costs near the end of a budget (slow in Python)
             assert eng.core.walk(configs, bounds=True, costs=True).costs == python_costs(configs)
         # the mask as a bitset (what the sampler applies) holds the same tokens as the ids
-        bits, mode = g.sampler_mask()
+        mode, bits = g.mask()
         assert mode == MaskKind.BITS
         ids = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
         assert ids.tolist() == g.allowed_token_ids().tolist()
@@ -126,7 +127,7 @@ def test_bitsets_after_a_flush_equal_the_ids(smollm2, smollm2_vocab):
     g = idx.guide()
     keys = []
     for t in tokenize(smollm2, "SELECT a, b FROM t WHERE a > 1 ORDER BY b"):
-        g.sampler_mask()
+        g.mask()
         keys.append(key_groups(idx._mask_key(g.state)).tolist())
         g.advance(t)
     big = max(64, eng.vocab_size >> 6)
@@ -226,7 +227,7 @@ def test_seed_kernel_equals_its_twin(smollm2_vocab):
     D = arena._dfa_tables(g)
     out = []
     for seed in (kernels.earley_seed, kernels.py_earley_seed):
-        A = arena._new_arena(2048, D[0].shape[1], 1 << 14, 256)
+        A = arena._new_arena(2048, D[DF_ALLOWED].shape[1], 1 << 14, 256)
         keys = np.array(sorted(d << 32 for d, _ in g.initial.entries), np.int64)
         seed(A, D, kernels.earley_intern(A, D, keys, len(keys)), 300, 4000)
         out.append(A)
@@ -249,8 +250,8 @@ def test_loaded_index_starts_from_the_seed(smollm2, smollm2_vocab, name):
     n_seed = len(seed["ar_set_off"]) - 1
     assert core.n_sets == n_seed  # the initial state is a seed set
     A = core.A
-    assert np.array_equal(A[1][:n_seed + 1], seed["ar_set_off"])
-    assert np.array_equal(A[2][:len(seed["ar_set_keys"])], seed["ar_set_keys"])
+    assert np.array_equal(A[AR_SET_OFF][:n_seed + 1], seed["ar_set_off"])
+    assert np.array_equal(A[AR_SET_KEYS][:len(seed["ar_set_keys"])], seed["ar_set_keys"])
     assert compare_walks(idx, smollm2, SAMPLES[name][0]) > 20
     idx.flush()  # back to the seed, not to nothing
     assert core.n_sets == n_seed
@@ -278,14 +279,14 @@ def test_kernel_context_copies_tables_but_not_the_arena(smollm2_vocab):
     from localguide.grammar import arena
 
     idx = sources.compile_grammar("arithmetic", smollm2_vocab)
-    idx.guide().sampler_mask()
+    idx.guide().mask()
     core = idx.engine.core
     T = core._trees()
-    S = (core.S[0], core.S[1].astype(np.int64), core.S[2])  # readings of another dtype than their slot's
+    S = (core.S[SC_ST_OFF], core.S[SC_ST_RD].astype(np.int64), core.S[SC_ACCEPT])  # readings of another dtype than their slot's
     ctx, held = arena.kernel_context(core.A, core.D, T, core.B, S)
     assert held[-2].dtype == np.int32 and ctx[-6] == held[-2].ctypes.data
-    np.testing.assert_array_equal(held[-2], core.S[1])
-    A = (core.A[0].astype(np.int32),) + core.A[1:]
+    np.testing.assert_array_equal(held[-2], core.S[SC_ST_RD])
+    A = (core.A[AR_META].astype(np.int32),) + core.A[AR_META + 1:]
     with pytest.raises(ValueError, match="arena array 0"):
         arena.kernel_context(A, core.D, T, core.B, core.S)
 
@@ -309,7 +310,7 @@ def test_a_rejected_feed_falls_back_to_copying_the_state_in(smollm2, smollm2_voc
     idx = lazy_index("sql", smollm2_vocab)
     eng = idx.engine
     g = idx.guide()
-    g.sampler_mask()
+    g.mask()
     core = eng.core
     for t in tokenize(smollm2, "SELECT a, b FROM t WHERE a > 1"):
         g.advance(t)
@@ -317,7 +318,7 @@ def test_a_rejected_feed_falls_back_to_copying_the_state_in(smollm2, smollm2_voc
                if p.src is not None and p.uid not in core._aid and p.src[0] in core._aid]
         if fed:
             break
-        g.sampler_mask()
+        g.mask()
     else:
         raise AssertionError("no state made by a feed from one the arena holds")
     p, c = fed[0]
