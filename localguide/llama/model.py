@@ -180,13 +180,16 @@ class Model:
         return buf.raw[:n].decode("utf-8")
 
     def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
-                        sampling: Sampling, extra_samplers=(), opportunistic: bool = False) -> Iterator[int]:
+                        sampling: Sampling, extra_samplers=(), opportunistic: bool = False,
+                        chain=SamplerChain) -> Iterator[int]:
         """The core loop: decode the prompt, then sample (through the guide) and decode, token by token.
 
         Stops at a stop token, at ``max_tokens``, or when the guide allows nothing but stopping.
         With ``opportunistic`` (guides whose masks are not precomputed, ``cheap_masks`` False),
         the token is first sampled without the mask and kept if the guide accepts it; the full
         mask is computed only on a rejection (DOMINO §3.5; identical output at temperature 0).
+        ``chain`` makes the sampler chains: ``SamplerChain`` or a subclass (one that times
+        ``sample``, for the benchmarks).
         """
         opportunistic = opportunistic and guide is not None and not guide.cheap_masks
         ctx = self.llama.ctx
@@ -200,8 +203,8 @@ class Model:
             for i in range(0, len(prompt_tokens), n_batch):
                 self._decode(ctx, prompt_tokens[i:i + n_batch])
             one = (llama_cpp.llama_token * 1)()
-            with SamplerChain(sampling, guide, extra_samplers) as chain, \
-                    SamplerChain(sampling if opportunistic else Sampling(temperature=0)) as free:
+            with chain(sampling, guide, extra_samplers) as guided, \
+                    chain(sampling if opportunistic else Sampling(temperature=0)) as free:
                 for _ in range(max_tokens):
                     if guide is not None and guide.is_finished():
                         break
@@ -210,9 +213,9 @@ class Model:
                         if guide.accepts(token):
                             guide.advance(token)
                         else:
-                            token = chain.sample(ctx)
+                            token = guided.sample(ctx)
                     else:
-                        token = chain.sample(ctx)
+                        token = guided.sample(ctx)
                     if token in self._stop:
                         break
                     yield token
