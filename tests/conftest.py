@@ -21,8 +21,8 @@ from localguide import Vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import strategies`
 
-# Property tests draw the same examples on every run (CI time is predictable: interegular
-# can take minutes on a rare random pattern); HYPOTHESIS_PROFILE=explore draws new ones.
+# Property tests draw the same examples on every run (CI time is predictable);
+# HYPOTHESIS_PROFILE=explore draws new ones.
 from hypothesis import settings as _hsettings  # noqa: E402
 
 _hsettings.register_profile("fixed", derandomize=True, database=None)

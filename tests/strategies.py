@@ -1,9 +1,11 @@
 """Hypothesis strategies: random regular expressions in localguide's ECMA-262 subset.
 
-Every pattern generated here means the same thing to localguide (ECMA-262) and to
-Python's ``re`` with ``re.ASCII`` under ``re.fullmatch``, so ``re`` is the oracle:
-no ``{,n}``, no inline flags, no ``\\b``, classes whose punctuation is escaped (no
-FutureWarning about set operations), and no negated class that could be empty.
+Every pattern generated here, once ``to_python`` has written ECMA's ``\\s``, ``\\S`` and
+``.`` out as explicit classes, means the same thing to localguide (ECMA-262) and to Python's
+``re`` with ``re.ASCII`` under ``re.fullmatch``, so ``re`` is the oracle: no ``{,n}``, no
+inline flags, no ``\\b``, classes whose punctuation is escaped (no FutureWarning about set
+operations), and no negated class that could be empty. (V8 itself is the oracle of
+``tests/regex/test_v8.py``.)
 
 ``regex_pairs()`` yields ``(pattern, sampling_pattern)``: the second is the same
 language written without ``\\d \\w \\s`` (and their negations), for
@@ -28,7 +30,9 @@ RANGES = [("a", "f"), ("0", "5"), ("A", "Z"), ("x", "z"), ("à", "ÿ"), ("α", "
           ("😀", "🙏"), ("一", "丁"), (" ", "/")]
 
 # ECMA-262 class escapes and their explicit (ASCII) members.
-CLASS_MEMBERS = {"d": "0-9", "w": "A-Za-z0-9_", "s": " \\t\\n\\r\\f\\v"}
+ECMA_SPACE = "\\t\\n\\x0b\\x0c\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+CLASS_MEMBERS = {"d": "0-9", "w": "A-Za-z0-9_", "s": ECMA_SPACE}
 
 
 def class_escape_pair(letter: str) -> tuple[str, str]:
@@ -106,7 +110,7 @@ ATOMS = st.one_of(
     literal(),
     char_class(),
     st.sampled_from("dwsdwsDWS").map(class_escape_pair),
-    st.just(_same(".")),
+    st.just((".", ECMA_DOT)),
 )
 
 QUANTIFIERS = st.sampled_from(["", "", "", "", "?", "*", "+", "{2}", "{0,2}", "{1,3}", "{2,}", "??", "+?"])
@@ -161,9 +165,43 @@ def regexes(max_depth: int = 1) -> st.SearchStrategy[str]:
     return regex_pairs(max_depth).map(lambda pair: pair[0])
 
 
+def to_python(pattern: str) -> str:
+    """A pattern of these strategies for Python's ``re``: ``\\s``, ``\\S`` and ``.`` spelled out as
+    ECMA-262 defines them (``\\S`` in a class becomes an alternative beside the class)."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            e = pattern[i:i + 2]
+            out.append({"\\s": f"[{ECMA_SPACE}]", "\\S": f"[^{ECMA_SPACE}]"}.get(e, e))
+            i += 2
+        elif c == ".":
+            out.append(ECMA_DOT)
+            i += 1
+        elif c == "[":
+            j, items, negated_space = i + 1, [], False
+            while pattern[j] != "]":
+                item = pattern[j:j + 2] if pattern[j] == "\\" else pattern[j]
+                if item == "\\S":
+                    negated_space = True
+                else:
+                    items.append(ECMA_SPACE if item == "\\s" else item)
+                j += len(item)
+            body = "".join(items)
+            if not negated_space:
+                out.append("[" + body + "]")
+            else:  # positive classes only (see char_class)
+                out.append(f"(?:[{body}]|[^{ECMA_SPACE}])" if body else f"[^{ECMA_SPACE}]")
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def matches(pattern: str, text: str) -> bool:
     """The oracle: ECMA-262 whole-string match, through Python's ``re`` in ASCII mode."""
-    return re.fullmatch(pattern, text, re.ASCII) is not None
+    return re.fullmatch(to_python(pattern), text, re.ASCII) is not None
 
 
 def language_samples(pair: tuple[str, str]) -> st.SearchStrategy[str]:

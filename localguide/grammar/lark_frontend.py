@@ -107,7 +107,30 @@ def _parts(pattern: str, flags: str = ""):
 
 
 def _word_only(dfa: ByteDFA) -> bool:
-    return not (dfa.transitions[:, ~_WORD] >= 0).any()
+    """Whether every character ``dfa`` reads is a word character, as Python's ``\\w`` reads one
+    (Lark's terminals are Python regexes): ASCII letters, digits and ``_``, and the non-ASCII
+    characters ``str.isalnum`` takes (``(?i)[a-z]`` also reads ``ſ`` and the Kelvin sign)."""
+    trans = dfa.transitions
+    for s in range(dfa.n_states):
+        for b in np.flatnonzero(trans[s] >= 0).tolist():
+            if b < 0x80 and not _WORD[b]:
+                return False
+            if b >= 0xC0 and not all(chr(cp).isalnum() for cp in _characters(trans, int(trans[s, b]), b)):
+                return False
+    return True
+
+
+def _characters(trans: np.ndarray, state: int, lead: int):
+    """The code points of the UTF-8 sequences that start with byte ``lead`` and go on from ``state``."""
+    n = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
+    stack = [(state, lead & (0x3F >> n), n)]
+    while stack:
+        q, cp, left = stack.pop()
+        if left == 0:
+            yield cp
+            continue
+        for b in np.flatnonzero(trans[q, 0x80:0xC0] >= 0).tolist():
+            stack.append((int(trans[q, 0x80 + b]), (cp << 6) | b, left - 1))
 
 
 def _lookahead_dfa(name: str, pattern: str) -> ByteDFA:

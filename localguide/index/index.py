@@ -23,7 +23,7 @@ from . import build_kernels as kernels
 
 _ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
            "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids", "dfa_states")
-FORMAT = "3"  # bump when the arrays change meaning, so old cache files are not read
+FORMAT = "4"  # bump when the arrays (or the regex dialect) change meaning, so old cache files are not read
 
 
 class Index:

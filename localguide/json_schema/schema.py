@@ -279,7 +279,7 @@ def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursio
 
 
 LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
-GRAMMAR_FORMAT = 1
+GRAMMAR_FORMAT = 2
 
 
 def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):

@@ -1,4 +1,4 @@
-"""JSON strings: ``pattern`` (ECMA-262), ``format`` and ``minLength``/``maxLength``.
+"""JSON strings: ``pattern`` (ECMA-262, through ``localguide.regex.parser``), ``format`` and ``minLength``/``maxLength``.
 
 Everything here is built at the *content* level: an AST over the characters of the
 decoded string. ``jsonschema_ast.encode_content`` then turns it into JSON text, where
@@ -8,28 +8,16 @@ bytes or escape sequences.
 
 from __future__ import annotations
 
+from ..errors import PatternError
 from ..regex.ast import (
-    ANY_CHAR_RANGES, EMPTY, EPS, Alt, Lit, Node, Rep, Seq, alt, cls, complement, length_range,
-    norm_ranges, opt, plus, rep, seq, star,
+    ANY_CHAR_RANGES, EMPTY, EPS, Alt, Lit, Node, Rep, Seq, alt, cls, complement, length_range, norm_ranges,
+    opt, plus, rep, seq, star,
 )
+from ..regex.parser import parse
 
 
 class PatternUnsupported(Exception):
     """A pattern construct that has no regular-language equivalent here (the message says which)."""
-
-
-# -- ECMA-262 character sets ------------------------------------------------------------------
-
-DIGITS = ((0x30, 0x39),)
-WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-SPACE = norm_ranges([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
-                     (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)])
-LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
-DOT = complement(LINE_TERMINATORS)
-_CLASS_ESC = {"d": DIGITS, "D": complement(DIGITS), "w": WORD, "W": complement(WORD),
-              "s": SPACE, "S": complement(SPACE)}
-_CONTROL = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D, "0": 0x00}
-_HEX = set("0123456789abcdefABCDEF")
 
 
 class _Anchor(Node):
@@ -40,255 +28,6 @@ class _Anchor(Node):
 
 
 BOL, EOL = _Anchor("^"), _Anchor("$")
-
-
-class _Parser:
-    def __init__(self, p: str):
-        self.p = p
-        self.i = 0
-
-    def peek(self, k=0):
-        j = self.i + k
-        return self.p[j] if j < len(self.p) else ""
-
-    def fail(self, msg):
-        return PatternUnsupported(f"{msg} at position {self.i} of pattern {self.p!r}")
-
-    def parse(self) -> Node:
-        node = self.disjunction()
-        if self.i < len(self.p):
-            raise self.fail("unmatched ')'")
-        return node
-
-    def disjunction(self) -> list:
-        alts = [self.alternative()]
-        while self.peek() == "|":
-            self.i += 1
-            alts.append(self.alternative())
-        return ("alt", alts)
-
-    def alternative(self):
-        items = []
-        while self.i < len(self.p) and self.peek() not in "|)":
-            items.append(self.quantified())
-        return ("seq", items)
-
-    def quantified(self):
-        atom = self.atom()
-        while True:
-            c = self.peek()
-            lo = hi = None
-            if c == "*":
-                lo, hi = 0, None
-                self.i += 1
-            elif c == "+":
-                lo, hi = 1, None
-                self.i += 1
-            elif c == "?":
-                lo, hi = 0, 1
-                self.i += 1
-            elif c == "{":
-                q = self._brace()
-                if q is None:
-                    return atom
-                lo, hi, n = q
-                self.i += n
-            else:
-                return atom
-            if isinstance(atom, tuple) and atom[0] == "anchor":
-                raise self.fail("a quantifier after an anchor")
-            if self.peek() == "?":
-                self.i += 1  # lazy: the same language
-            if hi is not None and hi < lo:
-                raise self.fail("numbers out of order in a quantifier")
-            if (hi or lo) > 10000:
-                raise self.fail("a repetition count above 10000")
-            atom = ("rep", atom, lo, hi)
-
-    def _brace(self):
-        j = self.i + 1
-        k = j
-        while k < len(self.p) and self.p[k].isdigit():
-            k += 1
-        if k == j:
-            return None
-        lo = int(self.p[j:k])
-        if k < len(self.p) and self.p[k] == "}":
-            return lo, lo, k + 1 - self.i
-        if k < len(self.p) and self.p[k] == ",":
-            m = k + 1
-            k = m
-            while k < len(self.p) and self.p[k].isdigit():
-                k += 1
-            if k < len(self.p) and self.p[k] == "}":
-                return lo, (int(self.p[m:k]) if k > m else None), k + 1 - self.i
-        return None
-
-    def atom(self):
-        c = self.peek()
-        if c == "(":
-            self.i += 1
-            if self.p.startswith("?:", self.i):
-                self.i += 2
-            elif self.p.startswith("?=", self.i) or self.p.startswith("?!", self.i):
-                raise self.fail("lookahead is not supported")
-            elif self.p.startswith("?<=", self.i) or self.p.startswith("?<!", self.i):
-                raise self.fail("lookbehind is not supported")
-            elif self.p.startswith("?<", self.i) or self.p.startswith("?P<", self.i):
-                close = self.p.find(">", self.i)
-                if close < 0:
-                    raise self.fail("invalid group name")
-                self.i = close + 1
-            elif self.peek() == "?":
-                raise self.fail("unknown group construct '(?'")
-            inner = self.disjunction()
-            if self.peek() != ")":
-                raise self.fail("missing ')'")
-            self.i += 1
-            return inner
-        if c == "[":
-            return ("set", self.char_class())
-        if c == ".":
-            self.i += 1
-            return ("set", DOT)
-        if c == "^":
-            self.i += 1
-            return ("anchor", "^")
-        if c == "$":
-            self.i += 1
-            return ("anchor", "$")
-        if c == "\\":
-            return self.escape_atom()
-        if c in "*+?":
-            raise self.fail(f"nothing to repeat before '{c}'")
-        if c == "{" and self._brace() is not None:
-            raise self.fail("nothing to repeat before '{'")
-        self.i += 1
-        cp = ord(c)
-        if 0xD800 <= cp <= 0xDBFF and self.i < len(self.p) and 0xDC00 <= ord(self.p[self.i]) <= 0xDFFF:
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (ord(self.p[self.i]) - 0xDC00)
-            self.i += 1
-        return ("set", ((cp, cp),))
-
-    def escape_atom(self):
-        self.i += 1
-        c = self.peek()
-        if not c:
-            raise self.fail("pattern ends with a lone backslash")
-        if c in "bB":
-            raise self.fail(f"word boundary '\\{c}' is not supported")
-        if c.isdigit() and c != "0":
-            raise self.fail("backreferences are not supported")
-        if c == "k" and self.peek(1) == "<":
-            raise self.fail("named backreferences are not supported")
-        return ("set", self.escape(in_class=False))
-
-    def escape(self, in_class: bool) -> tuple:
-        """The character set of the escape whose letter is at ``self.i``."""
-        c = self.peek()
-        self.i += 1
-        if c in _CLASS_ESC:
-            return _CLASS_ESC[c]
-        if c == "0" and self.peek().isdigit():
-            raise self.fail("octal escapes are not supported")
-        if c in _CONTROL:
-            v = _CONTROL[c]
-            return ((v, v),)
-        if c == "b" and in_class:
-            return ((8, 8),)
-        if c == "x":
-            h = self.p[self.i:self.i + 2]
-            if len(h) == 2 and set(h) <= _HEX:
-                self.i += 2
-                v = int(h, 16)
-                return ((v, v),)
-            return ((ord("x"), ord("x")),)
-        if c == "u":
-            v = self.unicode_escape()
-            return ((v, v),)
-        if c == "c":
-            letter = self.peek()
-            if letter.isascii() and letter.isalpha():
-                self.i += 1
-                v = ord(letter) % 32
-                return ((v, v),)
-            self.i -= 1
-            return ((ord("\\"), ord("\\")),)
-        if c in "pP":
-            raise self.fail(f"Unicode property escapes '\\{c}{{...}}' are not supported")
-        v = ord(c)
-        return ((v, v),)
-
-    def unicode_escape(self) -> int:
-        if self.peek() == "{":
-            close = self.p.find("}", self.i)
-            h = self.p[self.i + 1:close] if close > 0 else ""
-            if not h or not set(h) <= _HEX or int(h, 16) > 0x10FFFF:
-                raise self.fail("invalid '\\u{...}' escape")
-            self.i = close + 1
-            return int(h, 16)
-        h = self.p[self.i:self.i + 4]
-        if len(h) != 4 or not set(h) <= _HEX:
-            return ord("u")
-        self.i += 4
-        cp = int(h, 16)
-        if 0xD800 <= cp <= 0xDBFF and self.p.startswith("\\u", self.i):
-            low = self.p[self.i + 2:self.i + 6]
-            if len(low) == 4 and set(low) <= _HEX and 0xDC00 <= int(low, 16) <= 0xDFFF:
-                self.i += 6
-                return 0x10000 + ((cp - 0xD800) << 10) + (int(low, 16) - 0xDC00)
-        if 0xD800 <= cp <= 0xDFFF:
-            raise self.fail("a lone surrogate escape")
-        return cp
-
-    def char_class(self) -> tuple:
-        self.i += 1
-        negate = False
-        if self.peek() == "^":
-            negate = True
-            self.i += 1
-        ranges: list = []
-        while True:
-            if self.i >= len(self.p):
-                raise self.fail("missing ']'")
-            if self.peek() == "]":
-                self.i += 1
-                break
-            lo = self.class_atom()
-            if self.peek() == "-" and self.peek(1) not in ("]", ""):
-                self.i += 1
-                hi = self.class_atom()
-                if len(lo) != 1 or len(hi) != 1 or lo[0][0] != lo[0][1] or hi[0][0] != hi[0][1]:
-                    # [\d-x]: the '-' is literal (Annex B)
-                    ranges.extend(lo)
-                    ranges.append((0x2D, 0x2D))
-                    ranges.extend(hi)
-                    continue
-                a, b = lo[0][0], hi[0][0]
-                if a > b:
-                    raise self.fail("range out of order in a character class")
-                ranges.append((a, b))
-            else:
-                ranges.extend(lo)
-        r = norm_ranges(ranges)
-        return complement(r) if negate else r
-
-    def class_atom(self) -> tuple:
-        c = self.peek()
-        if c == "\\":
-            self.i += 1
-            if self.i >= len(self.p):
-                raise self.fail("pattern ends with a lone backslash")
-            if self.peek() == "-":
-                self.i += 1
-                return ((0x2D, 0x2D),)
-            return self.escape(in_class=True)
-        self.i += 1
-        cp = ord(c)
-        if 0xD800 <= cp <= 0xDBFF and self.i < len(self.p) and 0xDC00 <= ord(self.p[self.i]) <= 0xDFFF:
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (ord(self.p[self.i]) - 0xDC00)
-            self.i += 1
-        return ((cp, cp),)
 
 
 def _to_node(t) -> Node:
@@ -363,7 +102,10 @@ ANY_STRING = star(cls(ANY_CHAR_RANGES))
 
 def pattern_node(pattern: str) -> Node:
     """Content-level node: the strings in which ``pattern`` finds a match (ECMA-262 search)."""
-    tree = _Parser(pattern).parse()
+    try:
+        tree = parse(pattern)
+    except PatternError as e:
+        raise PatternUnsupported(str(e).split("\n")[0]) from None
     node = _to_node(tree)
     parts = []
     for branch in _branches(node):

@@ -1,54 +1,108 @@
-"""Regular expression → minimal byte-level DFA, with ECMA-262 semantics.
+"""The one regular-expression dialect: ECMA-262 with the ``u`` flag, parsed into a character AST.
 
-The pattern is first scanned here: the scan checks the ECMA-262 syntax we support,
-reports errors with their position, and rewrites the pattern into the dialect that
-interegular parses (``\\uXXXX`` and ``\\u{X}`` become characters, ``(?<name>`` becomes
-``(?:``, a literal ``{`` is escaped, outer ``^``/``$`` anchors are dropped because
-the whole output must match anyway). interegular then builds a character-level DFA,
-whose character classes are expanded here into UTF-8 byte sequences.
+Every pattern of localguide goes through ``parse``: ``compile_regex`` (the whole output
+must match), JSON Schema's ``pattern`` (a match anywhere, ECMA's search semantics) and
+the regex terminals of Lark grammars. Semantics are ECMA-262's with the ``u`` flag:
 
-Semantics: ``\\d`` is ``[0-9]``, ``\\w`` is ``[A-Za-z0-9_]``, ``\\s`` is
-``[ \\t\\n\\r\\f\\v]`` (as Python's ``re.ASCII``), ``.`` is any character but ``\\n``.
+- ``\\d`` is ``[0-9]`` and ``\\w`` ``[A-Za-z0-9_]`` (ASCII); ``\\s`` is ECMA's WhiteSpace and
+  LineTerminator set (tab, LF, VT, FF, CR, space, U+00A0, U+1680, U+2000-U+200A, U+2028,
+  U+2029, U+202F, U+205F, U+3000, U+FEFF); ``.`` is any character but LF, CR, U+2028 and U+2029
+  (any character at all under the ``s`` flag).
+- ``(?i)`` at the start (the ``i`` flag) or ``(?i:...)``: case-insensitive matching by ECMA's
+  canonicalization with the ``u`` flag, Unicode simple case folding, so ``(?i)k`` also matches
+  U+212A KELVIN SIGN and ``(?i)\\w`` U+017F LONG S. ``(?s)`` and ``(?s:...)``: the ``s`` flag.
+- Escapes as in ``u`` mode (``\\xHH``, ``\\uHHHH``, ``\\u{H...}``, surrogate pairs, ``\\cX``,
+  ``\\0``), except that an escaped ASCII punctuation character is that character (``\\-``,
+  ``\\:``), as in ECMA without ``u``. Lazy quantifiers are accepted: the language is the same.
+
+Not supported, each with an error naming the construct and its position: lookaround,
+backreferences, ``\\b``/``\\B``, ``\\p{...}``, octal escapes, anchors inside a pattern that
+must fully match. The parse tree is made of tuples: ``("set", ranges)``, ``("seq", items)``,
+``("alt", items)``, ``("rep", item, lo, hi)`` and ``("anchor", "^" or "$")``.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-import interegular
-import numpy as np
-from interegular.fsm import anything_else
-
-from ..automaton import ByteDFA, ByteNFA, minimize
 from ..errors import EmptyLanguageError, PatternError, UnsupportedPatternError
-from ..automaton.utf8 import codepoint_ranges, complement_ranges, merge_ranges
+from .ast import MAX_CP, Node, alt, cls, complement, norm_ranges, rep, seq
 
-_CLASS_ESCAPES = set("dDwWsS")
-_CONTROL_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
-_SYNTAX = set("^$\\.*+?()[]{}|/-")
-_INLINE_FLAGS = set("is")
-
-
-def _emit_char(c: str, in_class: bool) -> str:
-    """``c`` as a literal in interegular's dialect."""
-    if c.isalnum() and c.isascii():
-        return c
-    if ord(c) < 0x20 or ord(c) == 0x7F:
-        return f"\\x{ord(c):02x}"
-    if ord(c) > 0x7F:
-        return c
-    return "\\" + c
+DIGITS = ((0x30, 0x39),)
+WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+SPACE = norm_ranges([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+                     (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)])
+LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
+DOT = complement(LINE_TERMINATORS)
+ANY = ((0, MAX_CP),)
+_CONTROL = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
+_HEX = set("0123456789abcdefABCDEF")
+_FLAGS = set("is")
+MAX_REPEAT = 10_000
 
 
-class _Scanner:
-    """Recursive-descent check of the supported ECMA-262 subset; emits the rewritten pattern."""
+# -- case folding (ECMA-262 Canonicalize with the u flag: Unicode simple case folding) ----------
+
+def simple_fold(c: str) -> str:
+    """Unicode simple case folding of one character (CaseFolding.txt, status C and S)."""
+    f = c.casefold()
+    if len(f) == 1:
+        return f  # a common (C) mapping, or none
+    low = c.lower()  # the full folding is several characters: the simple one, if any, is the lowercase
+    return low if len(low) == 1 else c
+
+
+@lru_cache(maxsize=1)
+def _fold_classes() -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
+    """(code point -> its folding, folding -> every code point with it), for the code points that fold
+    together with another one. Cased letters all lie below U+20000."""
+    fold: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for cp in range(0x20000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        f = ord(simple_fold(chr(cp)))
+        if f != cp:
+            fold[cp] = f
+            members.setdefault(f, [f]).append(cp)
+    for f in members:
+        fold.setdefault(f, f)
+    return fold, {f: tuple(m) for f, m in members.items()}
+
+
+def case_closure(ranges: tuple) -> tuple:
+    """``ranges`` with every character that folds like one of them (what an ``i``-flag set matches)."""
+    fold, members = _fold_classes()
+    extra = []
+    for f, group in members.items():
+        if any(_contains(ranges, cp) for cp in group):
+            extra += [(cp, cp) for cp in group]
+    return norm_ranges(list(ranges) + extra) if extra else ranges
+
+
+def _contains(ranges, cp: int) -> bool:
+    lo, hi = 0, len(ranges)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ranges[mid][1] < cp:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < len(ranges) and ranges[lo][0] <= cp
+
+
+# -- the parser ----------------------------------------------------------------------------------
+
+class _Parser:
+    """Recursive descent over ECMA-262's Pattern grammar (``u`` mode)."""
 
     def __init__(self, pattern: str):
+        if not isinstance(pattern, str):
+            raise TypeError(f"a pattern must be a str, not {type(pattern).__name__}")
         self.p = pattern
         self.i = 0
-        self.out: list[str] = []
+        self.flags = frozenset()
 
-    # -- helpers -------------------------------------------------------------
     def error(self, msg: str, pos: int | None = None) -> PatternError:
         return PatternError(msg, self.p, self.i if pos is None else pos)
 
@@ -59,106 +113,165 @@ class _Scanner:
         j = self.i + k
         return self.p[j] if j < len(self.p) else ""
 
-    def startswith(self, s: str) -> bool:
-        return self.p.startswith(s, self.i)
-
-    # -- grammar -------------------------------------------------------------
-    def scan(self) -> str:
-        end = len(self.p)
-        if self.startswith("^"):
-            self.i += 1
-        if self.p.endswith("$") and end > self.i and not _escaped(self.p, len(self.p) - 1):
-            end -= 1
-        self.end = end
-        self.disjunction(top=True)
-        if self.i < self.end:
+    def parse(self):
+        m = self._flag_prefix()
+        if m is not None:
+            self.flags = frozenset(m[0])
+            self.i = m[1]
+        tree = self.disjunction()
+        if self.i < len(self.p):
             raise self.error("unmatched ')'")
-        return "".join(self.out)
+        return tree
 
-    def disjunction(self, top: bool) -> None:
-        self.alternative()
-        while self.i < self.end and self.peek() == "|":
-            self.out.append("|")
+    def _flag_prefix(self):
+        """``(?flags)`` at the start: (flags, end) or None."""
+        if not self.p.startswith("(?"):
+            return None
+        j = 2
+        while j < len(self.p) and self.p[j].isalpha():
+            j += 1
+        if j > 2 and j < len(self.p) and self.p[j] == ")":
+            flags = self.p[2:j]
+            if not set(flags) <= _FLAGS:
+                raise self.unsupported(f"unknown flag in '(?{flags})' (only i and s are supported)", 0)
+            return flags, j + 1
+        return None
+
+    def disjunction(self):
+        alts = [self.alternative()]
+        while self.peek() == "|":
             self.i += 1
-            self.alternative()
+            alts.append(self.alternative())
+        return ("alt", alts)
 
-    def alternative(self) -> None:
-        while self.i < self.end and self.peek() not in "|)":
-            start = self.i
-            quantifiable = self.term()
-            self.quantifier(start, quantifiable)
+    def alternative(self):
+        items = []
+        while self.i < len(self.p) and self.peek() not in "|)":
+            items.append(self.quantified())
+        return ("seq", items)
 
-    def term(self) -> bool:
+    def _brace(self):
+        """A valid ``{n}``, ``{n,}`` or ``{n,m}`` at ``self.i``: (n, m or None, length), else None."""
+        j = self.i + 1
+        k = j
+        while k < len(self.p) and self.p[k].isdigit():
+            k += 1
+        if k == j:
+            return None
+        lo = int(self.p[j:k])
+        if k < len(self.p) and self.p[k] == "}":
+            return lo, lo, k + 1 - self.i
+        if k < len(self.p) and self.p[k] == ",":
+            m = k + 1
+            k = m
+            while k < len(self.p) and self.p[k].isdigit():
+                k += 1
+            if k < len(self.p) and self.p[k] == "}":
+                return lo, (int(self.p[m:k]) if k > m else None), k + 1 - self.i
+        return None
+
+    def quantified(self):
+        atom = self.atom()
         c = self.peek()
         pos = self.i
+        if c == "*":
+            lo, hi, n = 0, None, 1
+        elif c == "+":
+            lo, hi, n = 1, None, 1
+        elif c == "?":
+            lo, hi, n = 0, 1, 1
+        elif c == "{" and (q := self._brace()) is not None:
+            lo, hi, n = q
+        else:
+            return atom
+        if atom[0] == "anchor":
+            raise self.error("nothing to repeat: a quantifier after an anchor", pos)
+        if hi is not None and hi < lo:
+            raise self.error(f"numbers out of order in '{self.p[pos:pos + n]}'", pos)
+        if max(lo, hi or 0) > MAX_REPEAT:
+            raise self.unsupported(f"a repetition count above {MAX_REPEAT} is not supported", pos)
+        self.i += n
+        if self.peek() == "?":
+            self.i += 1  # lazy: the same language
+        c = self.peek()
+        if c in ("*", "+", "?") or (c == "{" and self._brace() is not None):
+            raise self.error("nothing to repeat: a quantifier follows a quantifier")
+        return ("rep", atom, lo, hi)
+
+    def atom(self):
+        c = self.peek()
         if c == "(":
-            self.group()
-            return True
+            return self.group()
         if c == "[":
-            self.char_class()
-            return True
+            return ("set", self.char_class())
+        if c == ".":
+            self.i += 1
+            return ("set", ANY if "s" in self.flags else DOT)
+        if c in "^$":
+            self.i += 1
+            return ("anchor", c)
         if c == "\\":
             return self.atom_escape()
-        if c == "^":
-            raise self.unsupported("anchor '^' is only supported at the start of the pattern", pos)
-        if c == "$":
-            raise self.unsupported("anchor '$' is only supported at the end of the pattern", pos)
         if c in "*+?":
             raise self.error(f"nothing to repeat before '{c}'")
-        if c == "{" and self._brace_quantifier() is not None:
+        if c == "{" and self._brace() is not None:
             raise self.error("nothing to repeat before '{'")
-        if c == "]" or c == "}":
-            self.out.append("\\" + c)
-            self.i += 1
-            return True
-        self.i += 1
-        if c == ".":
-            self.out.append(".")
-        else:
-            self.out.append(_emit_char(c, False))
-        return True
+        self.i += 1  # a lone ']' or '}' is itself, as in ECMA-262 without the u flag
+        return ("set", self.fold(((self._code_point(c), self._code_point(c)),)))
 
-    def group(self) -> None:
+    def _code_point(self, c: str) -> int:
+        """The code point at ``self.i - 1``, joining a surrogate pair written as two characters."""
+        cp = ord(c)
+        if 0xD800 <= cp <= 0xDBFF and self.i < len(self.p) and 0xDC00 <= ord(self.p[self.i]) <= 0xDFFF:
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (ord(self.p[self.i]) - 0xDC00)
+            self.i += 1
+        if 0xD800 <= cp <= 0xDFFF:
+            raise self.unsupported("a lone surrogate cannot appear in UTF-8 text", self.i - 1)
+        return cp
+
+    def fold(self, ranges: tuple) -> tuple:
+        return case_closure(ranges) if "i" in self.flags else ranges
+
+    def group(self):
         pos = self.i
         self.i += 1
-        if self.startswith("?"):
-            if self.startswith("?:"):
+        saved = self.flags
+        if self.peek() == "?":
+            rest = self.p[self.i + 1:]
+            if rest.startswith(":"):
                 self.i += 2
-                self.out.append("(?:")
-            elif self.startswith("?=") or self.startswith("?!"):
+            elif rest.startswith(("=", "!")):
                 raise self.unsupported("lookahead is not supported", pos)
-            elif self.startswith("?<=") or self.startswith("?<!"):
+            elif rest.startswith(("<=", "<!")):
                 raise self.unsupported("lookbehind is not supported", pos)
-            elif self.startswith("?<") or self.startswith("?P<"):
+            elif rest.startswith("<"):
                 close = self.p.find(">", self.i)
-                name = self.p[self.i + (2 if self.peek(1) == "<" else 3):close]
-                if close < 0 or not name or not (name[0].isalpha() or name[0] == "_") or not all(
-                    ch.isalnum() or ch == "_" for ch in name
-                ):
+                name = self.p[self.i + 2:close] if close > 0 else ""
+                if not name or not (name[0].isalpha() or name[0] in "_$") or not all(
+                        ch.isalnum() or ch in "_$" for ch in name):
                     raise self.error("invalid group name", pos)
                 self.i = close + 1
-                self.out.append("(?:")
             else:
                 j = self.i + 1
-                while j < self.end and self.p[j].isalpha():
+                while j < len(self.p) and self.p[j].isalpha():
                     j += 1
                 flags = self.p[self.i + 1:j]
-                if flags and set(flags) <= _INLINE_FLAGS and j < self.end and self.p[j] in ":)":
-                    self.out.append("(?" + flags + self.p[j])
+                if flags and set(flags) <= _FLAGS and j < len(self.p) and self.p[j] == ":":
+                    self.flags = self.flags | set(flags)
                     self.i = j + 1
-                    if self.p[j] == ")":
-                        return
+                elif flags and j < len(self.p) and self.p[j] == ")" and set(flags) <= _FLAGS:
+                    raise self.unsupported(f"the flag group '(?{flags})' is only supported at the start of "
+                                           f"the pattern (use '(?{flags}:...)' here)", pos)
                 else:
                     raise self.unsupported("unknown group construct '(?'", pos)
-        else:
-            self.out.append("(?:")
-        self.disjunction(top=False)
-        if self.i >= self.end or self.peek() != ")":
+        inner = self.disjunction()
+        self.flags = saved
+        if self.peek() != ")":
             raise self.error("missing ')' for the group opened", pos)
         self.i += 1
-        self.out.append(")")
+        return inner
 
-    def atom_escape(self) -> bool:
+    def atom_escape(self):
         pos = self.i
         self.i += 1
         c = self.peek()
@@ -168,82 +281,94 @@ class _Scanner:
             raise self.unsupported(f"word boundary '\\{c}' is not supported", pos)
         if c.isdigit() and c != "0":
             raise self.unsupported("backreferences are not supported", pos)
-        if c == "k" and self.peek(1) == "<":
+        if c == "k":
             raise self.unsupported("named backreferences are not supported", pos)
-        self.out.append(self.escape(pos, in_class=False))
-        return True
+        return ("set", self.escape(pos, in_class=False))
 
-    def escape(self, pos: int, in_class: bool) -> str:
-        """Translate the escape whose backslash is at ``pos``; ``self.i`` is just after it."""
+    def class_escape_set(self, c: str) -> tuple:
+        """The set of ``\\d``, ``\\w``, ``\\s`` or a negated one (``\\w`` with the ``i`` flag folded first)."""
+        base = {"d": DIGITS, "w": WORD, "s": SPACE}[c.lower()]
+        if c.lower() == "w" and "i" in self.flags:
+            base = case_closure(base)
+        return complement(base) if c.isupper() else base
+
+    def escape(self, pos: int, in_class: bool) -> tuple:
+        """The character set of the escape whose backslash is at ``pos``; ``self.i`` is just after it.
+
+        A single character is folded here outside a class (a class folds as a whole)."""
+        fold = (lambda r: r) if in_class else self.fold
         c = self.peek()
         self.i += 1
-        if c in _CLASS_ESCAPES:
-            return "\\" + c
-        if c == "0" and self.peek().isdigit():
-            raise self.unsupported("octal escapes are not supported", pos)
-        if c in _CONTROL_ESCAPES:
-            return _emit_char(_CONTROL_ESCAPES[c], in_class)
+        if c in "dDwWsS":
+            return self.class_escape_set(c)
+        if c == "0":
+            if self.peek().isdigit():
+                raise self.unsupported("octal escapes are not supported", pos)
+            return fold(((0, 0),))
+        if c in _CONTROL:
+            v = _CONTROL[c]
+            return ((v, v),)
         if c == "b" and in_class:
-            return "\\x08"
+            return ((8, 8),)
         if c == "x":
             h = self.p[self.i:self.i + 2]
-            if len(h) != 2 or not all(ch in "0123456789abcdefABCDEF" for ch in h):
+            if len(h) != 2 or not set(h) <= _HEX:
                 raise self.error("'\\x' needs two hex digits", pos)
             self.i += 2
-            return _emit_char(chr(int(h, 16)), in_class)
+            v = int(h, 16)
+            return fold(((v, v),))
         if c == "u":
-            return _emit_char(self.unicode_escape(pos), in_class)
+            v = self.unicode_escape(pos)
+            return fold(((v, v),))
         if c == "c":
             letter = self.peek()
             if not (letter.isascii() and letter.isalpha()):
                 raise self.error("'\\c' needs a letter", pos)
             self.i += 1
-            return _emit_char(chr(ord(letter) % 32), in_class)
+            v = ord(letter) % 32
+            return ((v, v),)
         if c in "pP":
             raise self.unsupported(f"Unicode property escapes '\\{c}{{...}}' are not supported", pos)
-        if c in _SYNTAX or not c.isalnum():
-            return _emit_char(c, in_class)
+        if c.isascii() and not c.isalnum():
+            return fold(((ord(c), ord(c)),))  # ^$\.*+?()[]{}|/ and any other punctuation
+        if in_class and c.isdigit():
+            raise self.unsupported("octal escapes are not supported", pos)
         raise self.error(f"unknown escape '\\{c}'", pos)
 
-    def unicode_escape(self, pos: int) -> str:
+    def unicode_escape(self, pos: int) -> int:
         if self.peek() == "{":
             close = self.p.find("}", self.i)
             h = self.p[self.i + 1:close] if close > 0 else ""
-            if not h or not all(ch in "0123456789abcdefABCDEF" for ch in h) or int(h, 16) > 0x10FFFF:
+            if not h or not set(h) <= _HEX or int(h, 16) > 0x10FFFF:
                 raise self.error("invalid '\\u{...}' escape", pos)
             self.i = close + 1
             cp = int(h, 16)
         else:
             h = self.p[self.i:self.i + 4]
-            if len(h) != 4 or not all(ch in "0123456789abcdefABCDEF" for ch in h):
+            if len(h) != 4 or not set(h) <= _HEX:
                 raise self.error("'\\u' needs four hex digits", pos)
             self.i += 4
             cp = int(h, 16)
-            # A surrogate pair written as two escapes is one character.
             if 0xD800 <= cp <= 0xDBFF and self.p.startswith("\\u", self.i):
                 low = self.p[self.i + 2:self.i + 6]
-                if len(low) == 4 and all(ch in "0123456789abcdefABCDEF" for ch in low):
-                    lo = int(low, 16)
-                    if 0xDC00 <= lo <= 0xDFFF:
-                        self.i += 6
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                if len(low) == 4 and set(low) <= _HEX and 0xDC00 <= int(low, 16) <= 0xDFFF:
+                    self.i += 6
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (int(low, 16) - 0xDC00)
         if 0xD800 <= cp <= 0xDFFF:
             raise self.unsupported("a lone surrogate cannot appear in UTF-8 text", pos)
-        return chr(cp)
+        return cp
 
-    def char_class(self) -> None:
+    def char_class(self) -> tuple:
         pos = self.i
         self.i += 1
-        parts = ["["]
-        if self.peek() == "^":
-            parts.append("^")
+        negate = self.peek() == "^"
+        if negate:
             self.i += 1
-        items = 0
+        ranges: list = []
         while True:
             if self.i >= len(self.p):
                 raise self.error("missing ']' for the character class opened", pos)
-            c = self.peek()
-            if c == "]":
+            if self.peek() == "]":
                 self.i += 1
                 break
             lo_pos = self.i
@@ -252,191 +377,107 @@ class _Scanner:
                 self.i += 1
                 hi_pos = self.i
                 hi = self.class_atom()
-                if len(lo) != 1 or len(hi) != 1:
-                    raise self.error("a range bound must be a single character", lo_pos if len(lo) != 1 else hi_pos)
-                if ord(lo) > ord(hi):
+                for r, p in ((lo, lo_pos), (hi, hi_pos)):
+                    if len(r) != 1 or r[0][0] != r[0][1]:
+                        raise self.error("a range bound must be a single character", p)
+                if lo[0][0] > hi[0][0]:
                     raise self.error("range out of order", lo_pos)
-                parts.append(_emit_char(lo, True) + "-" + _emit_char(hi, True))
+                ranges.append((lo[0][0], hi[0][0]))
             else:
-                parts.append(lo if len(lo) == 2 and lo[0] == "\\" and lo[1] in _CLASS_ESCAPES else _emit_char(lo, True))
-            items += 1
-        # interegular reads two negated escapes in one class as the complement of their
-        # union; ECMA-262 means the union of the complements. \s and \d (or \w) are
-        # disjoint and \d is inside \w, so: \S with \D or \W is every character, and
-        # \D with \W is \D.
-        negated = {x[1] for x in parts[1:] if len(x) == 2 and x[0] == "\\" and x[1] in "DSW"}
-        if len(negated) >= 2:
-            head = parts[:2] if parts[1:2] == ["^"] else parts[:1]
-            parts = head + ["\\s\\S"] if "S" in negated else [x for x in parts if x != "\\W"]
-        parts.append("]")
-        self.out.append("".join(parts))
-        if items == 0 and parts[1] != "^":
-            raise EmptyLanguageError(f"the empty class '[]' at position {pos} matches nothing in pattern {self.p!r}")
+                ranges.extend(lo)
+        r = norm_ranges(ranges)
+        if "i" in self.flags:
+            r = case_closure(r)
+        return complement(r) if negate else r
 
-    def class_atom(self) -> str:
-        """One class member: a single character, or ``\\d``-style escape text (2 chars)."""
+    def class_atom(self) -> tuple:
+        """One class member as ranges: a single character (unfolded: the class folds as a whole) or an escape's set."""
         c = self.peek()
         pos = self.i
         if c == "\\":
             self.i += 1
             if self.i >= len(self.p):
                 raise self.error("pattern ends with a lone backslash", pos)
-            if self.peek() in _CLASS_ESCAPES:
+            if self.peek() == "-":
                 self.i += 1
-                return "\\" + self.p[self.i - 1]
-            if self.peek() in "pP":
-                raise self.unsupported("Unicode property escapes are not supported", pos)
-            if self.peek().isdigit() and self.peek() != "0":
-                raise self.unsupported("octal escapes are not supported", pos)
-            text = self.escape(pos, in_class=True)
-            return _unemit(text)
+                return ((0x2D, 0x2D),)
+            return self.escape(pos, in_class=True)
         self.i += 1
-        return c
-
-    def _brace_quantifier(self) -> tuple[int, int | None, int] | None:
-        """If a valid ``{n}``, ``{n,}`` or ``{n,m}`` starts here: (n, m, length)."""
-        j = self.i + 1
-        k = j
-        while k < self.end and self.p[k].isdigit():
-            k += 1
-        if k == j:
-            return None
-        n = int(self.p[j:k])
-        if k < self.end and self.p[k] == "}":
-            return n, n, k + 1 - self.i
-        if k < self.end and self.p[k] == ",":
-            m_start = k + 1
-            k = m_start
-            while k < self.end and self.p[k].isdigit():
-                k += 1
-            if k < self.end and self.p[k] == "}":
-                m = int(self.p[m_start:k]) if k > m_start else None
-                return n, m, k + 1 - self.i
-        return None
-
-    def quantifier(self, start: int, quantifiable: bool) -> None:
-        c = self.peek() if self.i < self.end else ""
-        pos = self.i
-        if c in ("*", "+", "?"):
-            self.i += 1
-            self.out.append(c)
-        elif c == "{" and (q := self._brace_quantifier()) is not None:
-            n, m, length = q
-            if m is not None and m < n:
-                raise self.error(f"numbers out of order in '{{{n},{m}}}'", pos)
-            if n > 10000 or (m or 0) > 10000:
-                raise self.unsupported("a repetition count above 10000 is not supported", pos)
-            self.i += length
-            self.out.append(self.p[pos:self.i])
-        else:
-            return
-        if self.i < self.end and self.peek() == "?":
-            self.i += 1  # lazy: irrelevant when the whole output must match
-        if self.i < self.end and (self.peek() in "*+" or (self.peek() == "{" and self._brace_quantifier())):
-            raise self.error("nothing to repeat: a quantifier follows a quantifier")
+        cp = self._code_point(c)
+        return ((cp, cp),)
 
 
-def _escaped(p: str, i: int) -> bool:
-    """Whether the character at ``i`` is escaped (an odd number of backslashes before it)."""
-    n = 0
-    while i - n - 1 >= 0 and p[i - n - 1] == "\\":
-        n += 1
-    return n % 2 == 1
+def parse(pattern: str):
+    """The parse tree of ``pattern`` (see the module doc); raises ``PatternError`` with the position."""
+    return _Parser(pattern).parse()
 
 
-def _unemit(text: str) -> str:
-    """The character an emitted single-character escape stands for."""
-    if text.startswith("\\x"):
-        return chr(int(text[2:], 16))
-    if text.startswith("\\") and len(text) == 2:
-        return text[1]
-    return text
+def tree_to_node(tree, anchor) -> Node:
+    """The AST of a parse tree; ``anchor(kind)`` gives the node of an anchor (or raises)."""
+    kind = tree[0]
+    if kind == "set":
+        return cls(tree[1])
+    if kind == "seq":
+        return seq(*[tree_to_node(x, anchor) for x in tree[1]])
+    if kind == "alt":
+        return alt(*[tree_to_node(x, anchor) for x in tree[1]])
+    if kind == "rep":
+        return rep(tree_to_node(tree[1], anchor), tree[2], tree[3])
+    return anchor(tree[1])
 
 
-def normalize(pattern: str) -> str:
-    """Check ``pattern`` (ECMA-262 subset) and rewrite it into interegular's dialect."""
-    if not isinstance(pattern, str):
-        raise TypeError(f"a pattern must be a str, not {type(pattern).__name__}")
-    return _Scanner(pattern).scan()
+def match_node(pattern: str) -> Node:
+    """The AST of the strings that fully match ``pattern``: a leading ``^`` and a trailing ``$``
+    are redundant there; an anchor anywhere else is an error."""
+    branches = [list(b[1]) for b in parse(pattern)[1]]
+    if branches[0][:1] == [("anchor", "^")]:
+        branches[0].pop(0)
+    if branches[-1][-1:] == [("anchor", "$")]:
+        branches[-1].pop()
+    tree = ("alt", [("seq", b) for b in branches])
+
+    def anchor(kind):
+        where = _anchor_positions(pattern)
+        raise UnsupportedPatternError(f"anchor '{kind}' is only supported at the "
+                                      f"{'start' if kind == '^' else 'end'} of the pattern", pattern,
+                                      where.get(kind))
+
+    return tree_to_node(tree, anchor)
 
 
-def _ascii_table(fsm):
-    """interegular's character DFA as a byte transition table when it only reads ASCII.
-
-    Then characters are bytes and no UTF-8 expansion or subset construction is needed.
-    Returns (transitions, accepting), start state 0, or None when a non-ASCII character
-    (or "any other character") is read.
-    """
-    used = {key for row in fsm.map.values() for key in row}
-    columns = {}
-    for key, chars in fsm.alphabet.by_transition.items():
-        if key not in used:
+def _anchor_positions(pattern: str) -> dict:
+    """The position of the first unescaped ``^`` and ``$`` outside classes, past a leading ``^``."""
+    out: dict = {}
+    i, in_class = (1 if pattern.startswith("^") else 0), False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
             continue
-        cps = [ord(ch) for ch in chars if ch is not anything_else]
-        if len(cps) < len(chars) or max(cps) >= 0x80:
-            return None
-        columns[key] = cps
-    ids = {fsm.initial: 0}
-    for s in fsm.states:
-        ids.setdefault(s, len(ids))
-    trans = np.full((len(ids), 256), -1, np.int32)
-    for s, row in fsm.map.items():
-        for key, dst in row.items():
-            trans[ids[s], columns[key]] = ids[dst]
-    accepting = np.zeros(len(ids), bool)
-    for s in fsm.finals:
-        accepting[ids[s]] = True
-    return trans, accepting
-
-
-def _fsm_to_nfa(fsm) -> ByteNFA:
-    """interegular's character DFA as a byte NFA (each character class expanded to UTF-8)."""
-    alphabet = fsm.alphabet
-    explicit = [ord(ch) for ch in alphabet if ch is not anything_else]
-    other_ranges = complement_ranges(codepoint_ranges(explicit))
-    symbol_ranges = {}
-    for key, chars in alphabet.by_transition.items():
-        cps = [ord(ch) for ch in chars if ch is not anything_else]
-        ranges = codepoint_ranges(cps)
-        if any(ch is anything_else for ch in chars):
-            ranges = sorted(ranges + other_ranges)
-        symbol_ranges[key] = ranges
-    nfa = ByteNFA()
-    ids = {}
-    for s in fsm.states:
-        ids[s] = nfa.add_state()
-    start = ids[fsm.initial]
-    for s, row in fsm.map.items():
-        # Merge all symbols with the same target so each (src, dst) gets one expansion.
-        by_target: dict = {}
-        for key, dst in row.items():
-            by_target.setdefault(dst, []).extend(symbol_ranges[key])
-        for dst, ranges in by_target.items():
-            nfa.add_codepoints(ids[s], merge_ranges(ranges), ids[dst])
-    nfa.accepting = {ids[s] for s in fsm.finals}
-    nfa.start = start
-    return nfa
+        if c == "[":
+            in_class = True
+        elif c == "]":
+            in_class = False
+        elif c in "^$" and not in_class and not (c == "$" and i == len(pattern) - 1):
+            out.setdefault(c, i)
+        i += 1
+    return out
 
 
 @lru_cache(maxsize=256)
-def regex_to_dfa(pattern: str) -> ByteDFA:
+def regex_to_dfa(pattern: str):
     """The minimal byte DFA of the strings that fully match ``pattern``."""
-    normalized = normalize(pattern)
+    from .ast_dfa import TooLargeError, ast_to_dfa
+
+    node = match_node(pattern)
     try:
-        parsed = interegular.parse_pattern(normalized)
-        fsm = parsed.to_fsm()
-        table = _ascii_table(fsm)
-        if table is None:
-            fsm = fsm.reduce()  # minimal first: byte expansion multiplies states
-    except interegular.Unsupported as e:
-        raise UnsupportedPatternError(f"unsupported construct ({e})", pattern) from None
-    except (interegular.InvalidSyntax, ValueError, KeyError) as e:
-        raise PatternError(f"invalid syntax ({e or 'not a regular expression'})", pattern) from None
-    if table is not None:
-        dfa = minimize(*table)
-    else:
-        nfa = _fsm_to_nfa(fsm)
-        dfa = nfa.to_dfa(nfa.start)
+        dfa = ast_to_dfa(node)
+    except TooLargeError as e:
+        raise UnsupportedPatternError(f"the automaton is too large ({e})", pattern) from None
     if dfa.is_empty:
         raise EmptyLanguageError(f"pattern {pattern!r} matches no string at all")
     return dfa
+
+
+__all__ = ["ANY", "DIGITS", "DOT", "LINE_TERMINATORS", "SPACE", "WORD", "case_closure", "match_node",
+           "parse", "regex_to_dfa", "simple_fold", "tree_to_node"]

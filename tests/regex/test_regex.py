@@ -1,7 +1,8 @@
 """Regex → byte DFA: ECMA-262 semantics, whole-string matching, valid UTF-8 only, minimal DFAs.
 
 Python's ``re`` (``re.ASCII``, ``re.fullmatch``) is the oracle for the patterns of
-``strategies.regexes``, which mean the same in both dialects.
+``strategies.regexes``, once ``strategies.to_python`` has spelled out ECMA's ``\\s`` and ``.``;
+``test_v8.py`` checks the dialect against V8 itself.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from localguide.errors import LocalguideError
 from localguide.regex import regex_to_dfa
-from strategies import language_samples, matches, regex_pairs, regexes
+from strategies import ECMA_SPACE, language_samples, matches, regex_pairs, regexes
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -120,14 +121,28 @@ def assert_trimmed(dfa) -> None:
 @pytest.mark.parametrize("cls", [r"[\S\D]", r"[\D\S]", r"[\S\W]", r"[\D\W]", r"[\W\Da]", r"[\S\D\W]",
                                  r"[\D\s]", r"[\W\d]", r"[^\D\W0]", r"[^\S\W]"])
 def test_two_negated_escapes_in_one_class(cls):
-    r"""A union of complements (interegular alone reads [\S\D] as matching neither '0' nor ' ')."""
+    r"""A class holding negated escapes is the union of their complements (``[\S\D]`` is everything)."""
+    sets = {"s": lambda c: re.fullmatch(f"[{ECMA_SPACE}]", c) is not None, "d": lambda c: c.isascii() and c.isdigit(),
+            "w": lambda c: c.isascii() and (c.isalnum() or c == "_")}
+    body = cls[1:-1]
+    negated = body.startswith("^")
+    items = re.findall(r"\\[A-Za-z]|.", body[1:] if negated else body)
+
+    def member(c):
+        def one(item):
+            if item[0] == "\\":
+                hit = sets[item[1].lower()](c)
+                return hit if item[1].islower() else not hit
+            return c == item
+        return any(one(i) for i in items) != negated
+
     try:
         dfa = regex_to_dfa(cls)
     except LocalguideError:  # a class that matches nothing
-        assert all(re.fullmatch(cls, c, re.ASCII) is None for c in PROBE_ALPHABET)
+        assert not any(member(c) for c in PROBE_ALPHABET)
         return
     for c in PROBE_ALPHABET + "\n\t_-":
-        assert dfa.matches(c.encode("utf-8")) == bool(re.fullmatch(cls, c, re.ASCII)), (cls, c)
+        assert dfa.matches(c.encode("utf-8")) == member(c), (cls, c)
 
 
 @SETTINGS
@@ -176,11 +191,25 @@ SEMANTICS = [
     # pattern, members, non-members
     (r"\d", ["0", "5", "9"], ["٣", "a", "", "55"]),
     (r"\w", ["a", "Z", "0", "_"], ["é", "-", " ", "日"]),
-    (r"\s", [" ", "\t", "\n", "\r", "\f", "\v"], ["\u00a0", "\u2028", "a", ""]),
+    (r"\s", [" ", "\t", "\n", "\r", "\f", "\v", "\u00a0", "\u1680", "\u2000", "\u200a", "\u2028", "\u2029",
+             "\u202f", "\u205f", "\u3000", "\ufeff"], ["\x1c", "\x85", "\u200b", "a", ""]),
     (r"\D", ["a", "٣", "😀", "\n"], ["5", ""]),
     (r"\W", ["é", "-", "😀"], ["a", "_"]),
-    (r"\S", ["a", "\u00a0", "😀"], [" ", "\n"]),
-    (r".", ["a", "\r", "é", "日", "😀", "\u2028"], ["\n", "", "ab"]),
+    (r"\S", ["a", "\x85", "😀"], [" ", "\n", "\u00a0", "\ufeff"]),
+    (r".", ["a", "é", "日", "😀", "\x85", "\t"], ["\n", "\r", "\u2028", "\u2029", "", "ab"]),
+    (r"(?s).", ["\n", "\r", "\u2028", "a"], ["", "ab"]),
+    (r"(?s:.)\n.", ["\r\na"], ["\r\n\n"]),
+    (r"(?i)k", ["k", "K", "\u212a"], ["x", "kk"]),
+    (r"(?i)[^k]", ["x", "\u212b"], ["k", "K", "\u212a"]),
+    (r"(?i)\w", ["a", "Z", "_", "\u017f", "\u212a"], ["é", "-"]),
+    (r"(?i)\W", ["é", "-"], ["a", "\u017f", "\u212a", "s", "K"]),
+    (r"(?i)[\W]", ["é", "-"], ["s", "k", "\u017f", "\u212a"]),
+    (r"(?i)σ", ["σ", "Σ", "ς"], ["s"]),
+    (r"(?i)ß", ["ß", "\u1e9e"], ["ss", "SS"]),
+    (r"(?i)straße", ["STRASSE"[:0] + "Straße", "STRAẞE"], ["STRASSE"]),
+    (r"(?i)\u00e9", ["é", "É"], ["e"]),
+    (r"(?i:ab)c", ["ABc", "abc"], ["abC"]),
+    (r"(?i)[a-c]", ["A", "b", "C"], ["d"]),
     (r"[^]", ["\n", "a", "😀"], ["", "ab"]),
     (r"[\s\S]", ["\n", "é"], [""]),
     (r"\x41\u00e9\u{1F600}", ["Aé😀"], ["A"]),
@@ -257,26 +286,6 @@ def test_escaped_literal_matches_exactly_itself(text):
 
 @SETTINGS
 @given(regexes())
-def test_ascii_shortcut_equals_the_utf8_route(pattern):
-    """ASCII-only patterns skip the UTF-8 expansion and subset construction; the minimal
-    DFA (numbered canonically) is the same array as the general route's."""
-    import interegular
-
-    from localguide.regex import parser as R
-
-    fsm = interegular.parse_pattern(R.normalize(pattern)).to_fsm()
-    table = R._ascii_table(fsm)
-    if table is None or len(fsm.states) > 300:
-        return
-    direct = R.minimize(*table)
-    nfa = R._fsm_to_nfa(fsm)  # (not reduced first: Brzozowski's method can blow up)
-    general = nfa.to_dfa(nfa.start)
-    np.testing.assert_array_equal(direct.transitions, general.transitions)
-    np.testing.assert_array_equal(direct.accepting, general.accepting)
-
-
-@SETTINGS
-@given(regexes())
 def test_hashed_refinement_equals_exact_refinement(pattern):
     from localguide.automaton import minimize_kernels as A  # the twin of the compiled minimizer
 
@@ -292,3 +301,15 @@ def test_hashed_refinement_equals_exact_refinement(pattern):
     assert A._stable(b1, t, acc)
     if acc.any():  # merging everything (as a run of hash collisions might) is caught
         assert not A._stable(np.zeros_like(b1), t, acc)
+
+
+@pytest.mark.parametrize("pattern,pos", [(r"a\x4", 1), (r"\u12", 0), (r"\c1", 0), (r"[\d-z]", 1), (r"\a", 0),
+                                         (r"\k<x>", 0), (r"\p{L}", 0), (r"(?=a)", 0), (r"a\1", 1), (r"\01", 0),
+                                         (r"a**", 2), (r"(?x)a", 0), (r"a(?i)b", 1), (r"[b-a]", 1)])
+def test_ecma_u_syntax_errors(pattern, pos):
+    """What ECMA-262's u mode refuses is an error that names its position."""
+    from localguide.errors import PatternError
+
+    with pytest.raises(PatternError) as e:
+        regex_to_dfa(pattern)
+    assert e.value.position == pos, str(e.value)
