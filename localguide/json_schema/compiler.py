@@ -21,7 +21,8 @@ from itertools import permutations
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, cls, opt, rep, seq, star
 from ..regex.ast_dfa import TooLargeError, ast_to_dfa, dfa_intersects
 from .encoding import any_json_char, encode_content, json_string_literal, not_in_strings
-from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, Flattener, json_eq, type_atom
+from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, json_eq, type_atom
+from .flattener import Flattener
 from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .resolve import Neg, ResolveError
 from .strings import ANY_STRING, PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
 from ..regex.ast import EMPTY, Node, to_regex
 from .compiler import Compiler
-from .flat import ANNOTATIONS, VALIDATION, Flattener, Problems
+from .flat import ANNOTATIONS, VALIDATION, Problems
+from .flattener import Flattener
 from .resolve import DEFAULT_BASE, SCHEMA_KEYWORDS, SCHEMA_LIST_KEYWORDS, SCHEMA_MAP_KEYWORDS, Registry, escape
 
 __all__ = ["SchemaError", "UnsupportedSchemaError", "CompiledSchema", "compile_json_schema", "schema_to_regex",
