@@ -1,11 +1,12 @@
-"""The wheel carries every subpackage: ``pyproject.toml`` names each folder of ``localguide/``."""
+"""The package as shipped: ``pyproject.toml`` names every subpackage; the masks are as recorded."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 tomllib = pytest.importorskip("tomllib")
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,3 +19,14 @@ def test_pyproject_lists_every_package():
     assert found <= listed, f"add {sorted(found - listed)} to [tool.setuptools] packages in pyproject.toml"
     assert listed - found == {"localguide.grammars"}  # mapped from grammars/ by package-dir
     assert config["package-dir"]["localguide.grammars"] == "grammars"
+
+
+@pytest.mark.slow
+def test_golden_mask_hashes():
+    """Every mask of tests/golden.py's walks is as recorded (a restructuring changes none)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "golden.py"), "--check",
+                        str(ROOT / "tests" / "golden_masks.json")], capture_output=True, text=True, timeout=3000)
+    assert r.returncode == 0, r.stdout[-4000:]
