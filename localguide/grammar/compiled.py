@@ -23,6 +23,7 @@ import numpy as np
 
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
+from ..protocol import Mask, MaskKind
 from . import arena
 from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
@@ -44,7 +45,8 @@ ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_ac
 
 
 class GState:
-    __slots__ = ("configs", "key", "initial", "_gkey", "_mask", "_bits", "_accepting", "_only_stop", "next", "budget", "plan",
+    __slots__ = ("configs", "key", "initial", "_gkey", "_mask", "_bits", "_sampler_mask", "_accepting", "_only_stop",
+                 "next", "budget", "plan",
                  "bound")
 
     def __init__(self, configs, key, initial=False):
@@ -54,6 +56,7 @@ class GState:
         self._gkey = None  # the groups of the mask (``MaskEngine.union_key``)
         self._mask = None
         self._bits = None
+        self._sampler_mask = None
         self._accepting = None
         self._only_stop = None
         self.budget = None
@@ -226,6 +229,7 @@ class GrammarIndex:
                 st._gkey = None
                 st._mask = None
                 st._bits = None
+                st._sampler_mask = None
                 st.budget = None
                 st.plan = None
                 st.bound = None
@@ -322,6 +326,13 @@ class GrammarIndex:
                 self._stop_bytes += m.nbytes
             return m
         return bits
+
+    def sampler_mask(self, st: GState) -> Mask:
+        """``allowed_bits(st)`` as the guide protocol's ``Mask``, memoized on the state (the per-token path)."""
+        m = st._sampler_mask
+        if m is None:
+            m = st._sampler_mask = Mask(MaskKind.BITS, self.allowed_bits(st))
+        return m
 
     def allowed(self, st: GState) -> np.ndarray:
         tm = self.token_mask(st)  # first: its mask walk tells acceptance too

@@ -26,6 +26,10 @@ from ..protocol import Mask, MaskKind, unwind
 from .masks import bits_has, bits_ids, bits_with, key_of
 
 
+_FINISHED = Mask(MaskKind.ALLOWED, np.zeros(0, np.int32))
+_FINISHED.data.flags.writeable = False
+
+
 class GrammarGuide:
     """A cursor over a ``GrammarIndex`` (``localguide.protocol.GuideProtocol``)."""
 
@@ -103,9 +107,9 @@ class GrammarGuide:
     def mask(self) -> Mask:
         """A bitset of the vocabulary (no ids once the guide has finished)."""
         if self.finished:
-            return Mask(MaskKind.ALLOWED, np.zeros(0, np.int32))
+            return _FINISHED
         m = self._budget_mask() if self.remaining is not None else None
-        return Mask(MaskKind.BITS, self.index.allowed_bits(self.state) if m is None else m)
+        return self.index.sampler_mask(self.state) if m is None else Mask(MaskKind.BITS, m)
 
     def accepts(self, token_id: int) -> bool:
         """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""

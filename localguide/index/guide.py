@@ -68,11 +68,7 @@ class Guide:
         """The allowed ids, or the excluded ids where most of the vocabulary is allowed."""
         if not self.finished and not self._budget_limited():
             f = self._fast
-            m = f.state_mask[self.state]
-            excluded = f.excludes[m]
-            if excluded is not None:
-                return Mask(MaskKind.EXCLUDED, excluded)
-            return Mask(MaskKind.ALLOWED, f.masks[m])
+            return f.sampler_masks[f.state_mask[self.state]]
         return Mask(MaskKind.ALLOWED, self.allowed_token_ids())
 
     def accepts(self, token_id: int) -> bool:

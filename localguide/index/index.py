@@ -18,6 +18,7 @@ from .. import cache
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
 from ..errors import EmptyLanguageError
+from ..protocol import Mask, MaskKind
 from ..vocabulary import Vocabulary
 from . import build_kernels as kernels
 
@@ -110,7 +111,7 @@ class Index:
 class FastTables:
     """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
 
-    __slots__ = ("state_mask", "masks", "excludes", "mask_offsets", "mask_tokens", "next_offsets",
+    __slots__ = ("state_mask", "masks", "excludes", "sampler_masks", "mask_offsets", "mask_tokens", "next_offsets",
                  "next_states", "accepting", "distance", "max_next")
 
     def __init__(self, index: Index):
@@ -120,6 +121,8 @@ class FastTables:
         # The build rule: a mask allowing more than half the vocabulary is applied by exclusion.
         self.excludes = [index.excl_tokens[eo[m]:eo[m + 1]] if 2 * len(self.masks[m]) > index.vocab_size
                          else None for m in range(len(mo) - 1)]
+        self.sampler_masks = [Mask(MaskKind.ALLOWED, t) if x is None else Mask(MaskKind.EXCLUDED, x)
+                              for t, x in zip(self.masks, self.excludes)]
         self.mask_offsets = mo.tolist()
         self.mask_tokens = memoryview(index.mask_tokens)
         self.next_offsets = index.next_offsets.tolist()
