@@ -8,7 +8,11 @@ The flow: Vocabulary → constraint → byte DFA → Index → Guide → llama.c
 """
 
 from ._version import __version__
-from .errors import (
+from .numba_cache import install as _install_kernel_cache
+
+_install_kernel_cache()  # before any kernel module is imported: numba picks a cache per function then
+
+from .errors import (  # noqa: E402
     BudgetError,
     EmptyLanguageError,
     LocalguideError,
@@ -17,12 +21,12 @@ from .errors import (
     TokenNotAllowedError,
     UnsupportedPatternError,
 )
-from .vocabulary import Vocabulary
-from .index import Guide, Index
-from .regex import compile_choice, compile_regex
-from .grammar import GrammarError, compile_grammar, list_grammars
-from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema
-from .llama import Model, default_model_path, load
+from .vocabulary import Vocabulary  # noqa: E402
+from .index import Guide, Index  # noqa: E402
+from .regex import compile_choice, compile_regex  # noqa: E402
+from .grammar import GrammarError, compile_grammar, list_grammars  # noqa: E402
+from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema  # noqa: E402
+from .llama import Model, default_model_path, load  # noqa: E402
 
 __all__ = [
     "BudgetError", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",

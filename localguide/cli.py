@@ -174,6 +174,17 @@ def inspect(
 
 
 @app.command()
+def info() -> None:
+    """Versions, llama.cpp's backend, the default model, the caches, and whether the kernels are compiled here."""
+    from .info import report
+
+    rows = report()
+    width = max(len(what) for what, _ in rows)
+    for what, value in rows:  # plain text: paths are never cut or styled
+        print(f"{what:<{width}}  {value}")
+
+
+@app.command()
 def grammars() -> None:
     """List the shipped grammars (use a name with --grammar)."""
     from rich.console import Console

@@ -1,8 +1,10 @@
 """Shared fixtures: a per-session cache directory, both real vocabularies and both models.
 
 ``LOCALGUIDE_CACHE_DIR`` is pointed at a fresh session directory before any fixture
-that compiles or reads a vocabulary runs, so the user's cache is never touched and
-every run starts cold. Loading a model takes about half a second: one per session.
+that compiles or reads a vocabulary runs, so the user's cache of indexes is never touched and
+every run starts cold. numba's machine code for the kernels is the exception: it goes where
+``import localguide`` puts it (``localguide.numba_cache``), keyed by version and CPU, as numba's
+own ``__pycache__`` would keep it. Loading a model takes about half a second: one per session.
 """
 
 from __future__ import annotations

@@ -103,3 +103,35 @@ def test_n_gpu_layers_is_accepted_on_any_build(smollm2):
     r = run("run", "--regex", r"\d{2}", "--n-gpu-layers", "-1", "--seed", "1", "Two digits:")
     assert r.exit_code == 0, r.output
     assert re.fullmatch(r"\d{2}", r.stdout.strip())
+
+
+def test_info_reports_versions_backend_model_and_caches(tmp_path):
+    """``localguide info``: every row, paths whole however narrow the terminal, the kernel count
+    true to the disk cache (none compiled under an empty cache directory)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import llama_cpp
+
+    import localguide
+    from localguide.info import kernels
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path), COLUMNS="40")
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, str(root / "cli.py"), "info"], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    rows = dict(re.fullmatch(r"(.*?) {2,}(.*)", line).groups() for line in out.splitlines())
+    assert rows["localguide"] == localguide.__version__
+    assert rows["llama-cpp-python"] == llama_cpp.__version__
+    assert rows["llama.cpp backend"].startswith("CPU")
+    assert rows["GPU offload"].startswith("available" if llama_cpp.llama_supports_gpu_offload() else "not available")
+    assert rows["default model"] == str(localguide.default_model_path())
+    assert rows["cache"].startswith(f"{tmp_path} (")
+    assert rows["compiled kernels"].startswith(f"{tmp_path / 'numba'}{os.sep}")
+    done, total = kernels()  # this process: the test session has compiled some
+    assert 0 < done <= total
+    assert rows["kernels compiled for this CPU"].startswith(f"0 of {total}:")

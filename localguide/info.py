@@ -1,0 +1,75 @@
+"""What ``localguide info`` reports: versions, llama.cpp's backend, the default model, the caches."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+KERNEL_MODULES = ("vocabulary_kernels", "numba_tools", "automaton.minimize_kernels", "regex.subset_kernels",
+                  "index.build_kernels", "llama.candidates_kernels", "llama.native_kernels",
+                  "grammar.trees_kernels", "grammar.lexer_kernels", "grammar.arena_kernels",
+                  "grammar.budget_kernels", "grammar.masks_kernels")
+
+
+def folder_size(path: Path) -> int:
+    """Bytes of the files under ``path`` (0 if it does not exist)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def kernels() -> tuple[int, int]:
+    """(kernels with machine code cached for this CPU, kernels in all)."""
+    from numba.core.registry import CPUDispatcher
+
+    found = 0
+    total = 0
+    for name in KERNEL_MODULES:
+        module = importlib.import_module(f"localguide.{name}")
+        for obj in vars(module).values():
+            if isinstance(obj, CPUDispatcher) and obj.__module__ == module.__name__ and obj._cache is not None:
+                total += 1
+                index = getattr(getattr(obj._cache, "_cache_file", None), "_index_path", None)
+                found += bool(index and Path(index).is_file())
+    return found, total
+
+
+def backend() -> tuple[str, bool]:
+    """(llama.cpp's backends as its system info names them, whether it can offload layers to a GPU)."""
+    import llama_cpp
+
+    system = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    names = [n for n in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL", "BLAS") if n in system]
+    return ", ".join(["CPU"] + names), bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def report() -> list[tuple[str, str]]:
+    """The rows of ``localguide info``, as (what, value)."""
+    import llama_cpp
+    import numba
+
+    import localguide
+    from .cache import cache_dir
+    from .numba_cache import kernels_dir
+
+    try:
+        model = str(localguide.default_model_path())
+    except localguide.LocalguideError as e:
+        model = f"none ({e})"
+    cd, kd = cache_dir(), kernels_dir()
+    done, total = kernels()
+    name, offload = backend()
+    mb = 1 << 20
+    return [
+        ("localguide", localguide.__version__),
+        ("llama-cpp-python", llama_cpp.__version__),
+        ("llama.cpp backend", name),
+        ("GPU offload", "available" if offload else "not available (a CPU build of llama.cpp)"),
+        ("numba", numba.__version__),
+        ("default model", model),
+        ("cache", f"{cd} ({folder_size(cd) / mb:.1f} MB, the compiled kernels included)"),
+        ("compiled kernels", f"{kd} ({folder_size(kd) / mb:.1f} MB)"),
+        ("kernels compiled for this CPU", f"{done} of {total}" + ("" if done == total else
+                                                                 ": the others compile on first use, once")),
+    ]
+
+
+__all__ = ["backend", "folder_size", "kernels", "report"]
