@@ -9,8 +9,10 @@ The flow: Vocabulary → constraint → byte DFA → Index → Guide → llama.c
 
 from ._version import __version__
 from .numba_cache import install as _install_kernel_cache
+from .progress import watch_kernel_compiles as _watch_kernel_compiles
 
 _install_kernel_cache()  # before any kernel module is imported: numba picks a cache per function then
+_watch_kernel_compiles()
 
 from .errors import (  # noqa: E402
     BudgetError,

@@ -35,30 +35,46 @@ def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Op
     return None, first
 
 
-def _with_progress(label: str, work):
-    """Run ``work()``; show a spinner if it takes longer than half a second."""
-    result: dict = {}
+class _StatusLine:
+    """While it is open, whatever localguide has been doing for over half a second is shown on stderr
+    (``localguide.progress``): a spinner on a terminal, else one line per stage."""
 
-    def target():
-        try:
-            result["value"] = work()
-        except BaseException as e:  # re-raised in the caller's thread
-            result["error"] = e
+    def __enter__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="localguide-status", daemon=True)
+        self._thread.start()
+        return self
 
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(0.5)
-    if thread.is_alive():
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
 
-        with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(),
-                      console=err, transient=True) as progress:
-            progress.add_task(label, total=None)
-            while thread.is_alive():
-                thread.join(0.1)
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
+    def _loop(self) -> None:
+        from .progress import current
+
+        status, shown, printed = None, None, set()
+        while not self._stop.wait(0.1):
+            cur = current()
+            # Shown after half a second; once shown, it follows stage to stage (kernels compile
+            # one after another) and goes when no stage is left.
+            what = cur[0] if cur is not None and (shown is not None or cur[1] >= 0.5) else None
+            if what == shown:
+                continue
+            if not err.is_terminal:
+                if what is not None and what not in printed:
+                    printed.add(what)
+                    print(f"localguide: {what}...", file=sys.stderr, flush=True)
+            elif what is None:
+                status.stop()
+                status = None
+            elif status is None:
+                status = err.status(what + "...", spinner="dots")
+                status.start()
+            else:
+                status.update(what + "...")
+            shown = what
+        if status is not None:
+            status.stop()
 
 
 @app.command()
@@ -100,6 +116,13 @@ def run(
         "--opportunistic", help="Grammars: check the model's own token first, mask only on a rejection.")] = False,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
+    with _StatusLine():
+        _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
+             max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic)
+
+
+def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
+         max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -119,7 +142,7 @@ def run(
                 constraint.update(max_recursion=None)
         if grammar is not None and max_ignored_run is not None:
             constraint.update(max_ignored_run=max_ignored_run or None)
-        _with_progress("Building the index", lambda: model.compile(**constraint))
+        model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                        top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic)
         if prompt is not None:

@@ -3,8 +3,8 @@
 numba's default keeps machine code in ``__pycache__`` beside each source file: inside
 ``site-packages`` for an installed localguide, where a later install does not remove it and
 a leftover folder can shadow a checkout. Here every kernel of localguide is cached under
-``<cache dir>/numba/<localguide version>-numba<version>-<CPU>/``, so two localguide versions,
-two numba versions or two CPUs never share entries. When the user sets ``NUMBA_CACHE_DIR``,
+``<cache dir>/numba/<localguide version>-numba<version>-<CPU>/<source folder>_<hash of its path>/``,
+so two localguide versions, numba versions, CPUs or installs never share entries. When the user sets ``NUMBA_CACHE_DIR``,
 numba's own rule applies (that directory). Kernels of other packages are left alone.
 """
 
@@ -50,7 +50,9 @@ def install() -> None:
         def __init__(self, py_func, py_file):
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = str(_installed / _relative(py_file).parent)
+            # Keyed by the source folder too (as numba's NUMBA_CACHE_DIR rule does): two checkouts
+            # or installs of one version must not overwrite each other's entries.
+            self._cache_path = str(_installed / self.get_suitable_cache_subpath(py_file))
 
         def get_cache_path(self):
             return self._cache_path

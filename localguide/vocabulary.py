@@ -19,6 +19,7 @@ import numpy as np
 
 from . import cache
 from .errors import ModelFileError
+from .progress import stage
 
 # llama.cpp's llama_token_attr bits
 _ATTR_UNKNOWN, _ATTR_UNUSED, _ATTR_CONTROL = 1 << 0, 1 << 1, 1 << 3
@@ -108,7 +109,7 @@ class Vocabulary:
         if path.is_dir():
             raise ModelFileError(path, "expected a .gguf model file, got a directory")
         key = cache.key_path("vocab", str(path.resolve()), str(st.st_size), str(st.st_mtime_ns))
-        arrays = cache.cached(key, lambda: _read_gguf_vocab(path), _looks_like_vocab)
+        arrays = cache.cached(key, lambda: _read_gguf_vocab_reported(path), _looks_like_vocab)
         return cls(arrays["flat"], arrays["offsets"], arrays["stop_ids"],
                    eos_id=int(arrays["eos_id"]), name=path.name)
 
@@ -166,6 +167,11 @@ def quiet_stderr():
     finally:
         os.dup2(fd, 2)
         os.close(fd)
+
+
+def _read_gguf_vocab_reported(path):
+    with stage(f"reading the vocabulary of {Path(path).name}"):
+        return _read_gguf_vocab(path)
 
 
 def _read_gguf_vocab(path: Path) -> dict:

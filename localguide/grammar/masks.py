@@ -29,6 +29,7 @@ import numpy as np
 
 from . import trees_kernels as kernels
 from ..numba_tools import read_only
+from ..progress import stage
 from ..slabs import Slabs
 
 MAX_READINGS = 256
@@ -45,6 +46,11 @@ def build_trees(scanner, vocabulary, workers: int | None = None, trees=None) -> 
     Trees are independent: chunks of them are built on ``workers`` threads (default: the
     CPU count, at most 8) and joined; the arrays are those of one pass over all of them.
     """
+    with stage("building the grammar's token trees"):
+        return _build_trees(scanner, vocabulary, workers, trees)
+
+
+def _build_trees(scanner, vocabulary, workers, trees) -> dict:
     sc = scanner
     origins = sc.single[sc.tree_reading]
     track = sc.tree_track

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from .. import cache
+from ..progress import stage
 from .compiled import FORMAT, GrammarIndex
 from ..errors import GrammarError
 
@@ -127,7 +128,8 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
         arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
         if arrays is not None:
             return GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
-        idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
+        with stage(f"compiling {description}"):
+            idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
     if lazy:
         cache.save_later(path, lambda: idx.arrays(seed))
     else:

@@ -18,6 +18,7 @@ from .. import cache
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
 from ..errors import EmptyLanguageError
+from ..progress import stage
 from ..protocol import Mask, MaskKind
 from ..vocabulary import Vocabulary
 from . import build_kernels as kernels
@@ -142,6 +143,11 @@ def _consistent(a: dict, vocab_size: int) -> bool:
 
 def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") -> dict:
     """The Index arrays of ``dfa`` over ``vocabulary``."""
+    with stage("building the index"):
+        return _build_arrays(dfa, vocabulary, description)
+
+
+def _build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str) -> dict:
     trie = vocabulary.trie
     states, offsets, toks, nexts = kernels.explore(*trie.arrays, dfa.transitions)
     accepting = dfa.accepting[states]

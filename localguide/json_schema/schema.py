@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
+from ..progress import stage
 from ..regex.ast import EMPTY, Node, to_regex
 from .compiler import Compiler
 from .flat import ANNOTATIONS, VALIDATION, Problems
@@ -269,7 +270,8 @@ def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursio
     if cache.available(Index.cache_path("json_schema", key, vocabulary)):
         return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
                             vocabulary, description)
-    dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
+    with stage("compiling the JSON schema"):
+        dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
     if cfg is not None:
         return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False)
     if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \

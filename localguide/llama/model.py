@@ -12,6 +12,7 @@ import llama_cpp
 
 from ..errors import LocalguideError, ModelFileError
 from ..grammar import compile_grammar
+from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from ..regex import compile_choice, compile_regex
 from ..vocabulary import Vocabulary, quiet_stderr
@@ -55,7 +56,7 @@ class Model:
         llama_kwargs.setdefault("n_ctx", 4096)
         llama_kwargs.setdefault("verbose", False)
         try:
-            with quiet_stderr():
+            with quiet_stderr(), stage(f"loading {path.name}"):
                 self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
