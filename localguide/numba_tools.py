@@ -7,6 +7,9 @@ vocabularies, automata or grammars.
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+
 import numpy as np
 from numba import carray, njit, types
 from numba.core import cgutils
@@ -16,6 +19,18 @@ _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _DEBRUIJN_INDEX = np.zeros(64, np.int32)
 for _i in range(64):
     _DEBRUIJN_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58] = _i
+
+
+_KERNELS_ONLY = False  # set by ``kernels_only``: take the kernels even where they must compile first
+
+
+def compiled(kernel) -> bool:
+    """Whether ``kernel`` (a numba dispatcher) has machine code in this process or in numba's disk
+    cache: loading it costs milliseconds, compiling it seconds."""
+    if _KERNELS_ONLY or not hasattr(kernel, "signatures") or kernel.signatures:
+        return True  # (a plain function, as a test's twin in its place, is simply called)
+    index = getattr(getattr(getattr(kernel, "_cache", None), "_cache_file", None), "_index_path", None)
+    return bool(index) and os.path.isfile(index)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -138,3 +153,15 @@ def _popcount(w):
     w = (w & np.uint64(0x3333333333333333)) + ((w >> np.uint64(2)) & np.uint64(0x3333333333333333))
     w = (w + (w >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
     return (w * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+
+@contextmanager
+def kernels_only():
+    """Within the block, ``compiled`` says yes: the kernels are taken, compiled first if need be."""
+    global _KERNELS_ONLY
+    _KERNELS_ONLY = True
+    try:
+        yield
+    finally:
+        _KERNELS_ONLY = False

@@ -13,7 +13,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .minimize_kernels import minimize_dfa
+from ..numba_tools import compiled
+from .minimize_kernels import minimize_dfa, py_minimize_dfa
 from .utf8 import utf8_sequences
 
 
@@ -123,11 +124,16 @@ def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
     return trans, acc
 
 
+# Below this many states, an automaton is minimized by the plain-Python twin (the same result,
+# in milliseconds) until the kernel is compiled: compiling it costs seconds on a first use.
+TWIN_STATES = 3000
+
+
 def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     """Minimal equivalent DFA, with unreachable and non-coaccessible states removed, numbered
-    breadth-first from the start (``kernels.minimize_dfa``; its twin is Moore's refinement)."""
-    trans, acc = minimize_dfa(np.ascontiguousarray(transitions, dtype=np.int32),
-                              np.ascontiguousarray(accepting, dtype=np.bool_))
+    breadth-first from the start (``minimize_kernels.minimize_dfa``; its twin is Moore's refinement)."""
+    run = minimize_dfa if len(accepting) > TWIN_STATES or compiled(minimize_dfa) else py_minimize_dfa
+    trans, acc = run(np.ascontiguousarray(transitions, dtype=np.int32), np.ascontiguousarray(accepting, dtype=np.bool_))
     return ByteDFA(trans, acc)
 
 
