@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from pathlib import Path
-
-KERNEL_MODULES = ("vocabulary_kernels", "numba_tools", "automaton.minimize_kernels", "regex.subset_kernels",
-                  "index.build_kernels", "llama.candidates_kernels", "llama.native_kernels",
-                  "grammar.trees_kernels", "grammar.lexer_kernels", "grammar.arena_kernels",
-                  "grammar.budget_kernels", "grammar.masks_kernels")
-
 
 def folder_size(path: Path) -> int:
     """Bytes of the files under ``path`` (0 if it does not exist)."""
@@ -20,10 +15,14 @@ def kernels() -> tuple[int, int]:
     """(kernels with machine code cached for this CPU, kernels in all)."""
     from numba.core.registry import CPUDispatcher
 
+    import localguide
+
+    names = [m.name for m in pkgutil.walk_packages(localguide.__path__, "localguide.")
+             if m.name.endswith("_kernels") or m.name.endswith(".numba_tools")]
     found = 0
     total = 0
-    for name in KERNEL_MODULES:
-        module = importlib.import_module(f"localguide.{name}")
+    for name in names:
+        module = importlib.import_module(name)
         for obj in vars(module).values():
             if isinstance(obj, CPUDispatcher) and obj.__module__ == module.__name__ and obj._cache is not None:
                 total += 1
