@@ -48,11 +48,115 @@ def _lowest_bit(w):
     return _DEBRUIJN_INDEX[((w & (~w + np.uint64(1))) * _DEBRUIJN) >> np.uint64(58)]
 
 
+# Kernels copy with loops, sort with ``_sort_ints`` and take maxima by hand: numba's slice
+# assignment between arrays checks shapes with an error message that compiles numba's string
+# formatting (2-3 s of a first use), and its np.sort, np.unique, np.argsort and np.max cost
+# 0.5-2.5 s each to compile.
+
+@njit(cache=True, inline="always")
+def _copy_into(dst, at, src, n):
+    """``dst[at:at + n] = src[:n]`` (1-D)."""
+    for i in range(n):
+        dst[at + i] = src[i]
+
+
+@njit(cache=True, inline="always")
+def _copy_rows(dst, src, n):
+    """``dst[:n] = src[:n]`` (2-D, ``dst`` at least as wide)."""
+    for i in range(n):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j]
+
+
+@njit(cache=True)
+def _sort_ints(a, n):
+    """Sort ``a[:n]`` in place: insertion sort when short, else heapsort (no allocation)."""
+    if n <= 32:
+        for i in range(1, n):
+            x = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > x:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = x
+        return
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(a, start, n)
+    for end in range(n - 1, 0, -1):
+        x = a[0]
+        a[0] = a[end]
+        a[end] = x
+        _sift_down(a, 0, end)
+
+
+@njit(cache=True, inline="always")
+def _sift_down(a, root, end):
+    x = a[root]
+    while True:
+        child = 2 * root + 1
+        if child >= end:
+            break
+        if child + 1 < end and a[child + 1] > a[child]:
+            child += 1
+        if a[child] <= x:
+            break
+        a[root] = a[child]
+        root = child
+    a[root] = x
+
+
+@njit(cache=True)
+def _argsort_stable(key):
+    """The stable argsort of the 1-D ``key``: bottom-up merge sort of positions."""
+    n = len(key)
+    perm = np.empty(n, np.int64)
+    for i in range(n):
+        perm[i] = i
+    tmp = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            k = lo
+            while i < mid and j < hi:
+                if key[perm[j]] < key[perm[i]]:
+                    tmp[k] = perm[j]
+                    j += 1
+                else:
+                    tmp[k] = perm[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                tmp[k] = perm[i]
+                i += 1
+                k += 1
+            while j < hi:
+                tmp[k] = perm[j]
+                j += 1
+                k += 1
+        perm, tmp = tmp, perm
+        width *= 2
+    return perm
+
+
+@njit(cache=True, inline="always")
+def _max_of(a, empty):
+    """The largest entry of the 1-D ``a``, or ``empty`` when it has none."""
+    m = empty
+    for i in range(len(a)):
+        if i == 0 or a[i] > m:
+            m = a[i]
+    return m
+
+
 @njit(cache=True)
 def _grow(a, n):
     """A 1-D array twice as long (at least 16) holding ``a[:n]``; the rest is unset."""
     b = np.empty(max(2 * len(a), 16), a.dtype)
-    b[:n] = a[:n]
+    _copy_into(b, 0, a, n)
     return b
 
 
@@ -90,7 +194,7 @@ def _work2(keep, rows, cols):
 def _work_grown(keep, a, n):
     """``_grow(a, n)`` as a ``_work`` array."""
     b = _work(keep, max(2 * len(a), 16))
-    b[:n] = a[:n]
+    _copy_into(b, 0, a, n)
     return b
 
 

@@ -58,7 +58,9 @@ def build_trie(flat, offsets, order):
             tok_start[end] = k
         tok_count[end] += 1
         prev = t
-    subtree_end = np.arange(1, n_nodes + 1).astype(np.int32)
+    subtree_end = np.empty(n_nodes, np.int32)
+    for n in range(n_nodes):
+        subtree_end[n] = n + 1
     for n in range(n_nodes - 1, 0, -1):
         p = parent[n]
         if subtree_end[n] > subtree_end[p]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from ..numba_tools import _bare, _grow, _voidptr
+from ..numba_tools import _bare, _grow, _sort_ints, _voidptr
 
 # --- grammar masks: Earley sets and the tree walk, compiled ----------------------
 #
@@ -96,9 +96,13 @@ def _c2(ctx, i, dt):
     return carray(_voidptr(ctx[3 * i]), (ctx[3 * i + 1], ctx[3 * i + 2]), dt)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _ctx_tables(ctx):
-    """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting."""
+    """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting.
+
+    A call, not inlined: numba inlines a function by copying its IR into the caller and
+    analysing the caller again, once per call site, and these fifty-odd views made that the
+    larger part of compiling ``earley_masks``."""
     i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
     A = (_c1(ctx, CTX_A + AR_META, i8), _c1(ctx, CTX_A + AR_SET_OFF, i8), _c1(ctx, CTX_A + AR_SET_KEYS, i8),
          _c2(ctx, CTX_A + AR_SET_ALLOWED, u8), _c1(ctx, CTX_A + AR_SET_HASH, u8), _c1(ctx, CTX_A + AR_HT, i8),
@@ -233,9 +237,9 @@ SCRATCH = 256  # entries of each area (``arena.CompiledMasks.scratch``)
 
 @njit(cache=True, inline="always")
 def _sort_small(a, n):
-    """Sort ``a[:n]`` in place: insertion sort for the few keys of a set, else numpy's."""
+    """Sort ``a[:n]`` in place: insertion sort for the few keys of a set, else heapsort."""
     if n > 32:
-        a[:n] = np.sort(a[:n])
+        _sort_ints(a, n)
         return
     for i in range(1, n):
         x = a[i]
@@ -326,15 +330,23 @@ def earley_feed(A, D, s, t):
     """The set after terminal ``t`` from set ``s`` (memoized): ``EARLEY_REJECT``, or ``s``
     itself for an ignored terminal the grammar does not take; ``EARLEY_GROW``.
 
-    Inlined, with ``_earley_make`` and ``earley_intern``: as calls, each passed the arena and
-    tables (twenty array structures) and counted references to them, and a new set took
-    2.2 µs in ``earley_seed`` on sql; inlined, 0.6 µs."""
-    meta, set_off, set_keys, set_allowed, fk, fv = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_SET_ALLOWED], A[AR_FEED_KEYS], A[AR_FEED_SETS]
-    sh_off, sh_sym, sh_to, ign_w = D[DF_SH_OFF], D[DF_SH_SYM], D[DF_SH_TO], D[DF_IGNORED]
-    key = s * (set_allowed.shape[1] * 64) + t + 1
+    The memo lookup is inlined; a feed not seen before is a call (``_earley_feed_new``).
+    Inlining that too, with ``_earley_make`` and ``earley_intern``, at each of the feed's
+    call sites made ``earley_masks`` a function LLVM took minutes to compile; the call
+    passes views without reference counts, and happens once per new feed."""
+    fk, fv = A[AR_FEED_KEYS], A[AR_FEED_SETS]
+    key = s * (A[AR_SET_ALLOWED].shape[1] * 64) + t + 1
     i = _feed_find(fk, key)
     if fk[i] == key:
         return fv[i]
+    return _earley_feed_new(A, D, s, t, i, key)
+
+
+@njit(cache=True)
+def _earley_feed_new(A, D, s, t, i, key):
+    """``earley_feed`` of a feed not in the memo, whose slot there is ``i``."""
+    meta, set_off, set_keys, set_allowed, fk, fv = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_SET_ALLOWED], A[AR_FEED_KEYS], A[AR_FEED_SETS]
+    sh_off, sh_sym, sh_to, ign_w = D[DF_SH_OFF], D[DF_SH_SYM], D[DF_SH_TO], D[DF_IGNORED]
     if 2 * (meta[2] + 1) > len(fk):
         return EARLEY_GROW
     if (set_allowed[s, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):

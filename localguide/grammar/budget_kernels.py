@@ -107,10 +107,16 @@ def _earley_finish(A, D, B, x):
 def earley_after(A, D, B, x, t):
     """``Completer.after_terminal``'s length: the shortest completion (bytes) of arena set ``x``
     once it takes terminal ``t``; ``UNREACHABLE`` if none."""
-    set_off, set_keys, fin, aft = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_AFTER]
-    memo = aft[x, t]
+    memo = A[AR_AFTER][x, t]
     if memo:
         return memo - 1
+    return _earley_after_new(A, D, B, x, t)
+
+
+@njit(cache=True)
+def _earley_after_new(A, D, B, x, t):
+    """``earley_after`` not in the memo: a call, not inlined (``earley_feed`` says why)."""
+    set_off, set_keys, fin, aft = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_AFTER]
     is_pred, dc_off, dc_t, dc_lhs, dc_len, params = B[BG_IS_PRED], B[BG_DCOST][0], B[BG_DCOST][1], B[BG_DCOST][2], B[BG_DCOST][3], B[BG_PARAMS]
     nt = params[1]
     res = UNREACHABLE
@@ -178,18 +184,25 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
 def _earley_nonempty(A, D, B, q):
     """``Completer._nonempty``'s length: the shortest completion of arena set ``q`` that starts a
     new lexeme (memoized in the last column of ``A[AR_AFTER]``)."""
+    aft = A[AR_AFTER]
+    best = aft[q, aft.shape[1] - 1] - 1
+    if best < 0:
+        best = _earley_nonempty_new(A, D, B, q)
+    return best
+
+
+@njit(cache=True)
+def _earley_nonempty_new(A, D, B, q):
+    """``_earley_nonempty`` not in the memo: a call, not inlined (``earley_feed`` says why)."""
     set_allowed, aft = A[AR_SET_ALLOWED], A[AR_AFTER]
     best_len = B[BG_BEST_LEN]
-    col = aft.shape[1] - 1
-    best = aft[q, col] - 1
-    if best < 0:
-        best = UNREACHABLE
-        for t in range(set_allowed.shape[1] * 64):
-            if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
-                a = earley_after(A, D, B, q, t)
-                if a < UNREACHABLE and best_len[t] + a < best:
-                    best = best_len[t] + a
-        aft[q, col] = best + 1
+    best = UNREACHABLE
+    for t in range(set_allowed.shape[1] * 64):
+        if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+            a = earley_after(A, D, B, q, t)
+            if a < UNREACHABLE and best_len[t] + a < best:
+                best = best_len[t] + a
+    aft[q, aft.shape[1] - 1] = best + 1
     return best
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numba_tools import _grow
+from ..numba_tools import _copy_into, _copy_rows, _grow
 
 # --- grammar scanner: subset construction over terminal readings -----------------
 
@@ -68,10 +68,10 @@ def scanner_closure(r_next, h1, h2, st_off, st_rd, max_states):
                 c = n
                 if n + 1 >= len(trans):
                     t = np.full((2 * len(trans), 256), -1, np.int32)
-                    t[:n] = trans[:n]
+                    _copy_rows(t, trans, n)
                     trans = t
                     o = np.zeros(2 * len(off), np.int64)
-                    o[:n + 1] = off[:n + 1]
+                    _copy_into(o, 0, off, n + 1)
                     off = o
                 for x in range(1, m):  # insertion sort: sets are small
                     v = buf[x]
@@ -82,7 +82,7 @@ def scanner_closure(r_next, h1, h2, st_off, st_rd, max_states):
                     buf[y + 1] = v
                 while n_rd + m > len(rd):
                     rd = _grow(rd, n_rd)
-                rd[n_rd:n_rd + m] = buf[:m]
+                _copy_into(rd, n_rd, buf, m)
                 n_rd += m
                 off[n + 1] = n_rd
                 n += 1

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _grow, _lowest_bit, _work, _work_grown
+from ..numba_tools import _copy_into, _grow, _lowest_bit, _sort_ints, _work, _work_grown
 from .arena_kernels import (
     AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, DF_IGNORED, EARLEY_GROW, EARLEY_NEED_TREE,
     EARLEY_UNRESOLVED, META_INITIAL, TR_R_ACC, TR_R_TERM, _ctx_tables, _feed_slot, earley_feed, earley_intern,
@@ -14,7 +14,7 @@ from .arena_kernels import (
 from .budget_kernels import _any_allowed, earley_group_cost, earley_visit_bound
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     """(status, sorted groups, bound) that the readings ``readings`` of a scanner state keep
     under arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
@@ -185,7 +185,9 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     else:
         for i in range(nout):
             gmarks[out[i]] = 0
-        res = np.sort(out[:nout]) if status == 0 else np.empty(0, np.int64)
+        res = np.empty(nout if status == 0 else 0, np.int64)
+        _copy_into(res, 0, out, len(res))
+        _sort_ints(res, len(res))
     keep.clear()  # the work arrays die here, after the last use of their views
     return status, res, bound
 
@@ -315,9 +317,12 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
             groups = _grow(groups, g_off[c])
             while len(groups) < g_off[c] + len(got):
                 groups = _grow(groups, g_off[c])
-        groups[g_off[c]:g_off[c] + len(got)] = got
+        _copy_into(groups, g_off[c], got, len(got))
         g_off[c + 1] = g_off[c] + len(got)
-    if len(gcost) and (unres & 1).any():  # a walk stopped at an unresolved tree may have lowered some
+    any_unres = False
+    for c in range(n_cfg):
+        any_unres |= (unres[c] & 1) != 0
+    if len(gcost) and any_unres:  # a walk stopped at an unresolved tree may have lowered some
         for i in range(len(gcost)):
             gcost[i] = UNREACHABLE
     # and the union over the configurations (sorted, distinct): the guide state's key
@@ -335,8 +340,8 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
                 n += 1
         for i in range(n):
             gmarks[union[i]] = 0
-        union = np.sort(union[:n])
-    costs = np.empty(n if len(gcost) and not (unres & 1).any() else 0, np.int64)
+        _sort_ints(union, n)
+    costs = np.empty(n if len(gcost) and not any_unres else 0, np.int64)
     for i in range(len(costs)):
         costs[i] = gcost[union[i]]
         gcost[union[i]] = UNREACHABLE
@@ -346,17 +351,17 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
     out[1] = n
     out[2] = len(costs)
     k = 3
-    out[k:k + n_new] = aids
+    _copy_into(out, k, aids, n_new)
     k += n_new
-    out[k:k + n_cfg] = unres
+    _copy_into(out, k, unres, n_cfg)
     k += n_cfg
-    out[k:k + n_cfg] = bounds
+    _copy_into(out, k, bounds, n_cfg)
     k += n_cfg
-    out[k:k + n_cfg + 1] = g_off
+    _copy_into(out, k, g_off, n_cfg + 1)
     k += n_cfg + 1
-    out[k:k + n_g] = groups[:n_g]
+    _copy_into(out, k, groups, n_g)
     k += n_g
-    out[k:k + n] = union[:n]
+    _copy_into(out, k, union, n)
     k += n
-    out[k:] = costs
+    _copy_into(out, k, costs, len(costs))
     return out

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numba_tools import _counting_order, _radix_sort, _work, _work2, _work_grown
+from ..numba_tools import (
+    _argsort_stable, _copy_rows, _counting_order, _radix_sort, _sort_ints, _work, _work2, _work_grown,
+)
 
 # --- grammar engine: DOMINO's vocabulary-aligned subterminal trees ---------------------
 #
@@ -194,7 +196,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                                     if n_seq == cap:
                                         cap *= 2
                                         gc = _work2(k2, cap, n_terms)
-                                        gc[:n_seq] = child[:n_seq]
+                                        _copy_rows(gc, child, n_seq)
                                         child = gc
                                         l_parent = _work_grown(k32, l_parent, n_seq)
                                         l_term = _work_grown(k32, l_term, n_seq)
@@ -247,14 +249,16 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
         tree_seq[oi + 1] = n_gseq
         # -- its groups: emissions sorted by (sequence, state, lead, token)
         if n_out > 0:
-            perm = np.arange(n_out)
             if n_out * 16 < vocab_size:
                 key = np.empty(n_out, np.int64)
                 for i in range(n_out):
                     key[i] = (((np.int64(e_s[i]) * n_states + e_c[i]) * (max_lead + 1) + e_l[i]) * vocab_size
                               + e_tok[i])
-                perm = np.argsort(key, kind="mergesort")
+                perm = _argsort_stable(key)
             else:
+                perm = np.empty(n_out, np.int64)
+                for i in range(n_out):
+                    perm[i] = i
                 perm = _counting_order(e_tok[:n_out], vocab_size, perm)
                 if track[oi]:
                     perm = _counting_order(e_l[:n_out], max_lead + 1, perm)
@@ -290,11 +294,13 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
             grp_off[n_grp] = n_gtok
         # -- its unresolved tokens
         if n_u > 0:
-            us = np.unique(u_tok[:n_u])
-            while n_unres + len(us) > len(unres_tok):
+            _sort_ints(u_tok, n_u)
+            while n_unres + n_u > len(unres_tok):
                 unres_tok = _work_grown(k32, unres_tok, n_unres)
-            unres_tok[n_unres:n_unres + len(us)] = us
-            n_unres += len(us)
+            for i in range(n_u):
+                if i == 0 or u_tok[i] != u_tok[i - 1]:
+                    unres_tok[n_unres] = u_tok[i]
+                    n_unres += 1
         unres_off[oi + 1] = n_unres
     grp_off[n_grp] = n_gtok
     out = (seq_parent[:n_gseq].copy(), seq_term[:n_gseq].copy(), tree_seq, grp_seq[:n_grp].copy(),

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _lowest_bit
+from ..numba_tools import _copy_into, _lowest_bit, _max_of
 
 # --- index construction --------------------------------------------------------
 
@@ -63,10 +63,10 @@ def _sweep(bits, slot, out_tok, out_next, count):
 def state_edges(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s):
     """(tokens sorted by id, next DFA states) of the tokens readable from DFA state ``s``:
     one state's row of ``explore``, for indexes built state by state."""
-    n_ids = np.max(order) + 1 if len(order) else 1
+    n_ids = _max_of(order, 0) + 1
     slot = np.empty(n_ids, np.int32)
     bits = np.zeros((n_ids + 63) // 64, np.uint64)
-    stack = np.empty(np.max(node_depth) + 1, np.int32)
+    stack = np.empty(_max_of(node_depth, 0) + 1, np.int32)
     m = _walk(node_byte, node_depth, subtree_end, tok_start, tok_count, order, trans, s, slot, bits, stack)
     toks = np.empty(m, np.int32)
     nexts = np.empty(m, np.int32)
@@ -114,12 +114,12 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
     seen = np.full(n_dfa, -1, np.int32)
     states = np.empty(n_dfa, np.int32)
     offsets = np.zeros(n_dfa + 1, np.int64)
-    n_ids = np.max(order) + 1 if len(order) else 1
+    n_ids = _max_of(order, 0) + 1
     # Room for up to 256 states' worth of edges up front: pages never written cost nothing.
     capacity = min(n_dfa, 256) * len(order) + 1024
     out_tok = np.empty(capacity, np.int32)
     out_next = np.empty(capacity, np.int32)
-    stack = np.empty(np.max(node_depth) + 1, np.int32)
+    stack = np.empty(_max_of(node_depth, 0) + 1, np.int32)
     slot = np.empty(n_ids, np.int32)
     bits = np.zeros((n_ids + 63) // 64, np.uint64)
     count = 0
@@ -133,10 +133,10 @@ def explore(node_byte, node_depth, subtree_end, tok_start, tok_count, order, tra
         if count + m > len(out_tok):
             size = max(2 * len(out_tok), count + m)
             grown = np.empty(size, np.int32)
-            grown[:count] = out_tok[:count]
+            _copy_into(grown, 0, out_tok, count)
             out_tok = grown
             grown = np.empty(size, np.int32)
-            grown[:count] = out_next[:count]
+            _copy_into(grown, 0, out_next, count)
             out_next = grown
         if m:
             end = _sweep(bits, slot, out_tok, out_next, count)

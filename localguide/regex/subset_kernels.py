@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from ..automaton.minimize_kernels import _byte_classes
-from ..numba_tools import _grow
+from ..numba_tools import _copy_into, _copy_rows, _grow
 
 # --- subset construction over sub-automaton instances (JSON Schema) ---------------
 #
@@ -123,7 +123,7 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
                 if n == cap:
                     cap *= 2
                     t2 = np.full((cap, 256), -1, np.int32)
-                    t2[:n] = trans[:n]
+                    _copy_rows(t2, trans, n)
                     trans = t2
                     acc = _grow(acc, n)
                     key_off = _grow(key_off, n + 1)
@@ -131,7 +131,7 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
                 end = key_off[n]
                 while end + m > len(store):
                     store = _grow(store, end)
-                store[end:end + m] = buf[:m]
+                _copy_into(store, end, buf, m)
                 key_off[n + 1] = end + m
                 hashes[n] = h
                 ht[slot] = n
