@@ -41,13 +41,16 @@ class Trie:
     @classmethod
     def build(cls, flat: np.ndarray, offsets: np.ndarray) -> dict:
         from . import vocabulary_kernels as kernels
+        from . import vocabulary_numpy
+        from .numba_tools import compiled
 
         data = flat.tobytes()
         ids = np.flatnonzero(np.diff(offsets) > 0).tolist()
         starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
         keys = {t: data[starts[t]:ends[t]] for t in ids}
         order = np.array(sorted(ids, key=keys.__getitem__), dtype=np.int32)
-        arrays = dict(zip(cls.FIELDS[:5], kernels.build_trie(flat, offsets, order)))
+        build = kernels.build_trie if compiled(kernels.build_trie) else vocabulary_numpy.build_trie
+        arrays = dict(zip(cls.FIELDS[:5], build(flat, offsets, order)))
         arrays["order"] = order
         return arrays
 
@@ -142,6 +145,13 @@ class Vocabulary:
         """The byte trie of the text tokens (built once per vocabulary, then loaded from the disk cache)."""
         path = cache.key_path("trie", self.fingerprint)
         return Trie(cache.cached(path, lambda: Trie.build(self.flat, self.offsets), Trie._valid))
+
+    @cached_property
+    def token_rows(self):
+        """The text tokens as rows of bytes, sorted as in the trie (``vocabulary_numpy.TokenRows``)."""
+        from .vocabulary_numpy import TokenRows
+
+        return TokenRows(self.flat, self.offsets, self.trie.order)
 
     def __repr__(self) -> str:
         return f"Vocabulary({self.name!r}, {self.size} tokens, stop ids {self.stop_ids.tolist()})"

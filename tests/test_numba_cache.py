@@ -4,6 +4,7 @@ localguide's version, numba's version and the CPU; never inside the package; NUM
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -67,9 +68,44 @@ def test_an_installed_package_writes_nothing_under_site_packages(tmp_path):
     before = sorted(p.relative_to(site) for p in site.rglob("*"))
     env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("NUMBA_CACHE_DIR", None)
+    # (a small regex needs no kernel; one of 300 states compiles the index kernels)
     code = ("import localguide; v = localguide.Vocabulary.from_gguf(localguide.default_model_path()); "
-            "print(len(localguide.compile_regex(r'\\d{4}', v).guide().allowed_token_ids()))")
+            "print(len(localguide.compile_regex(r'\\d{4}', v).guide().allowed_token_ids())); "
+            "print(len(localguide.compile_regex(r'[a-z]{300}', v).guide().allowed_token_ids()))")
     subprocess.run([str(py), "-c", code], env=env, check=True, cwd=tmp_path)
     after = sorted(p.relative_to(site) for p in site.rglob("*"))
     assert after == before, sorted(set(after) - set(before))[:10]
     assert any((tmp_path / "cache" / "numba").rglob("*.nbi"))
+
+
+def _readme_commands() -> list[str]:
+    """The README's two commands for a fresh machine, in order."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Fresh machine", 1)[1].split("\n## ", 1)[0]
+    return [block.strip() for block in section.split("```bash")[1:] for block in [block.split("```")[0]]]
+
+
+@pytest.mark.slow
+def test_the_readme_commands_in_order_leave_a_working_localguide(tmp_path):
+    """The README's first command, then its second (pytest on one quick file, not the whole suite),
+    in a fresh venv and a copy of the checkout; then ``localguide grammars`` and ``localguide run``
+    still work (a first install must leave nothing that shadows the editable one)."""
+    first, second = _readme_commands()
+    assert first.startswith('pip install ".[model]"') and second.startswith('pip install -e ".[test]"')
+    second = second.replace("python -m pytest -q", "python -m pytest -q tests/test_errors.py")
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(checkout)], check=True)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
+    env = dict(os.environ, PATH=f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(env_dir),
+               LOCALGUIDE_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("PYTHONPATH", None)
+    out = {}
+    for command in (first, second, "localguide grammars", "localguide run --regex '[0-9]{3}' 'Three digits:'"):
+        proc = subprocess.run(["bash", "-c", command], env=env, cwd=checkout, capture_output=True, text=True,
+                              timeout=1800)
+        assert proc.returncode == 0, (command, proc.stdout[-1000:], proc.stderr[-2000:])
+        out[command] = proc.stdout
+    assert "json" in out["localguide grammars"] and "sql" in out["localguide grammars"]
+    assert re.fullmatch(r"[0-9]{3}", out["localguide run --regex '[0-9]{3}' 'Three digits:'"].strip())

@@ -21,7 +21,9 @@ from ..errors import EmptyLanguageError
 from ..progress import stage
 from ..protocol import Mask, MaskKind
 from ..vocabulary import Vocabulary
+from ..numba_tools import compiled
 from . import build_kernels as kernels
+from . import build_numpy
 
 _ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
            "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids", "dfa_states")
@@ -148,15 +150,22 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") ->
 
 
 def _build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str) -> dict:
-    trie = vocabulary.trie
-    states, offsets, toks, nexts = kernels.explore(*trie.arrays, dfa.transitions)
+    # Before the kernels are compiled (a first use), numpy builds the index of a small automaton.
+    run = kernels
+    explored = None
+    if not compiled(kernels.explore):
+        explored = build_numpy.explore(vocabulary.token_rows, dfa.transitions, vocabulary.size)
+        run = build_numpy if explored is not None else kernels
+    if explored is None:
+        explored = kernels.explore(*vocabulary.trie.arrays, dfa.transitions)
+    states, offsets, toks, nexts = explored
     accepting = dfa.accepting[states]
-    dist = kernels.distances(offsets, nexts, accepting)
+    dist = run.distances(offsets, nexts, accepting)
     if dist[0] >= UNREACHABLE:
         raise EmptyLanguageError(
             f"no sequence of tokens of {vocabulary.name} spells a string of {description or 'the constraint'}"
         )
-    keep, next_offsets, tokens, nexts, max_next, hashes = kernels.finalize(
+    keep, next_offsets, tokens, nexts, max_next, hashes = run.finalize(
         offsets, toks, nexts, dist, accepting, vocabulary.stop_ids)
     # Identical masks are stored once: same hash and length, then checked for equality.
     state_mask = np.empty(len(keep), np.int32)

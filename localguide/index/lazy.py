@@ -28,7 +28,9 @@ from ..distance import UNREACHABLE
 from ..errors import BudgetError, TokenNotAllowedError, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from ..vocabulary import Vocabulary
+from ..numba_tools import compiled
 from . import build_kernels as kernels
+from . import build_numpy
 from .guide import Guide
 
 _NONE = np.zeros(0, np.int32)
@@ -42,7 +44,8 @@ def single_byte_distance(dfa: ByteDFA, vocabulary: Vocabulary) -> np.ndarray:
     covered[vocabulary.flat[vocabulary.offsets[:-1][lengths == 1]]] = True
     trans = np.where(covered[None, :], dfa.transitions, -1)
     offsets = np.arange(0, 256 * (dfa.n_states + 1), 256, dtype=np.int64)
-    return kernels.distances(offsets, trans.reshape(-1), dfa.accepting)
+    run = kernels if compiled(kernels.distances) else build_numpy
+    return run.distances(offsets, trans.reshape(-1), dfa.accepting)
 
 
 def lazy_possible(dfa: ByteDFA, vocabulary: Vocabulary) -> bool:
@@ -65,7 +68,7 @@ class LazyIndex:
         self.vocab_size = vocabulary.size
         self.fingerprint = vocabulary.fingerprint
         self.stop_ids = vocabulary.stop_ids
-        self._trie = vocabulary.trie.arrays
+        self._vocabulary = vocabulary
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._index = None
         self._local = None
@@ -110,7 +113,11 @@ class LazyIndex:
         """(allowed token ids, sorted; next automaton state of each, -1 for stop tokens)."""
         r = self._rows.get(s)
         if r is None:
-            toks, nexts = kernels.state_edges(*self._trie, self.dfa.transitions, s)
+            if compiled(kernels.state_edges):
+                toks, nexts = kernels.state_edges(*self._vocabulary.trie.arrays, self.dfa.transitions, s)
+            else:  # (a first use: the kernel is not compiled yet)
+                toks, nexts = build_numpy.state_edges(self._vocabulary.token_rows, self.dfa.transitions, s,
+                                                      self.vocab_size)
             if self.dfa.accepting[s]:
                 stops = self.stop_ids
                 toks = np.concatenate([toks, stops])

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 from hypothesis import given
 
-from localguide import vocabulary_kernels
+from localguide import vocabulary_kernels, vocabulary_numpy
 from kernel_strategies import SETTINGS, synthetic_vocabularies
 
 def assert_same_trie(kernel_out, twin_out) -> None:
@@ -32,6 +32,10 @@ def test_build_trie_equals_twin(vocab):
     kernel_out = vocabulary_kernels.build_trie(vocab.flat, vocab.offsets, order)
     twin_out = vocabulary_kernels.py_build_trie(vocab.flat, vocab.offsets, order)
     assert_same_trie(kernel_out, twin_out)
+    numpy_out = vocabulary_numpy.build_trie(vocab.flat, vocab.offsets, order)
+    for a, b in zip(numpy_out, kernel_out):  # (the numpy build: the same arrays, exactly)
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
     # And the trie spells exactly the non-empty tokens.
     node_byte, node_depth, _, tok_start, tok_count = kernel_out
     spelled = {}
@@ -59,6 +63,9 @@ def test_build_trie_long_tokens():
         out = vocabulary_kernels.build_trie(v.flat, v.offsets, v.trie.order)
         twin = vocabulary_kernels.py_build_trie(v.flat, v.offsets, v.trie.order)
         assert all(np.array_equal(a, b) for a, b in zip(out[:3], twin[:3]))
+        from localguide import vocabulary_numpy
+        fast = vocabulary_numpy.build_trie(v.flat, v.offsets, v.trie.order)
+        assert all(np.array_equal(a, b) for a, b in zip(out, fast))
         idx = Index.build(regex_to_dfa("a*"), v)
         assert idx.allowed(0).tolist() == [0, 1, 2], idx.allowed(0)
         print("ok")
