@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -35,29 +36,49 @@ def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Op
     return None, first
 
 
+_OPEN = None  # the status line on screen, closed when the output begins
+
+
 class _StatusLine:
     """While it is open, whatever localguide has been doing for over half a second is shown on stderr
     (``localguide.progress``): a spinner on a terminal, else one line per stage."""
 
     def __enter__(self):
+        global _OPEN
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="localguide-status", daemon=True)
         self._thread.start()
+        _OPEN = self
         return self
 
     def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Take the status line down now (before the output streams: the two must not mix)."""
+        global _OPEN
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        if _OPEN is self:
+            _OPEN = None
 
     def _loop(self) -> None:
         from .progress import current
 
         status, shown, printed = None, None, set()
+        ended = None  # when the stage shown last ended
         while not self._stop.wait(0.1):
             cur = current()
             # Shown after half a second; once shown, it follows stage to stage (kernels compile
-            # one after another) and goes when no stage is left.
+            # one after another), kept through a gap of under half a second between two stages,
+            # and goes when no stage is left.
             what = cur[0] if cur is not None and (shown is not None or cur[1] >= 0.5) else None
+            if what is None and shown is not None:
+                ended = ended or time.monotonic()
+                if time.monotonic() - ended < 0.5:
+                    continue
+            ended = None
             if what == shown:
                 continue
             if not err.is_terminal:
@@ -119,6 +140,11 @@ def run(
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
              max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic)
+    from . import cache
+    from .progress import stage
+
+    with _StatusLine(), stage("saving to the cache"):  # (a large compiled grammar: a second or two)
+        cache.flush()
 
 
 def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
@@ -222,12 +248,16 @@ def grammars() -> None:
 
 
 def _answer(model, prompt: str, options: dict) -> None:
-    out = sys.stdout
     for piece in model.stream(prompt, **options):
+        if _OPEN is not None:
+            _OPEN.close()
+        out = sys.stdout
         out.write(piece)
         out.flush()
-    out.write("\n")
-    out.flush()
+    if _OPEN is not None:
+        _OPEN.close()
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 def _fail(e: Exception) -> None:
