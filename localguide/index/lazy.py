@@ -283,3 +283,17 @@ class LazyGuide:
     def native_block(self) -> None:
         """None: the sampler drives this guide through ``mask()`` (it may hand over mid-generation)."""
         return None
+
+
+def warm_kernels(dfa: ByteDFA) -> None:
+    """Compile (or load from numba's cache) the trie and index kernels now, on a tiny vocabulary and
+    ``dfa`` (made as constraints make theirs, so the specializations are the ones later calls use):
+    small automata otherwise take the numpy path (the same arrays) until a large one has compiled them."""
+    from ..numba_tools import kernels_only
+    from .index import build_arrays
+
+    vocabulary = Vocabulary.from_tokens([b"", b"a", b"ab", b"b"], [0])
+    with kernels_only():
+        build_arrays(dfa, vocabulary)
+        single_byte_distance(dfa, vocabulary)
+        kernels.state_edges(*vocabulary.trie.arrays, dfa.transitions, 0)

@@ -45,3 +45,35 @@ def test_first_use_takes_the_twins_and_gets_the_kernels_results(tmp_path):
     for (trans, acc), d in zip(got["dfas"], want):
         np.testing.assert_array_equal(np.array(trans, np.int32), d.transitions)
         np.testing.assert_array_equal(np.array(acc, bool), d.accepting)
+
+
+_INDEX_CHILD = """
+import json, sys
+import localguide
+from localguide import vocabulary_kernels
+from localguide.index import build_kernels
+v = localguide.Vocabulary.from_gguf(localguide.default_model_path())
+index = localguide.compile_regex(sys.argv[1], v)
+kernels = [build_kernels.explore, build_kernels.distances, build_kernels.finalize, vocabulary_kernels.build_trie]
+print(json.dumps({"compiled": [bool(k.signatures) for k in kernels],
+                  "arrays": {k: a.tolist() for k, a in index.to_arrays().items() if hasattr(a, "tolist")}}))
+"""
+
+
+def test_first_use_builds_the_index_without_a_kernel(tmp_path, smollm2_vocab):
+    """A fresh process with empty caches builds a small regex's index (and the vocabulary's trie)
+    in numpy, compiling nothing; the arrays are those the kernels build here."""
+    from localguide.index import Index
+    from localguide.regex.ast_dfa import warm_kernels
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"))
+    r = subprocess.run([sys.executable, "-c", _INDEX_CHILD, PATTERNS[0]], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["compiled"] == [False, False, False, False]
+    warm_kernels()
+    want = Index.build(regex_to_dfa(PATTERNS[0]), smollm2_vocab).to_arrays()  # (no cache: the kernels, now)
+    assert set(got["arrays"]) <= set(want)
+    for name, values in got["arrays"].items():
+        assert values == np.asarray(want[name]).tolist(), name
