@@ -236,21 +236,6 @@ SCRATCH = 256  # entries of each area (``arena.CompiledMasks.scratch``)
 
 
 @njit(cache=True, inline="always")
-def _sort_small(a, n):
-    """Sort ``a[:n]`` in place: insertion sort for the few keys of a set, else heapsort."""
-    if n > 32:
-        _sort_ints(a, n)
-        return
-    for i in range(1, n):
-        x = a[i]
-        j = i - 1
-        while j >= 0 and a[j] > x:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = x
-
-
-@njit(cache=True, inline="always")
 def _earley_make(A, D, sd, so, nk):
     """Close the kernel entries ``(sd[i], so[i])`` (DFA state, origin set) and intern the set.
 
@@ -311,7 +296,7 @@ def _earley_make(A, D, sd, so, nk):
                         sd[m] = d2
                         so[m] = o if o2 < 0 else o2
                         m += 1
-    _sort_small(keys, n)
+    _sort_ints(keys, n)
     return earley_intern(A, D, keys, n)
 
 
