@@ -23,6 +23,10 @@ def kernels_dir() -> Path:
     change of ``LOCALGUIDE_CACHE_DIR`` moves the Index cache, not the kernels."""
     if _installed is not None:
         return _installed
+    import os
+
+    if os.environ.get("_LOCALGUIDE_KERNELS_DIR"):  # (a warm-up process: its parent's folder)
+        return Path(os.environ["_LOCALGUIDE_KERNELS_DIR"])
     import llvmlite.binding as llvm
     import numba
 

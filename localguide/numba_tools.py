@@ -21,7 +21,14 @@ for _i in range(64):
     _DEBRUIJN_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58] = _i
 
 
-_KERNELS_ONLY = False  # set by ``kernels_only``: take the kernels even where they must compile first
+# ``LOCALGUIDE_COMPILE``: "background" (the default) lets a first use take the numpy and Python
+# paths while the kernels are not compiled (the grammar kernels then compile in a background
+# process, ``grammar.warmup``); "foreground" takes the kernels always, compiling them in this
+# process at their first call (what the test suite does, and a server that would rather wait).
+COMPILE_MODE = os.environ.get("LOCALGUIDE_COMPILE", "background").strip().lower() or "background"
+if COMPILE_MODE not in ("background", "foreground"):
+    raise ValueError(f"LOCALGUIDE_COMPILE={COMPILE_MODE!r}: expected 'background' or 'foreground'")
+_KERNELS_ONLY = COMPILE_MODE == "foreground"  # also set by ``kernels_only``
 
 
 def compiled(kernel) -> bool:
@@ -264,8 +271,8 @@ def _popcount(w):
 def kernels_only():
     """Within the block, ``compiled`` says yes: the kernels are taken, compiled first if need be."""
     global _KERNELS_ONLY
-    _KERNELS_ONLY = True
+    before, _KERNELS_ONLY = _KERNELS_ONLY, True
     try:
         yield
     finally:
-        _KERNELS_ONLY = False
+        _KERNELS_ONLY = before

@@ -18,7 +18,11 @@ import llama_cpp
 import numpy as np
 import pytest
 
-import localguide
+# The suite tests the kernels: compiled in this process at their first call, never left to a
+# background process (tests of the first-use paths say otherwise where they need to).
+os.environ["LOCALGUIDE_COMPILE"] = "foreground"
+
+import localguide  # noqa: E402
 from localguide import Vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import strategies`

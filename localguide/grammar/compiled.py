@@ -24,7 +24,7 @@ import numpy as np
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
 from ..protocol import Mask, MaskKind
-from . import arena
+from . import arena, warmup
 from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
 from ..errors import GrammarError
@@ -75,6 +75,7 @@ class GrammarIndex:
         ``lazy``: build each subterminal tree when a mask first needs it, not all of them
         now (``complete()`` builds the rest; ``arrays()`` does it first).
         """
+        warmup.start()  # the kernels, unless compiled: meanwhile the numpy and Python paths answer
         self.cfg = cfg
         self.grammar = Grammar(cfg, arrays)
         self.scanner = Scanner(self.grammar, arrays=arrays)
@@ -89,6 +90,7 @@ class GrammarIndex:
         self.engine = MaskEngine(self.scanner, vocabulary, trees, self._viable, self.grammar)
         if arrays is not None:
             self.engine.seed = {k: arrays[k] for k in arena.SEED_KEYS}
+            self.engine.seed_later = "ar_seed_later" in arrays
         sc = self.scanner
         self._trans = [None] * sc.n_states  # rows as lists, converted when first used (all: 0.2 s at 12k states)
         self._live = sc.live
@@ -121,7 +123,10 @@ class GrammarIndex:
         g = self.grammar
         out.update(cfg_arrays(self.cfg, g.cfg_rules))
         out.update(g.arrays(arena.MAX_DSTATES if g.n_rules <= arena.MAX_RULES else 0))
-        out.update(arena.seed_arrays(g if seed else None))
+        later = seed and not warmup.ready()  # (made by the first process that has the kernels)
+        out.update(arena.seed_arrays(g if seed and not later else None))
+        if later:
+            out["ar_seed_later"] = np.array([1], np.uint8)
         out.update(self.scanner.arrays())
         out.update(self.engine.tree_arrays())
         return out

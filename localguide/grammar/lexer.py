@@ -26,7 +26,7 @@ from functools import cached_property
 import numpy as np
 
 from ..distance import byte_distances
-from . import lexer_kernels as kernels
+from . import lexer_kernels as kernels, warmup
 from .earley import Grammar
 from ..errors import GrammarError
 from .rows import Rows
@@ -330,7 +330,8 @@ class Scanner:
         off = np.zeros(len(states) + 1, np.int64)
         np.cumsum([len(x) for x in states], out=off[1:])
         rd = np.concatenate(states).astype(np.int32) if states else np.zeros(0, np.int32)
-        self.trans, self.st_off, self.st_rd = kernels.scanner_closure(r_next, h1, h2, off, rd, max_states)
+        closure = kernels.scanner_closure if warmup.ready() else kernels.py_scanner_closure
+        self.trans, self.st_off, self.st_rd = closure(r_next, h1, h2, off, rd, max_states)
         if len(self.trans) == 0:
             raise GrammarError(f"the terminals overlap too much: the scanner needs more than {max_states} states",
                                source=g.cfg.source)

@@ -1,7 +1,7 @@
 """Token masks: the precomputed subterminal trees, consulted with the parser.
 
 There is one tree per *reading* ``r = (terminal T, DFA state q)`` of the lexeme in
-progress (built for all readings at compile time by ``kernels.grammar_trees``, in
+progress (built for all readings at compile time by ``trees_kernels.grammar_trees``, in
 flat arrays that go straight into the disk cache). It groups the vocabulary by
 *how* each token reads from ``r``: the terminals it completes (a path of the tree,
 starting with ``T`` when ``T``'s lexeme ends inside the token) and the scanner state
@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from . import trees_kernels as kernels
+from . import trees_kernels, trees_numpy, warmup
 from ..numba_tools import read_only
 from ..progress import stage
 from ..slabs import Slabs
@@ -37,6 +37,11 @@ MAX_READINGS = 256
 TREE_KEYS = ("tr_seq", "tr_ch_off", "tr_ch_term", "tr_ch_node", "tr_node_grp", "tr_grp_state", "tr_grp_lead",
              "tr_grp_off", "tr_grp_tok", "tr_unres_off", "tr_unres_tok")
 BITS_KEYS = ("tr_big_grp", "tr_big_bits")  # the large groups and their bitsets (``MaskEngine.tree_arrays``)
+
+
+def _unions():
+    """Where ``union_groups`` and ``union_bits`` come from: the kernels once they are compiled."""
+    return trees_kernels if warmup.ready() else trees_numpy
 
 
 def build_trees(scanner, vocabulary, workers: int | None = None, trees=None) -> dict:
@@ -60,13 +65,16 @@ def _build_trees(scanner, vocabulary, workers, trees) -> dict:
     fixed = (*vocabulary.trie.arrays, sc.trans, sc.acc_offsets, sc.acc_terms, sc.seed_tab, sc.ign, sc.live_tab,
              sc.rdist)
     n = len(origins)
+    kernel = trees_kernels.grammar_trees if warmup.ready() else trees_numpy.grammar_trees
     workers = min(os.cpu_count() or 1, 8) if workers is None else workers
+    if kernel is trees_numpy.grammar_trees:
+        workers = 1  # (numpy holds the GIL for most of this walk)
     chunks = 1 if workers <= 1 or n < 64 else min(4 * workers, n // 16)
     bounds = np.linspace(0, n, chunks + 1).astype(np.int64).tolist()
 
     def part(i):
         a, b = bounds[i], bounds[i + 1]
-        return kernels.grammar_trees(*fixed, origins[a:b], track[a:b], vocabulary.size, MAX_READINGS)
+        return kernel(*fixed, origins[a:b], track[a:b], vocabulary.size, MAX_READINGS)
 
     if chunks == 1:
         parts = [part(0)]
@@ -134,7 +142,7 @@ def _run_threads(fn, n: int, workers: int) -> list:
 
 
 def _join_trees(parts) -> tuple:
-    """The outputs of ``kernels.grammar_trees`` on consecutive chunks of origins, as one."""
+    """The outputs of ``trees_kernels.grammar_trees`` on consecutive chunks of origins, as one."""
     cols = [[] for _ in range(10)]
     seq_base = tok_base = unres_base = 0
     for sp, st, ts, gs, gst, gl, go, gt, uo, ut in parts:
@@ -198,6 +206,7 @@ class MaskEngine:
         self.version = 0  # of the trees, raised by each ``_install``
         self.core = None  # the compiled path (``arena.CompiledMasks``), built by the first mask
         self.seed = None  # its arena's seed (``arena.SEED_KEYS``) from a cache file
+        self.seed_later = False  # the cache file was written without it: made with the compiled path
         self._core_tried = grammar is None
         self._install_lock = threading.Lock()
         self._complete_lock = threading.Lock()
@@ -213,7 +222,7 @@ class MaskEngine:
         self.union_cache: dict = {}
         self._large: dict = {}
         self.mask_bytes = 0  # held by the two caches above
-        self._marks = np.zeros(self.vocab_size, np.uint8)  # scratch of ``kernels.union_groups``
+        self._marks = np.zeros(self.vocab_size, np.uint8)  # scratch of ``trees_kernels.union_groups``
         # Masks as bitsets of the vocabulary (what the sampler applies): cached by key, and
         # the large groups' own bitsets (rows of ``_gw``, by ``_g_row``) or-ed in whole.
         self.n_words = (self.vocab_size + 63) // 64
@@ -332,7 +341,7 @@ class MaskEngine:
         rows = np.zeros((len(big), self.n_words), np.uint64)
         no_rows = np.full(self.n_grp, -1, np.int64)
         for i, g in enumerate(big.tolist()):
-            kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1, no_rows,
+            _unions().union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1, no_rows,
                                read_only(self._gw), rows[i])
         return {"tr_big_grp": big, "tr_big_bits": rows}
 
@@ -568,10 +577,14 @@ class MaskEngine:
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
         if not self._core_tried:
+            if not warmup.ready():
+                return None  # the Python walks answer until the kernels are compiled (``warmup``)
             from ..gcpause import paused
-            from .arena import CompiledMasks
+            from .arena import CompiledMasks, seed_arrays
 
             with paused():  # exploring the ε-DFA allocates like a compile (up to 20,000 states)
+                if self.seed_later:
+                    self.seed = seed_arrays(self.grammar)
                 self.core = CompiledMasks.build(self.grammar, self, self.seed)
             self._core_tried = True
         return self.core
@@ -613,7 +626,7 @@ class MaskEngine:
             last_key, gids = core.last if core is not None else ((), None)
             if last_key is not key:  # (the compiled path's array of the key just made saves a copy)
                 gids = key_groups(key).copy()  # (writable: one numba specialization)
-            missing = kernels.union_bits(gids, self.grp_off, self._tok_ro, self._big_min,
+            missing = _unions().union_bits(gids, self.grp_off, self._tok_ro, self._big_min,
                                          self._g_row, self._gw_ro, m)
             for g in missing.tolist():  # their bitsets, for the next masks they are in
                 self._add_row(g)
@@ -643,7 +656,7 @@ class MaskEngine:
             self._gw_ro = read_only(self._gw)
         row = self._gw[self._n_gw]
         row[:] = 0  # after a flush, rows are reused: union_bits ors into what is there
-        kernels.union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1,
+        _unions().union_bits(np.array([g], np.int64), self.grp_off, self._tok_ro, self.vocab_size + 1,
                            self._g_row, self._gw_ro, row)
         self._g_row[g] = self._n_gw
         self._n_gw += 1
@@ -671,7 +684,7 @@ class MaskEngine:
         return insert_sorted(base, self._tokens(small, extra))
 
     def _tokens(self, groups, extra) -> np.ndarray:
-        out = kernels.union_groups(self.grp_off, self._tok_ro, np.array(groups, np.int64), extra, self._marks)
+        out = _unions().union_groups(self.grp_off, self._tok_ro, np.array(groups, np.int64), extra, self._marks)
         out.flags.writeable = False
         return out
 

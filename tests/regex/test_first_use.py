@@ -33,7 +33,8 @@ print(json.dumps({"compiled": [bool(subset_kernels.subset_dfa.signatures), bool(
 
 
 def test_first_use_takes_the_twins_and_gets_the_kernels_results(tmp_path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"),
+               LOCALGUIDE_COMPILE="background")
     r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps([PATTERNS, SCHEMA])], capture_output=True, text=True,
                        env=env, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr
@@ -66,7 +67,8 @@ def test_first_use_builds_the_index_without_a_kernel(tmp_path, smollm2_vocab):
     from localguide.index import Index
     from localguide.regex.ast_dfa import warm_kernels
 
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"),
+               LOCALGUIDE_COMPILE="background")
     r = subprocess.run([sys.executable, "-c", _INDEX_CHILD, PATTERNS[0]], capture_output=True, text=True,
                        env=env, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr

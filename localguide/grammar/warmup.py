@@ -1,0 +1,237 @@
+"""The grammar kernels, compiled in a background process while a first use goes on without them.
+
+Compiling the grammar kernels takes about a minute on a laptop; numba's disk cache makes it a
+once-per-install cost. Until they are compiled, a process does not wait for them: the scanner
+comes from its twin (``lexer_kernels.py_scanner_closure``), the subterminal trees and the
+unions of groups from numpy (``trees_numpy``), the masks from ``MaskEngine``'s Python walks,
+all giving what the kernels give. ``start`` launches one detached process per kernel folder
+(``warmup.main``) that compiles every grammar kernel on a small grammar
+and writes a marker; ``ready`` turns true once the marker is there, and from the next mask on
+the process loads the kernels (milliseconds) and takes them.
+
+``LOCALGUIDE_COMPILE=foreground`` (``numba_tools.COMPILE_MODE``) compiles them in the process
+instead, at their first call.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import numba_tools
+
+MARKER = "grammar-kernels.done"
+LOCK = "grammar-kernels.lock"
+LOG = "grammar-kernels.log"
+STALE_S = 30 * 60  # a lock older than this is a warm-up that died without removing it
+_CHILD_ENV = "_LOCALGUIDE_WARMUP_CHILD"
+
+_ready = False
+_checked = 0.0
+_started = False
+
+
+def kernels() -> list:
+    """Every grammar kernel that Python calls (their callees are compiled into them)."""
+    from . import arena_kernels, lexer_kernels, masks_kernels, trees_kernels
+
+    return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,
+            trees_kernels.union_bits, arena_kernels.earley_intern, arena_kernels.earley_seed,
+            arena_kernels.earley_rehash, arena_kernels.earley_restore, masks_kernels.earley_masks]
+
+
+def ready() -> bool:
+    """Whether this process takes the grammar kernels: in the foreground mode (or ``kernels_only``),
+    when they are loaded here, or once the warm-up's marker says numba's cache holds them all
+    (looked at every quarter of a second at most)."""
+    global _ready, _checked
+    if _ready or numba_tools._KERNELS_ONLY:
+        return True
+    now = time.monotonic()
+    if now - _checked < 0.25:
+        return False
+    _checked = now
+    ks = kernels()
+    if all(k.signatures for k in ks) or _marker_ok(ks):
+        _ready = True
+    return _ready
+
+
+def _folder(ks=None) -> Path | None:
+    """Where numba keeps the grammar kernels (beside ``earley_masks``'s index)."""
+    k = (ks or kernels())[-1]
+    index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
+    return Path(index).parent if index else None
+
+
+def _stamp(ks) -> str:
+    """The kernels' source files as numba sees them (a new checkout or edit makes a new stamp)."""
+    files = sorted({k.py_func.__code__.co_filename for k in ks} | {numba_tools.__file__})
+    parts = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:
+            return ""
+        parts.append(f"{f}:{st.st_mtime_ns}:{st.st_size}")
+    return "\n".join(parts)
+
+
+def _marker_ok(ks) -> bool:
+    folder = _folder(ks)
+    if folder is None:
+        return False
+    try:
+        text = (folder / MARKER).read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return text == _stamp(ks) and all(numba_tools.compiled(k) for k in ks)
+
+
+def start() -> None:
+    """Compile the grammar kernels in a background process: once per process, unless they are
+    ready, the foreground mode is on, or another process is compiling them already."""
+    global _started
+    if _started or numba_tools.COMPILE_MODE != "background" or os.environ.get(_CHILD_ENV) or ready():
+        return
+    _started = True
+    folder = _folder()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = folder / LOCK
+        if not _take(lock):
+            return
+        from ..numba_cache import kernels_dir
+
+        env = dict(os.environ, _LOCALGUIDE_WARMUP_CHILD="1", _LOCALGUIDE_KERNELS_DIR=str(kernels_dir()))
+        code = "import sys; from localguide.grammar.warmup import main; sys.exit(main(sys.argv[1:]))"
+        with open(folder / LOG, "wb") as log:
+            # (run from the folder that holds this localguide: the child imports this one)
+            p = subprocess.Popen([sys.executable, "-c", code, str(lock)], cwd=Path(__file__).resolve().parents[2],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True, close_fds=True)
+        lock.write_text(str(p.pid), "utf-8")
+    except OSError:
+        pass  # (a read-only cache folder: the first uses stay on the numpy and Python paths)
+
+
+def _take(lock: Path) -> bool:
+    """Create ``lock``; a lock whose process is gone, or that is older than ``STALE_S``, is taken over."""
+    for _ in range(2):
+        try:
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return True
+        except FileExistsError:
+            try:
+                old = time.time() - lock.stat().st_mtime > STALE_S
+                pid = int(lock.read_text("utf-8") or 0)
+            except (OSError, ValueError):
+                old, pid = True, 0
+            if not old and (pid == 0 or _alive(pid)):
+                return False  # compiling now (or just starting)
+            lock.unlink(missing_ok=True)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":
+        return True  # (os.kill would end it: the lock's age decides)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+# --- the warm-up process ------------------------------------------------------------------
+
+_GRAMMAR = r"""
+start: value
+?value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+STRING: /"[a-z ]*"/
+NUMBER: /-?[0-9]+(\.[0-9]+)?/
+%ignore /[ \t\n]+/
+"""
+_TEXT = b'{"a": [1, -2.5, "b c", {"d": null}], "e": true}'
+_TOKENS = [b"<eos>", b"{", b"}", b"[", b"]", b",", b":", b'"', b" ", b"a", b"b", b"c", b"d", b"e", b"1", b"2", b"-",
+           b".", b"5", b"t", b"r", b"u", b"n", b"l", b'{"', b'":', b'": ', b", ", b'"b', b" c", b"true", b"null",
+           b"}]", b"},", b"]}", b"\n", b"  ", b'":"', b"-2", b".5"]
+
+
+def warm() -> None:
+    """Compile every grammar kernel, with the argument types of real use: a grammar compiled
+    here and one loaded from a cache file, with and without a token budget, before and after
+    a flush."""
+    from .. import cache
+    from ..regex.ast_dfa import warm_kernels
+    from ..vocabulary import Vocabulary
+    from .cfg import normalize
+    from .compiled import GrammarIndex
+    from .sources import DEFAULT_MAX_IGNORED_RUN, to_cfg
+
+    warm_kernels()  # the automaton kernels of large terminals
+    vocab = Vocabulary.from_tokens(_TOKENS, stop_ids=[0])
+    with numba_tools.kernels_only():
+        cfg = normalize(to_cfg(_GRAMMAR, "lark", "the warm-up grammar"), DEFAULT_MAX_IGNORED_RUN)
+        idx = GrammarIndex(cfg, vocab, "the warm-up grammar", lazy=True)
+        _walk(idx, vocab)
+        arrays = idx.arrays(seed=True)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "warm-up"
+            cache.save(path, arrays)
+            loaded = GrammarIndex.from_arrays(cache.load(path), vocab)
+            _walk(loaded, vocab)
+            loaded.flush()
+            _walk(loaded, vocab)
+            del loaded
+
+
+def _walk(idx, vocab) -> None:
+    """Write ``_TEXT`` through guides of ``idx``, greedily by the longest allowed token."""
+    for budget in (None, 64):
+        g = idx.guide(max_tokens=budget)
+        pos = 0
+        while pos < len(_TEXT):
+            g.mask()
+            allowed = g.allowed_token_ids().tolist()
+            best = max((t for t in allowed if vocab[t] and _TEXT.startswith(vocab[t], pos)),
+                       key=lambda t: len(vocab[t]), default=None)
+            if best is None:
+                raise RuntimeError(f"the warm-up text is not in the warm-up grammar at byte {pos}")
+            g.advance(best)
+            pos += len(vocab[best])
+        g.mask()
+
+
+def main(argv: list[str]) -> int:
+    lock = Path(argv[0]) if argv else None
+    try:
+        if hasattr(os, "nice"):
+            os.nice(10)  # the process that waits for no one yields to the one a person waits for
+        ks = kernels()
+        warm()
+        folder = _folder(ks)
+        if folder is not None:
+            tmp = folder / f"{MARKER}.{os.getpid()}"
+            tmp.write_text(_stamp(ks), "utf-8")
+            os.replace(tmp, folder / MARKER)
+        return 0
+    finally:
+        if lock is not None:
+            try:
+                if lock.read_text("utf-8") in ("", str(os.getpid())):
+                    lock.unlink()
+            except OSError:
+                pass
+
