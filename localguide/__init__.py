@@ -23,12 +23,38 @@ from .errors import (  # noqa: E402
     TokenNotAllowedError,
     UnsupportedPatternError,
 )
+from typing import TYPE_CHECKING  # noqa: E402
+
 from .vocabulary import Vocabulary  # noqa: E402
 from .index import Guide, Index  # noqa: E402
 from .regex import compile_choice, compile_regex  # noqa: E402
-from .grammar import GrammarError, compile_grammar, list_grammars  # noqa: E402
-from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema  # noqa: E402
-from .llama import Model, default_model_path, load  # noqa: E402
+
+# Grammars, JSON Schema and the llama.cpp bridge are imported at their first use (a quarter of
+# a second of ``import localguide`` that a regex, or ``localguide --help``, does not pay).
+_LAZY = {"GrammarError": "grammar", "compile_grammar": "grammar", "list_grammars": "grammar",
+         "SchemaError": "json_schema", "UnsupportedSchemaError": "json_schema", "compile_json_schema": "json_schema",
+         "Model": "llama", "default_model_path": "llama", "load": "llama"}
+
+if TYPE_CHECKING:
+    from .grammar import GrammarError, compile_grammar, list_grammars
+    from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema
+    from .llama import Model, default_model_path, load
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'localguide' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BudgetError", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",

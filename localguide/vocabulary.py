@@ -39,18 +39,19 @@ class Trie:
             setattr(self, name, a)
 
     @classmethod
-    def build(cls, flat: np.ndarray, offsets: np.ndarray) -> dict:
+    def build(cls, flat: np.ndarray, offsets: np.ndarray, rows=None) -> dict:
+        """The trie's arrays; ``rows``: the tokens as sorted rows (``vocabulary_numpy.sorted_rows``)
+        when made already."""
         from . import vocabulary_kernels as kernels
         from . import vocabulary_numpy
         from .numba_tools import compiled
 
-        data = flat.tobytes()
-        ids = np.flatnonzero(np.diff(offsets) > 0).tolist()
-        starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-        keys = {t: data[starts[t]:ends[t]] for t in ids}
-        order = np.array(sorted(ids, key=keys.__getitem__), dtype=np.int32)
-        build = kernels.build_trie if compiled(kernels.build_trie) else vocabulary_numpy.build_trie
-        arrays = dict(zip(cls.FIELDS[:5], build(flat, offsets, order)))
+        rows = vocabulary_numpy.sorted_rows(flat, offsets) if rows is None else rows
+        order = rows.order.astype(np.int32)
+        if compiled(kernels.build_trie):
+            arrays = dict(zip(cls.FIELDS[:5], kernels.build_trie(flat, offsets, order)))
+        else:
+            arrays = dict(zip(cls.FIELDS[:5], vocabulary_numpy.build_trie(flat, offsets, order, rows)))
         arrays["order"] = order
         return arrays
 
@@ -144,14 +145,15 @@ class Vocabulary:
     def trie(self) -> Trie:
         """The byte trie of the text tokens (built once per vocabulary, then loaded from the disk cache)."""
         path = cache.key_path("trie", self.fingerprint)
-        return Trie(cache.cached(path, lambda: Trie.build(self.flat, self.offsets), Trie._valid))
+        return Trie(cache.cached(path, lambda: Trie.build(self.flat, self.offsets, self.token_rows), Trie._valid))
 
     @cached_property
     def token_rows(self):
-        """The text tokens as rows of bytes, sorted as in the trie (``vocabulary_numpy.TokenRows``)."""
-        from .vocabulary_numpy import TokenRows
+        """The text tokens as rows of bytes, sorted by their bytes as in the trie
+        (``vocabulary_numpy.sorted_rows``): what a first use's numpy paths read, without the trie."""
+        from .vocabulary_numpy import sorted_rows
 
-        return TokenRows(self.flat, self.offsets, self.trie.order)
+        return sorted_rows(self.flat, self.offsets)
 
     def __repr__(self) -> str:
         return f"Vocabulary({self.name!r}, {self.size} tokens, stop ids {self.stop_ids.tolist()})"
@@ -184,6 +186,34 @@ def _read_gguf_vocab_reported(path):
         return _read_gguf_vocab(path)
 
 
+# llama_token_to_piece with a plain address for its buffer: each piece is written straight after
+# the one before, in one buffer (262,144 calls for Gemma's vocabulary, no bytes object each).
+_TO_PIECE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
+                             ctypes.c_int32, ctypes.c_bool)
+
+
+def _pieces(llama_cpp, vocab, ids: list, n: int) -> tuple:
+    """(the bytes of tokens ``ids`` one after the other, each token's length; 0 for the others)."""
+    to_piece = _TO_PIECE(ctypes.cast(llama_cpp.llama_token_to_piece, ctypes.c_void_p).value)
+    cap = 16 * len(ids) + 4096
+    buf = ctypes.create_string_buffer(cap)
+    addr = ctypes.addressof(buf)
+    lengths = [0] * n
+    pos = 0
+    for t in ids:
+        k = to_piece(vocab, t, addr + pos, cap - pos, 0, True)
+        if k < 0 or cap - pos - k < 1024:
+            cap = 2 * cap + max(0, -k)
+            grown = ctypes.create_string_buffer(cap)
+            ctypes.memmove(grown, buf, pos)
+            buf, addr = grown, ctypes.addressof(grown)
+            if k < 0:
+                k = to_piece(vocab, t, addr + pos, cap - pos, 0, True)
+        lengths[t] = k
+        pos += k
+    return np.frombuffer(buf, np.uint8, pos).copy(), np.array(lengths, np.int64)
+
+
 def _read_gguf_vocab(path: Path) -> dict:
     import llama_cpp
 
@@ -200,23 +230,11 @@ def _read_gguf_vocab(path: Path) -> dict:
     try:
         vocab = llama_cpp.llama_model_get_vocab(model)
         n = llama_cpp.llama_vocab_n_tokens(vocab)
-        buf = ctypes.create_string_buffer(512)
-        pieces = []
-        stop = []
-        for t in range(n):
-            attr = llama_cpp.llama_vocab_get_attr(vocab, t)
-            if attr & _NOT_TEXT or attr == 0:
-                pieces.append(b"")
-                if llama_cpp.llama_vocab_is_eog(vocab, t):
-                    stop.append(t)
-                continue
-            k = llama_cpp.llama_token_to_piece(vocab, t, buf, len(buf), 0, True)
-            if k < 0:
-                buf = ctypes.create_string_buffer(-k)
-                k = llama_cpp.llama_token_to_piece(vocab, t, buf, len(buf), 0, True)
-            pieces.append(buf.raw[:k])
-            if llama_cpp.llama_vocab_is_eog(vocab, t):
-                stop.append(t)
+        get_attr, is_eog = llama_cpp.llama_vocab_get_attr, llama_cpp.llama_vocab_is_eog
+        stop = [t for t in range(n) if is_eog(vocab, t)]
+        attrs = [get_attr(vocab, t) for t in range(n)]
+        text = [t for t, a in enumerate(attrs) if a and not a & _NOT_TEXT]
+        flat, lengths = _pieces(llama_cpp, vocab, text, n)
         eos = llama_cpp.llama_vocab_eos(vocab)
         eot = llama_cpp.llama_vocab_eot(vocab)
         stop += [t for t in (eos, eot) if 0 <= t < n]
@@ -224,11 +242,10 @@ def _read_gguf_vocab(path: Path) -> dict:
         llama_cpp.llama_model_free(model)
     if not stop:
         raise ModelFileError(path, "the model's vocabulary has no end-of-generation token")
-    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return {
-        "flat": np.frombuffer(b"".join(pieces), dtype=np.uint8),
+        "flat": flat,
         "offsets": offsets,
         "stop_ids": np.array(sorted(set(stop)), dtype=np.int32),
         "eos_id": np.array(eos if eos >= 0 else min(stop), dtype=np.int64),

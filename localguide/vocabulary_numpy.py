@@ -28,10 +28,24 @@ class TokenRows:
         self.data = data
 
 
-def build_trie(flat: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple:
+def sorted_rows(flat: np.ndarray, offsets: np.ndarray) -> TokenRows:
+    """The non-empty tokens sorted by their bytes (equal ones by id), as ``TokenRows``.
+
+    The rows are compared as fixed-width strings, in which a token equals itself followed by
+    zero bytes: the length, compared next, puts the shorter (a prefix) first, as ``sorted`` does."""
+    ids = np.flatnonzero(np.diff(offsets) > 0)
+    rows = TokenRows(flat, offsets, ids)
+    if len(ids):
+        perm = np.lexsort((rows.lengths, rows.data.view(f"S{rows.data.shape[1]}").ravel()))
+        rows.order, rows.lengths, rows.data = ids[perm], rows.lengths[perm], rows.data[perm]
+    return rows
+
+
+def build_trie(flat: np.ndarray, offsets: np.ndarray, order: np.ndarray, rows: TokenRows | None = None) -> tuple:
     """(node_byte, node_depth, subtree_end, tok_start, tok_count) of the tokens ``order``
-    (sorted by their bytes, all non-empty), as ``vocabulary_kernels.build_trie``."""
-    tr = TokenRows(flat, offsets, order)
+    (sorted by their bytes, all non-empty), as ``vocabulary_kernels.build_trie``; ``rows``:
+    their ``TokenRows``, when made already."""
+    tr = TokenRows(flat, offsets, order) if rows is None else rows
     n = len(order)
     lengths, data = tr.lengths, tr.data
     lcp = np.zeros(n, np.int64)

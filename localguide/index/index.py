@@ -153,7 +153,7 @@ def _build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str) -> dic
     # Before the kernels are compiled (a first use), numpy builds the index of a small automaton.
     run = kernels
     explored = None
-    if not compiled(kernels.explore):
+    if not compiled(kernels.explore) and dfa.n_states <= build_numpy.state_budget(vocabulary.size):
         explored = build_numpy.explore(vocabulary.token_rows, dfa.transitions, vocabulary.size)
         run = build_numpy if explored is not None else kernels
     if explored is None:

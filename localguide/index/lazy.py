@@ -84,13 +84,22 @@ class LazyIndex:
             finally:
                 self._done.set()
 
-        # Not a daemon: the interpreter lets it finish (and write the cache) at exit.
+        # Not a daemon: the interpreter lets it finish (and write the cache) at exit. Started
+        # once the first row is made (``_start``): the first mask does not share the CPU with it.
         self._thread = threading.Thread(target=run, name="localguide-index-build")
+        self._started = False
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         self._thread.start()
 
     # -- the whole Index --------------------------------------------------------------
     def index(self, wait: bool = True):
         """The whole Index (waiting for it with ``wait``), or None while it is being built."""
+        self._start()
         if wait:
             self._done.wait()
         if not self._done.is_set():
@@ -128,6 +137,7 @@ class LazyIndex:
             nexts.flags.writeable = False
             with self._lock:
                 r = self._rows.setdefault(s, (toks, nexts))
+            self._start()
         return r
 
     @property

@@ -7,6 +7,7 @@ import sys
 import textwrap
 import numpy as np
 from hypothesis import given
+from hypothesis import strategies as st
 
 from localguide import vocabulary_kernels, vocabulary_numpy
 from kernel_strategies import SETTINGS, synthetic_vocabularies
@@ -24,6 +25,20 @@ def assert_same_trie(kernel_out, twin_out) -> None:
 
 
 # --- build_trie -------------------------------------------------------------------------
+
+@SETTINGS
+@given(st.lists(st.binary(max_size=6).map(lambda b: bytes(x % 4 for x in b)), min_size=1, max_size=60))
+def test_sorted_rows_sort_as_python_does(tokens):
+    """Tokens of the bytes 0-3 (zero bytes inside and at the end, prefixes, duplicates, empty
+    ones left out): the order of ``sorted`` by bytes, ties by id, with their rows."""
+    flat = np.frombuffer(b"".join(tokens), np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t in tokens])]).astype(np.int64)
+    rows = vocabulary_numpy.sorted_rows(flat, offsets)
+    want = sorted((t for t in range(len(tokens)) if tokens[t]), key=lambda t: tokens[t])
+    assert rows.order.tolist() == want
+    for i, t in enumerate(want):
+        assert rows.lengths[i] == len(tokens[t])
+        assert bytes(rows.data[i, :len(tokens[t])]) == tokens[t] and not rows.data[i, len(tokens[t]):].any()
 
 @SETTINGS
 @given(synthetic_vocabularies())
