@@ -37,11 +37,13 @@ _started = False
 
 def kernels() -> list:
     """Every grammar kernel that Python calls (their callees are compiled into them)."""
+    from ..llama import candidates_kernels
     from . import arena_kernels, lexer_kernels, masks_kernels, trees_kernels
 
     return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,
             trees_kernels.union_bits, arena_kernels.earley_intern, arena_kernels.earley_seed,
-            arena_kernels.earley_rehash, arena_kernels.earley_restore, masks_kernels.earley_masks]
+            arena_kernels.earley_rehash, arena_kernels.earley_restore, candidates_kernels.mask_candidates_bits,
+            masks_kernels.earley_masks]
 
 
 def ready() -> bool:
@@ -203,7 +205,7 @@ def _walk(idx, vocab) -> None:
         g = idx.guide(max_tokens=budget)
         pos = 0
         while pos < len(_TEXT):
-            g.mask()
+            _sample(g.mask(), vocab.size)
             allowed = g.allowed_token_ids().tolist()
             best = max((t for t in allowed if vocab[t] and _TEXT.startswith(vocab[t], pos)),
                        key=lambda t: len(vocab[t]), default=None)
@@ -212,6 +214,20 @@ def _walk(idx, vocab) -> None:
             g.advance(best)
             pos += len(vocab[best])
         g.mask()
+
+
+def _sample(mask, n: int) -> None:
+    """The sampler's kernel on a grammar mask, over a candidate array as llama.cpp lays it out."""
+    import numpy as np
+
+    from ..llama import candidates_kernels
+    from ..protocol import MaskKind
+
+    if mask.kind == MaskKind.BITS:
+        data = np.zeros((n, 3), np.int32)
+        data[:, 0] = np.arange(n)
+        header = np.array([data.ctypes.data, n, -1, 0], np.int64)
+        candidates_kernels.mask_candidates_bits(header.ctypes.data, mask.data)
 
 
 def main(argv: list[str]) -> int:

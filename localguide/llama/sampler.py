@@ -16,7 +16,8 @@ import llama_cpp
 
 from ..errors import LocalguideError
 from ..protocol import MaskKind
-from . import candidates_kernels, native_kernels
+from ..numba_tools import compiled
+from . import candidates_kernels, candidates_numpy, native_kernels
 from .candidates_kernels import mask_candidates_at
 
 
@@ -46,6 +47,12 @@ class _SamplerInterface(ctypes.Structure):
 assert ctypes.sizeof(_SamplerInterface) == ctypes.sizeof(llama_cpp.llama_sampler_i)
 _APPLY = ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP)
 _ACCEPT = ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_int32)
+
+
+def _mask_bits():
+    """``mask_candidates_bits``: the kernel once it is compiled (a grammar's warm-up compiles it)."""
+    kernel = candidates_kernels.mask_candidates_bits
+    return kernel if compiled(kernel) else candidates_numpy.mask_candidates_bits
 
 
 class GuideSampler:
@@ -94,7 +101,7 @@ class GuideSampler:
         try:
             kind, tokens = self.guide.mask()
             if kind == MaskKind.BITS:
-                kept = candidates_kernels.mask_candidates_bits(cur_p, tokens)
+                kept = _mask_bits()(cur_p, tokens)
                 if kept == 0:
                     raise RuntimeError("the guide allows no token here")
             elif kind == MaskKind.ALLOWED and len(tokens) == 0:
