@@ -22,6 +22,9 @@ sys.path.insert(0, str(ROOT))
 BENCH_ROOT = (Path(tempfile.gettempdir()) if __import__("__main__").__name__ == "__mp_main__"
               else Path(tempfile.mkdtemp(prefix="localguide-bench-")))
 os.environ["LOCALGUIDE_CACHE_DIR"] = str(BENCH_ROOT / "warm")  # before localguide reads it
+# The benchmarks time the kernels (numba's cache warm), never a first use's numpy and Python paths
+# (``cold_start.py`` times those, in children without this).
+os.environ.setdefault("LOCALGUIDE_COMPILE", "foreground")
 
 import localguide  # noqa: E402
 from localguide.llama import Model, SamplerChain, Sampling  # noqa: E402
