@@ -36,8 +36,13 @@ def compiled(kernel) -> bool:
     cache: loading it costs milliseconds, compiling it seconds."""
     if _KERNELS_ONLY or not hasattr(kernel, "signatures") or kernel.signatures:
         return True  # (a plain function, as a test's twin in its place, is simply called)
-    index = getattr(getattr(getattr(kernel, "_cache", None), "_cache_file", None), "_index_path", None)
+    index = cache_index(kernel)
     return bool(index) and os.path.isfile(index)
+
+
+def cache_index(kernel) -> str | None:
+    """The path of ``kernel``'s index file in numba's disk cache (None: not cached on disk)."""
+    return getattr(getattr(getattr(kernel, "_cache", None), "_cache_file", None), "_index_path", None)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numba_tools import _copy_into, _copy_rows, _grow
+from ..numba_tools import _copy_into, _copy_rows, _grow, _sort_ints
 
 # --- grammar scanner: subset construction over terminal readings -----------------
 
@@ -73,13 +73,7 @@ def scanner_closure(r_next, h1, h2, st_off, st_rd, max_states):
                     o = np.zeros(2 * len(off), np.int64)
                     _copy_into(o, 0, off, n + 1)
                     off = o
-                for x in range(1, m):  # insertion sort: sets are small
-                    v = buf[x]
-                    y = x - 1
-                    while y >= 0 and buf[y] > v:
-                        buf[y + 1] = buf[y]
-                        y -= 1
-                    buf[y + 1] = v
+                _sort_ints(buf, m)
                 while n_rd + m > len(rd):
                     rd = _grow(rd, n_rd)
                 _copy_into(rd, n_rd, buf, m)

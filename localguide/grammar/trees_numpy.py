@@ -46,14 +46,13 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
                   vocab_size, max_cfg):
     """``trees_kernels.grammar_trees``, one trie depth at a time."""
     levels = _levels(node_depth)
-    n_nodes = len(node_byte)
     n_states = ctrans.shape[0]
     maxd = len(levels)
     n_lead = maxd + (int(rdist.max()) if len(rdist) else 0) + 2
     acc_offsets = np.asarray(acc_offsets, np.int64)
     acc_n = np.diff(acc_offsets)
     parts = [_one_tree(levels, node_byte, subtree_end, tok_start, tok_count, order, ctrans, acc_offsets, acc_n,
-                       acc_terms, seed_tab, ign, live_tab, rdist, int(o), bool(tr), n_nodes, n_states, n_lead,
+                       acc_terms, seed_tab, ign, live_tab, rdist, int(o), bool(tr), n_states, n_lead,
                        max_cfg, live_tab.shape[1])
              for o, tr in zip(np.asarray(origins).tolist(), np.asarray(track).tolist())]
     n_orig = len(parts)
@@ -86,7 +85,7 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
 
 
 def _one_tree(levels, node_byte, subtree_end, tok_start, tok_count, order, ctrans, acc_offsets, acc_n, acc_terms,
-              seed_tab, ign, live_tab, rdist, origin, track, n_nodes, n_states, n_lead, max_cfg, n_terms):
+              seed_tab, ign, live_tab, rdist, origin, track, n_states, n_lead, max_cfg, n_terms):
     """One origin's tree: (seq_parent, seq_term, grp_seq, grp_state, grp_lead, group sizes,
     grp_tok, unresolved tokens)."""
     seq_parent = [-1]

@@ -63,10 +63,11 @@ def ready() -> bool:
     return _ready
 
 
-def _folder(ks=None) -> Path | None:
+def _folder() -> Path | None:
     """Where numba keeps the grammar kernels (beside ``earley_masks``'s index)."""
-    k = (ks or kernels())[-1]
-    index = getattr(getattr(getattr(k, "_cache", None), "_cache_file", None), "_index_path", None)
+    from . import masks_kernels
+
+    index = numba_tools.cache_index(masks_kernels.earley_masks)
     return Path(index).parent if index else None
 
 
@@ -84,7 +85,7 @@ def _stamp(ks) -> str:
 
 
 def _marker_ok(ks) -> bool:
-    folder = _folder(ks)
+    folder = _folder()
     if folder is None:
         return False
     try:
@@ -237,7 +238,7 @@ def main(argv: list[str]) -> int:
             os.nice(10)  # the process that waits for no one yields to the one a person waits for
         ks = kernels()
         warm()
-        folder = _folder(ks)
+        folder = _folder()
         if folder is not None:
             tmp = folder / f"{MARKER}.{os.getpid()}"
             tmp.write_text(_stamp(ks), "utf-8")

@@ -166,9 +166,9 @@ def test_a_stale_lock_is_taken_over(tmp_path):
 
 def test_a_marker_of_other_sources_is_not_ready(tmp_path, monkeypatch):
     ks = warmup.kernels()
-    folder = warmup._folder(ks)
+    folder = warmup._folder()
     assert folder is not None and warmup._stamp(ks)
-    monkeypatch.setattr(warmup, "_folder", lambda ks=None: tmp_path)
+    monkeypatch.setattr(warmup, "_folder", lambda: tmp_path)
     (tmp_path / warmup.MARKER).write_text(warmup._stamp(ks) + "\nother", "utf-8")
     assert not warmup._marker_ok(ks)
     (tmp_path / warmup.MARKER).write_text(warmup._stamp(ks), "utf-8")

@@ -1,4 +1,5 @@
-"""Grammar token-group kernels against their plain-Python twins."""
+"""Grammar token-group kernels against their plain-Python twins and their numpy versions
+(``trees_numpy``, a first use's path)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localguide.grammar import trees_kernels
+from localguide.grammar import trees_kernels, trees_numpy
 from kernel_strategies import SETTINGS, bitset
 
 @given(st.integers(1, 300), st.data())
 @settings(max_examples=150, deadline=None)
 def test_union_groups_equals_twin(size, data):
-    """Unions of token groups: both the sorted path (small unions) and the vocabulary pass (large)."""
+    """Unions of token groups: both the sorted path (small unions) and the vocabulary pass (large);
+    ids outside the vocabulary (a damaged cache file) are left out."""
     n_groups = data.draw(st.integers(0, 12))
-    groups = [sorted(data.draw(st.sets(st.integers(0, size - 1), max_size=size))) for _ in range(n_groups)]
+    groups = [sorted(data.draw(st.sets(st.integers(-2, size + 2), max_size=size))) for _ in range(n_groups)]
     off = np.zeros(n_groups + 1, np.int64)
     off[1:] = np.cumsum([len(g) for g in groups])
     tok = np.array([t for g in groups for t in g], np.int32)
@@ -25,6 +27,8 @@ def test_union_groups_equals_twin(size, data):
     assert got.dtype == np.int32
     assert got.tolist() == trees_kernels.py_union_groups(off, tok, gids, extra, marks).tolist()
     assert not marks.any()
+    numpy_ = trees_numpy.union_groups(off, tok, gids, extra, marks)
+    assert numpy_.dtype == np.int32 and numpy_.tolist() == got.tolist()
 
 
 @st.composite
@@ -54,10 +58,14 @@ def test_union_bits_equals_twin(case):
     groups, off, tok, key, big_min, g_row, gw, n_tok = case
     out1 = np.zeros((n_tok + 63) // 64, np.uint64)
     out2 = out1.copy()
+    out3 = out1.copy()
     miss1 = trees_kernels.union_bits(key, off, tok, big_min, g_row, gw, out1)
     miss2 = trees_kernels.py_union_bits(key, off, tok, big_min, g_row, gw, out2)
+    miss3 = trees_numpy.union_bits(key, off, tok, big_min, g_row, gw, out3)
     np.testing.assert_array_equal(out1, out2)
     np.testing.assert_array_equal(miss1, miss2)
+    np.testing.assert_array_equal(out1, out3)
+    assert miss1.tolist() == miss3.tolist()
     want = {-1 - g for g in key.tolist() if g < 0} | {t for g in key.tolist() if g >= 0 for t in groups[g]}
     np.testing.assert_array_equal(out1, bitset(want, n_tok))
     assert miss1.tolist() == [g for g in key.tolist() if g >= 0 and len(groups[g]) >= big_min and g_row[g] < 0]

@@ -1,7 +1,7 @@
-"""The numpy subterminal trees and unions (a first use's path) against the kernels: the same
-(token, terminal sequence, scanner state, lead) in every tree, the same unresolved tokens, the
-same unions, on synthetic vocabularies (with tiny reading budgets, so that tokens are left
-unresolved) and on both real ones."""
+"""The numpy subterminal trees (a first use's path) against the kernel: the same (token, terminal
+sequence, scanner state, lead) in every tree and the same unresolved tokens, on synthetic
+vocabularies (with tiny reading budgets, so that tokens are left unresolved) and on both real
+ones. (The numpy unions are checked beside the kernels' twins, in ``test_trees_kernels``.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_grammar_oracle import GBNF, GBNF_TOKENS, JSON_TOKENS, JSONISH, KEYWORDS, KW_TOKENS
-from test_trees_kernels import group_unions
 
 from localguide import Vocabulary
 from localguide.grammar import sources, trees_kernels, trees_numpy
@@ -81,31 +80,3 @@ def test_numpy_trees_equal_the_kernels_on_gemma(name, gemma3_vocab):
     idx = GrammarIndex(normalize(sources.to_cfg(text, kind, desc), 64), gemma3_vocab, desc, lazy=True)
     kernel, numpy_ = both(idx, gemma3_vocab)
     assert numpy_ == kernel
-
-
-@given(st.integers(1, 300), st.data())
-@settings(max_examples=100, deadline=None)
-def test_numpy_union_groups_equals_the_kernel(size, data):
-    n_groups = data.draw(st.integers(0, 12))
-    groups = [sorted(data.draw(st.sets(st.integers(-2, size + 2), max_size=size))) for _ in range(n_groups)]
-    off = np.zeros(n_groups + 1, np.int64)
-    off[1:] = np.cumsum([len(g) for g in groups])
-    tok = np.array([t for g in groups for t in g], np.int32)
-    gids = np.array(data.draw(st.lists(st.integers(0, n_groups - 1), max_size=8)) if n_groups else [], np.int64)
-    extra = np.array(sorted(data.draw(st.sets(st.integers(0, size - 1), max_size=5))), np.int32)
-    marks = np.zeros(size, np.uint8)
-    want = trees_kernels.union_groups(off, tok, gids, extra, marks)
-    got = trees_numpy.union_groups(off, tok, gids, extra, marks)
-    assert got.dtype == want.dtype and got.tolist() == want.tolist()
-
-
-@settings(max_examples=100, deadline=None)
-@given(group_unions())
-def test_numpy_union_bits_equals_the_kernel(case):
-    groups, off, tok, key, big_min, g_row, gw, n_tok = case
-    out1 = np.zeros((n_tok + 63) // 64, np.uint64)
-    out2 = out1.copy()
-    miss1 = trees_kernels.union_bits(key, off, tok, big_min, g_row, gw, out1)
-    miss2 = trees_numpy.union_bits(key, off, tok, big_min, g_row, gw, out2)
-    np.testing.assert_array_equal(out1, out2)
-    assert miss1.tolist() == miss2.tolist()
