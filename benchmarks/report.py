@@ -313,3 +313,22 @@ def full_report(results, notes, mach, cfg, command, started, elapsed) -> str:
     return "\n\n".join(head + body + [method] + tail) + "\n"
 
 
+
+
+# Sections that other scripts write into BENCHMARKS.md (cold_start.py's); a full run keeps them.
+KEPT_SECTIONS = ("## Cold start",)
+
+
+def keep_sections(report: str, old: str) -> str:
+    """The report with the kept sections of the old file put back before "## How it is measured"."""
+    kept = []
+    for title in KEPT_SECTIONS:
+        start = old.find("\n" + title)
+        if start < 0:
+            continue
+        end = old.find("\n## ", start + 1)
+        kept.append(old[start + 1:end if end >= 0 else len(old)].rstrip() + "\n\n")
+    if not kept:
+        return report
+    at = report.find("## How it is measured")
+    return report[:at] + "".join(kept) + report[at:]

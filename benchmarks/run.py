@@ -55,7 +55,7 @@ from cli_time import bench_cli  # noqa: E402
 from compile_time import bench_compile  # noqa: E402
 from e2e import bench_e2e  # noqa: E402
 from guide_cost import bench_guide, replay_sampler  # noqa: E402
-from report import full_report, machine, model_report, targets_report  # noqa: E402
+from report import full_report, keep_sections, machine, model_report, targets_report  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -169,7 +169,9 @@ def main(argv=None) -> int:
         print("Notes:\n" + "\n".join(f"* {n}" for n in notes))
     log(f"total {elapsed / 60:.1f} min")
     if cfg.markdown:
-        Path(cfg.markdown).write_text(full_report(results, notes, mach, cfg, command, started, elapsed))
+        out = Path(cfg.markdown)
+        report = full_report(results, notes, mach, cfg, command, started, elapsed)
+        out.write_text(keep_sections(report, out.read_text() if out.exists() else ""))
         log(f"wrote {cfg.markdown}")
     if cfg.json:
         Path(cfg.json).write_text(json.dumps({"machine": mach, "results": results, "notes": notes},
