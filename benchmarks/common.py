@@ -155,9 +155,9 @@ class TimedChain(SamplerChain):
     def of(cls, model) -> list[int]:
         return cls.times_ns.get(ctypes.cast(model.llama.ctx, ctypes.c_void_p).value, [])
 
-    def sample(self, ctx) -> int:
+    def sample(self, ctx, idx: int = -1) -> int:
         t0 = time.perf_counter_ns()
-        token = SamplerChain.sample(self, ctx)
+        token = SamplerChain.sample(self, ctx, idx)
         dt = time.perf_counter_ns() - t0
         TimedChain.times_ns.setdefault(ctypes.cast(ctx, ctypes.c_void_p).value, []).append(dt)
         return token

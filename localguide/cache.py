@@ -137,6 +137,12 @@ def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
         _warn(f"localguide: could not write cache file {path} ({e}); continuing without it")
 
 
+def read(path: Path) -> dict[str, np.ndarray]:
+    """The arrays stored at ``path``; raises ``FileNotFoundError``, or ``CorruptFileError`` (a
+    ``ValueError``) and friends for a damaged file, which stays where it is."""
+    return _read(path)
+
+
 def load(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays stored at ``path``; None if absent. A corrupt file is removed, with a warning."""
     if not path.exists():

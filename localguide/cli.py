@@ -20,6 +20,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 err = Console(stderr=True)
 CONSTRAINTS = "Constraint (at most one)"
 SAMPLING = "Sampling"
+SPEED = "Speed"
 
 
 @app.callback()
@@ -135,11 +136,23 @@ def run(
     chat: Annotated[bool, typer.Option("--chat", help="Wrap the prompt in the model's chat template.")] = False,
     opportunistic: Annotated[bool, typer.Option(
         "--opportunistic", help="Grammars: check the model's own token first, mask only on a rejection.")] = False,
+    speculate: Annotated[bool, typer.Option(
+        "--speculate/--no-speculate", rich_help_panel=SPEED,
+        help="Drafts from the constraint, checked by the model several tokens per decode (exact: the "
+             "same output distribution).")] = True,
+    fast_forward: Annotated[bool, typer.Option(
+        "--fast-forward", rich_help_panel=SPEED,
+        help="Take forced text (a JSON key, a bracket) as the model's own tokens without sampling it: "
+             "faster, but the model may have chosen another tokenization.")] = False,
+    stats: Annotated[bool, typer.Option(
+        "--stats", rich_help_panel=SPEED, help="After the output, print tokens, decode calls, drafts "
+                                               "accepted and tokens per second to stderr.")] = False,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
-             max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic)
+             max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic,
+             speculate, fast_forward, stats)
     from . import cache
     from .progress import stage
 
@@ -148,7 +161,8 @@ def run(
 
 
 def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
-         max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic) -> None:
+         max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic,
+         speculate, fast_forward, stats) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -170,9 +184,10 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
             constraint.update(max_ignored_run=max_ignored_run or None)
         model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                       top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic)
+                       top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
+                       fast_forward=fast_forward)
         if prompt is not None:
-            _answer(model, prompt, options)
+            _answer(model, prompt, options, stats)
             return
         err.print(f"[dim]{model.path.name}: type a prompt, Ctrl-D to leave[/dim]")
         while True:
@@ -183,7 +198,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
             if not sys.stdin.isatty() and line == "":
                 break
             if line.strip():
-                _answer(model, line.rstrip("\n"), options)
+                _answer(model, line.rstrip("\n"), options, stats)
         if sys.stdin.isatty():
             print()
     except KeyboardInterrupt:
@@ -247,7 +262,7 @@ def grammars() -> None:
     Console().print(table)
 
 
-def _answer(model, prompt: str, options: dict) -> None:
+def _answer(model, prompt: str, options: dict, stats: bool = False) -> None:
     for piece in model.stream(prompt, **options):
         if _OPEN is not None:
             _OPEN.close()
@@ -258,6 +273,8 @@ def _answer(model, prompt: str, options: dict) -> None:
         _OPEN.close()
     sys.stdout.write("\n")
     sys.stdout.flush()
+    if stats and model.last_stats is not None:
+        print(f"localguide: {model.last_stats}", file=sys.stderr, flush=True)
 
 
 def _fail(e: Exception) -> None:

@@ -12,6 +12,8 @@ sampler and the model call these methods and nothing else:
 - ``checkpoint()`` and ``rollback(n)``: the number of tokens advanced so far, and undo the
   last ``n`` of them in O(n) (speculative decoding rolls back rejected drafts). A copy
   shares its history with the original; either may roll back independently.
+- ``state_key()``: an int naming the constraint state (the same across processes for the
+  same compiled constraint; -1 once finished): the speculative drafts' count model is keyed by it.
 - ``cheap_masks``: True where masks are precomputed lookups (the Index guides), so
   opportunistic masking cannot pay and the model does not use it.
 - ``native_block()``: an optional capability. The Index guides hand the native llama.cpp
@@ -63,6 +65,8 @@ class GuideProtocol(Protocol):
     def copy(self) -> "GuideProtocol": ...
 
     def checkpoint(self) -> int: ...
+
+    def state_key(self) -> int: ...
 
     def rollback(self, n: int) -> None: ...
 

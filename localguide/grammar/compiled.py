@@ -17,6 +17,8 @@ rebuilds the index from them without parsing the grammar or walking the vocabula
 
 from __future__ import annotations
 
+import hashlib
+
 from functools import cached_property
 
 import numpy as np
@@ -47,7 +49,7 @@ ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_ac
 class GState:
     __slots__ = ("configs", "key", "initial", "_gkey", "_mask", "_bits", "_sampler_mask", "_accepting", "_only_stop",
                  "next", "budget", "plan",
-                 "bound")
+                 "bound", "draft_key")
 
     def __init__(self, configs, key, initial=False):
         self.configs = configs
@@ -62,6 +64,7 @@ class GState:
         self.budget = None
         self.plan = None
         self.bound = None
+        self.draft_key = None
         self.next: dict[int, GState | None] = {}
 
 
@@ -301,6 +304,16 @@ class GrammarIndex:
         k = st._gkey
         if k is None:
             k = st._gkey = self.engine.union_key(st.configs)
+        return k
+
+    def state_key(self, st: GState) -> int:
+        """A 63-bit key of ``st`` that holds across processes (the draft counts' key): its mask's
+        key and its scanner states."""
+        k = st.draft_key
+        if k is None:
+            h = hashlib.blake2b(self._mask_key(st), digest_size=8)
+            h.update(np.array(sorted({c for _, c in st.configs}), np.int64).tobytes())
+            k = st.draft_key = int.from_bytes(h.digest(), "little") >> 1
         return k
 
     def token_mask(self, st: GState) -> np.ndarray:

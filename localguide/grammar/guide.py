@@ -170,6 +170,10 @@ class GrammarGuide:
                 return not bits_with(m, self.index.stop_ids, on=False).any()  # no text token left
         return False
 
+    def state_key(self) -> int:
+        """A digest of the scanner states and the mask (DOMINO's (α, β)); -1 once finished."""
+        return -1 if self.finished else self.index.state_key(self.state)
+
     def copy(self) -> "GrammarGuide":
         g = GrammarGuide.__new__(GrammarGuide)
         g.index, g.state, g.remaining, g.finished, g.opportunistic = (

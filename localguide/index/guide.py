@@ -170,6 +170,10 @@ class Guide:
                 raise TokenNotAllowedError(f"token {token} cannot finish within the remaining budget")
             raise TokenNotAllowedError(self._explain(token))
 
+    def state_key(self) -> int:
+        """The automaton state (-1 once finished): what the draft counts are keyed by."""
+        return -1 if self.finished else self._fast.dfa_states[self.state]
+
     def copy(self) -> "Guide":
         g = Guide.at(self.index, self.state, self.remaining, self.finished)
         g._past, g._depth = self._past, self._depth

@@ -115,7 +115,7 @@ class FastTables:
     """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
 
     __slots__ = ("state_mask", "masks", "excludes", "sampler_masks", "mask_offsets", "mask_tokens", "next_offsets",
-                 "next_states", "accepting", "distance", "max_next")
+                 "next_states", "accepting", "distance", "max_next", "dfa_states")
 
     def __init__(self, index: Index):
         mo, eo = index.mask_offsets, index.excl_offsets
@@ -133,6 +133,7 @@ class FastTables:
         self.accepting = index.accepting.tolist()
         self.distance = index.distance.tolist()
         self.max_next = index.max_next_distance.tolist()
+        self.dfa_states = index.dfa_states.tolist()
 
 
 def _consistent(a: dict, vocab_size: int) -> bool:

@@ -269,6 +269,12 @@ class LazyGuide:
         allowed = self.allowed_token_ids()
         return len(allowed) == 0 or bool(np.all(np.isin(allowed, self.lazy.stop_ids)))
 
+    def state_key(self) -> int:
+        """The automaton state (-1 once finished), as the Index guide's."""
+        if self._switch():
+            return self._inner.state_key()
+        return -1 if self.finished else self.state
+
     def copy(self) -> "LazyGuide":
         g = LazyGuide.__new__(LazyGuide)
         g.lazy, g.state, g.remaining, g.finished = self.lazy, self.state, self.remaining, self.finished

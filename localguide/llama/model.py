@@ -5,17 +5,22 @@ from __future__ import annotations
 import codecs
 import ctypes
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Iterator
 
 import llama_cpp
 
+from .. import cache
 from ..errors import LocalguideError, ModelFileError
 from ..grammar import compile_grammar
 from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from ..regex import compile_choice, compile_regex
 from ..vocabulary import Vocabulary, quiet_stderr
+from ..speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter, constraint_key
+from . import loop
+from .loop import GenerationStats
 from .sampler import SamplerChain, Sampling
 
 DEFAULT_MAX_TOKENS = 256
@@ -55,12 +60,21 @@ class Model:
         self.vocabulary = Vocabulary.from_gguf(path)  # validates the file before the weights load
         llama_kwargs.setdefault("n_ctx", 4096)
         llama_kwargs.setdefault("verbose", False)
+        # Flash attention computes each position's attention the same way in a batch as alone, so
+        # speculation's batched verification sees the logits one-token decoding would (bitwise, for
+        # SmolLM2 on CPU); without it llama.cpp's batched attention differs in the last bits.
+        llama_kwargs.setdefault("flash_attn", True)
         try:
             with quiet_stderr(), stage(f"loading {path.name}"):
                 self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
         self._stop = set(self.vocabulary.stop_ids.tolist())
+        self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
+        self._counts: dict[str, CountModel] = {}
+        self._counts_lock = threading.Lock()
+        self._cost = DecodeCost()
+        self.last_stats: GenerationStats | None = None
 
     # -- constraints -------------------------------------------------------------------
     def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None,
@@ -95,26 +109,33 @@ class Model:
                  max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
-                 chat: bool = False, opportunistic: bool = False) -> str:
+                 chat: bool = False, opportunistic: bool = False, speculate: bool = True,
+                 fast_forward: bool = False) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it.
 
         ``strict``, ``whitespace``, ``max_recursion`` (None: exact): JSON Schema options;
         ``max_ignored_run``: for a grammar, the longest run of ``%ignore``d text in bytes
         (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
+        ``speculate``: drafts from the constraint, verified by the model (exact: the same
+        output distribution); ``fast_forward``: forced text taken without sampling it (the
+        model's own tokenization of it, which it might not have chosen). ``last_stats`` says
+        how it went.
         """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
                                    strict=strict, whitespace=whitespace, max_recursion=max_recursion,
                                    max_ignored_run=max_ignored_run,
                                    max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   seed=seed, chat=chat, opportunistic=opportunistic))
+                                   seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
+                                   fast_forward=fast_forward))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
                max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
-               chat: bool = False, opportunistic: bool = False) -> Iterator[str]:
+               chat: bool = False, opportunistic: bool = False, speculate: bool = True,
+               fast_forward: bool = False) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
         options = {}
         if json_schema is not None:
@@ -123,17 +144,39 @@ class Model:
             options = {"max_ignored_run": max_ignored_run}
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
         guide = index.guide(max_tokens=max_tokens) if index is not None else None
+        counts = None
+        if guide is not None and (speculate or fast_forward):
+            counts = self.draft_counts(constraint_key(regex=regex, choice=choice, grammar=grammar,
+                                                      json_schema=json_schema, **options))
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         tokens = self.generate_tokens(self.tokenize_prompt(prompt, chat), guide, max_tokens, sampling,
-                                      opportunistic=opportunistic)
-        for token in tokens:
-            piece = decoder.decode(self.vocabulary[token])
-            if piece:
-                yield piece
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield tail
+                                      opportunistic=opportunistic, speculate=speculate, fast_forward=fast_forward,
+                                      counts=counts)
+        try:
+            for token in tokens:
+                piece = decoder.decode(self.vocabulary[token])
+                if piece:
+                    yield piece
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield tail
+        finally:
+            tokens.close()
+            if counts is not None:
+                counts.save()
+
+    def draft_counts(self, key: str | None) -> CountModel:
+        """The count model of the constraint ``key`` on this model (``constraint_key``), loaded from
+        the cache directory the first time (None: a fresh one, kept nowhere)."""
+        if key is None:
+            return CountModel()
+        with self._counts_lock:
+            counts = self._counts.get(key)
+            if counts is None:
+                path = cache.key_path("draft-counts", COUNTS_FORMAT, self._identity, key)
+                counts = self._counts[key] = CountModel(path)
+        return counts
 
     def generate_json(self, prompt: str, *, json_schema=True, **kwargs):
         """Generate a JSON document valid for ``json_schema`` and return it parsed.
@@ -182,15 +225,19 @@ class Model:
 
     def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
                         sampling: Sampling, extra_samplers=(), opportunistic: bool = False,
-                        chain=SamplerChain) -> Iterator[int]:
-        """The core loop: decode the prompt, then sample (through the guide) and decode, token by token.
+                        chain=SamplerChain, speculate: bool = False, fast_forward: bool = False,
+                        counts: CountModel | None = None) -> Iterator[int]:
+        """The core loop (``localguide.llama.loop``): decode the prompt, then sample through the
+        guide and decode, token by token, or several at a time with ``speculate``.
 
         Stops at a stop token, at ``max_tokens``, or when the guide allows nothing but stopping.
         With ``opportunistic`` (guides whose masks are not precomputed, ``cheap_masks`` False),
         the token is first sampled without the mask and kept if the guide accepts it; the full
         mask is computed only on a rejection (DOMINO §3.5; identical output at temperature 0).
-        ``chain`` makes the sampler chains: ``SamplerChain`` or a subclass (one that times
-        ``sample``, for the benchmarks).
+        ``speculate``: drafts from the constraint verified in one decode (``counts``: the count
+        model to draft from and teach; None: a fresh one); ``fast_forward``: forced text decoded
+        without sampling. ``chain`` makes the sampler chains: ``SamplerChain`` or a subclass
+        (one that times ``sample``, for the benchmarks). ``last_stats`` is updated as it goes.
         """
         opportunistic = opportunistic and guide is not None and not guide.cheap_masks
         ctx = self.llama.ctx
@@ -198,34 +245,24 @@ class Model:
         if len(prompt_tokens) + max_tokens > n_ctx:
             raise LocalguideError(f"prompt ({len(prompt_tokens)} tokens) plus max_tokens ({max_tokens}) "
                                   f"exceeds the context size {n_ctx}; pass n_ctx= to load()")
+        drafter = None
+        if guide is not None and (speculate or fast_forward):
+            drafter = Drafter(self.vocabulary, self._tokenize_text, counts if counts is not None else CountModel(),
+                              forced=True)
+        stats = self.last_stats = GenerationStats()
         self._reset()
         try:
-            n_batch = max(1, llama_cpp.llama_n_batch(ctx))
-            for i in range(0, len(prompt_tokens), n_batch):
-                self._decode(ctx, prompt_tokens[i:i + n_batch])
-            one = (llama_cpp.llama_token * 1)()
             with chain(sampling, guide, extra_samplers) as guided, \
                     chain(sampling if opportunistic else Sampling(temperature=0)) as free:
-                for _ in range(max_tokens):
-                    if guide is not None and guide.is_finished():
-                        break
-                    if opportunistic:
-                        token = free.sample(ctx)
-                        if guide.accepts(token):
-                            guide.advance(token)
-                        else:
-                            token = guided.sample(ctx)
-                    else:
-                        token = guided.sample(ctx)
-                    if token in self._stop:
-                        break
-                    yield token
-                    one[0] = token
-                    rc = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(one, 1))
-                    if rc != 0:
-                        raise LocalguideError(f"llama_decode failed with code {rc}")
+                yield from loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
+                                         free if opportunistic else None, drafter,
+                                         self._cost if speculate else None, fast_forward, stats)
         finally:
             self._reset()
+
+    def _tokenize_text(self, text: bytes) -> list[int]:
+        """``text`` as the model's tokenizer writes it, alone (no BOS, no special tokens)."""
+        return self.llama.tokenize(text, add_bos=False, special=False)
 
     def _decode(self, ctx, tokens: list[int]) -> None:
         arr = (llama_cpp.llama_token * len(tokens))(*tokens)

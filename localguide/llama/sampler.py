@@ -154,10 +154,11 @@ class SamplerChain:
             seed = s.seed if s.seed is not None else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
             llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
 
-    def sample(self, ctx) -> int:
+    def sample(self, ctx, idx: int = -1) -> int:
+        """Sample from the logits of batch position ``idx`` (-1: the last), advancing the guide."""
         if self.guide_sampler is not None:
             self.guide_sampler.prepare()
-        token = llama_cpp.llama_sampler_sample(self.pointer, ctx, -1)
+        token = llama_cpp.llama_sampler_sample(self.pointer, ctx, idx)
         if self.guide_sampler is not None:
             self.guide_sampler.sync()
         return token

@@ -1,0 +1,210 @@
+"""The generation loop: decode, sample through the guide, and verify drafts (DOMINO §3.6).
+
+Without drafts it is the classic loop: one ``llama_decode`` of the last token, one
+sample. With speculation, the token just sampled goes into the decode together with
+drafts (``localguide.speculate``), with logits at every position; the sampler chain
+then samples position after position exactly as it would have one token at a time,
+keeping drafts while the sample equals them. At the first difference the sample is
+kept, the rest is discarded and the KV cache entries past it are removed
+(``llama_memory_seq_rm``). The guide is only ever advanced by sampled tokens, and the
+chain samples the same positions in the same order, so the output distribution (and,
+for one seed, the text) is that of the classic loop, up to the rounding differences of
+llama.cpp's batched logits.
+
+Fast-forward (``fast_forward=True``) decodes forced text as the model's canonical
+tokens without sampling it: faster, but the model sees that tokenization even where
+it would have chosen another.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import llama_cpp
+
+from ..errors import LocalguideError
+from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length
+
+
+@dataclass
+class GenerationStats:
+    """What one generation did (``Model.last_stats``).
+
+    ``decode_calls`` counts the decodes after the prompt's; ``drafted`` the draft tokens
+    decoded for verification and ``accepted`` those the sampler confirmed; ``fast_forwarded``
+    the forced tokens decoded without sampling. ``seconds`` runs from the end of the
+    prompt's decode to the last token; ``tokens_per_second`` is ``tokens / seconds``.
+    """
+
+    prompt_tokens: int = 0
+    tokens: int = 0
+    decode_calls: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    forced_drafted: int = 0
+    forced_accepted: int = 0
+    fast_forwarded: int = 0
+    prompt_seconds: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_decode(self) -> float:
+        return self.tokens / self.decode_calls if self.decode_calls else 0.0
+
+    def __str__(self) -> str:
+        return (f"{self.tokens} tokens in {self.seconds:.2f} s ({self.tokens_per_second:.1f} tokens/s), "
+                f"prompt {self.prompt_tokens} tokens in {self.prompt_seconds:.2f} s; {self.decode_calls} decode "
+                f"calls ({self.tokens_per_decode:.2f} tokens each); drafts {self.accepted}/{self.drafted} accepted"
+                + (f", {self.fast_forwarded} tokens fast-forwarded" if self.fast_forwarded else ""))
+
+
+class _Batch:
+    """A llama_batch for one sequence with explicit positions."""
+
+    def __init__(self, n_max: int):
+        self.n_max = n_max
+        self.b = llama_cpp.llama_batch_init(n_max, 0, 1)
+
+    def fill(self, tokens: list[int], pos: int, logits_from: int) -> None:
+        b = self.b
+        for i, t in enumerate(tokens):
+            b.token[i] = t
+            b.pos[i] = pos + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = i >= logits_from
+        b.n_tokens = len(tokens)
+
+    def free(self) -> None:
+        if self.b is not None:
+            llama_cpp.llama_batch_free(self.b)
+            self.b = None
+
+
+def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[int], guided, free,
+             drafter: Drafter | None, cost: DecodeCost | None, fast_forward: bool,
+             stats: GenerationStats) -> Iterator[int]:
+    """Yield the generated tokens (see the module docstring). ``guided`` is the sampler chain
+    with the guide; ``free`` the chain without it (opportunistic masking) or None; ``drafter``
+    None: no drafts; ``cost`` (what a decode costs) None: no verified drafts, only the
+    fast-forwarded ones with ``fast_forward``. The prompt is decoded here; the caller empties the KV cache afterwards."""
+    t0 = time.perf_counter()
+    stats.prompt_tokens = len(prompt_tokens)
+    n_batch = max(1, llama_cpp.llama_n_batch(ctx))
+    batch = _Batch(min(n_batch, MAX_DRAFT + 2) if drafter is not None else 1)
+    try:
+        for i in range(0, len(prompt_tokens), n_batch):
+            chunk = prompt_tokens[i:i + n_batch]
+            arr = (llama_cpp.llama_token * len(chunk))(*chunk)
+            _check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(chunk))))
+        t1 = time.perf_counter()
+        stats.prompt_seconds = t1 - t0
+        yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
+                         fast_forward, stats, batch)
+        stats.seconds = time.perf_counter() - t1
+    finally:
+        if stats.seconds == 0.0 and stats.prompt_seconds:
+            stats.seconds = time.perf_counter() - t0 - stats.prompt_seconds
+        batch.free()
+
+
+def _check(rc: int) -> None:
+    if rc != 0:
+        raise LocalguideError(f"llama_decode failed with code {rc}")
+
+
+def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, cost, fast_forward, stats,
+          batch: _Batch) -> Iterator[int]:
+    learn = drafter is not None and drafter.counts is not None and guide is not None
+    counts = drafter.counts if learn else None
+    mem = llama_cpp.llama_get_memory(ctx)
+
+    def done() -> bool:
+        return stats.tokens >= max_tokens or (guide is not None and guide.is_finished())
+
+    def sample(i: int) -> int:
+        key = guide.state_key() if learn else -1
+        if free is not None:
+            token = free.sample(ctx, i)
+            if guide.accepts(token):
+                guide.advance(token)
+            else:
+                token = guided.sample(ctx, i)
+        else:
+            token = guided.sample(ctx, i)
+        if learn and key >= 0 and token not in stop:
+            counts.add(key, token)
+        return token
+
+    if done():
+        return
+    token = sample(-1)
+    if token in stop:
+        return
+    stats.tokens += 1
+    yield token
+    while not done():
+        forced: list[int] = []
+        drafts: list[int] = []
+        if drafter is not None:
+            left = max_tokens - stats.tokens
+            if fast_forward:
+                props, _, flags = drafter.propose(guide, min(left, batch.n_max - 1), counts=False)
+                forced = props[:flags.count(True)]
+                for t in forced:
+                    guide.advance(t)
+            if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
+                                                    and not guide.is_finished())):
+                room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
+                props, probs, flags = drafter.propose(guide, room)
+                k = choose_length(probs, cost, len(forced))
+                drafts, probs, flags = props[:k], probs[:k], flags[:k]
+        tokens = [token] + forced + drafts
+        batch.fill(tokens, pos, len(forced))
+        t = time.perf_counter()
+        _check(llama_cpp.llama_decode(ctx, batch.b))
+        if cost is not None and not forced:
+            cost.observe(len(tokens), time.perf_counter() - t)
+        stats.decode_calls += 1
+        for t in forced:
+            stats.tokens += 1
+            stats.fast_forwarded += 1
+            yield t
+        if forced and done():
+            return
+        stats.drafted += len(drafts)
+        stats.forced_drafted += sum(flags) if drafts else 0
+        base = len(forced)
+        n_ok = 0
+        for j in range(len(drafts) + 1):
+            if j > 0 and done():
+                return
+            s = sample(base + j)
+            if s in stop:
+                return
+            stats.tokens += 1
+            yield s
+            if j < len(drafts):
+                hit = s == drafts[j]
+                drafter.verified(flags[j], probs[j], hit)
+                if flags[j]:
+                    stats.forced_accepted += hit
+                if hit:
+                    n_ok += 1
+                    stats.accepted += 1
+                    continue
+            break
+        if n_ok < len(drafts):  # the KV cache keeps the sampled token's context only
+            llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1)
+        pos += base + n_ok + 1
+        token = s
