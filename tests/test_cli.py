@@ -135,3 +135,24 @@ def test_info_reports_versions_backend_model_and_caches(tmp_path):
     done, total = kernels()  # this process: the test session has compiled some
     assert 0 < done <= total
     assert rows["kernels compiled for this CPU"].startswith(f"0 of {total}:")
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-speculate"], ["--fast-forward"]])
+def test_speculation_flags_and_stats(smollm2, tmp_path, flags):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                               "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+              "required": ["city", "zip"], "additionalProperties": False}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    r = run("run", "--json-schema", str(path), "--seed", "2", "--stats", *flags, "An address:")
+    assert r.exit_code == 0, r.output
+    value = json.loads(r.stdout)
+    assert set(value) == {"city", "zip"} and re.fullmatch(r"[0-9]{5}", value["zip"])
+    stats = re.search(r"localguide: (\d+) tokens in .* (\d+) decode calls .* drafts (\d+)/(\d+) accepted", r.stderr)
+    assert stats, r.stderr
+    tokens, decodes, accepted, drafted = map(int, stats.groups())
+    assert 0 < decodes <= tokens and accepted <= drafted
+    if flags == ["--no-speculate"]:
+        assert drafted == 0
+    if flags == ["--fast-forward"]:
+        assert "fast-forwarded" in r.stderr
