@@ -55,7 +55,7 @@ def test_short_budget_still_fully_matches(model, seed):
     text = model.vocabulary.decode(tokens).decode("utf-8")
     assert fullmatch(pattern, text), text
     # generate() with the same seed produces exactly that text.
-    assert model.generate(prompt, regex=pattern, max_tokens=6, temperature=1.0, seed=seed) == text
+    assert model.generate(prompt, regex=pattern, max_tokens=6, temperature=1.0, seed=seed, speculate=False) == text
 
 
 @pytest.mark.parametrize("budget", [3, 4, 5])
@@ -90,7 +90,10 @@ def test_greedy_generation_matches(model):
 ])
 def test_stream_pieces_concatenate_to_generate(model, pattern, prompt):
     for seed in SEEDS[:2]:
-        pieces = list(model.stream(prompt, regex=pattern, temperature=1.0, seed=seed, max_tokens=16))
+        # (One token per decode: with speculation, what a seed gives can change from call to call on
+        # models whose batched logits round differently, as the draft counts learn; tests/speculate.)
+        pieces = list(model.stream(prompt, regex=pattern, temperature=1.0, seed=seed, max_tokens=16,
+                                   speculate=False))
         assert all(isinstance(p, str) and p for p in pieces)
         # Whole characters only: no piece holds a replacement character or a lone surrogate.
         for p in pieces:
@@ -98,7 +101,8 @@ def test_stream_pieces_concatenate_to_generate(model, pattern, prompt):
             p.encode("utf-8")
         text = "".join(pieces)
         assert fullmatch(pattern, text), text
-        assert text == model.generate(prompt, regex=pattern, temperature=1.0, seed=seed, max_tokens=16)
+        assert text == model.generate(prompt, regex=pattern, temperature=1.0, seed=seed, max_tokens=16,
+                                      speculate=False)
 
 
 def test_stream_never_splits_multibyte_characters(model):
