@@ -171,10 +171,10 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
         tokens = [token] + forced + drafts
         batch.fill(tokens, pos, len(forced))
-        t = time.perf_counter()
+        t_decode = time.perf_counter()
         _check(llama_cpp.llama_decode(ctx, batch.b))
         if cost is not None and not forced:
-            cost.observe(len(tokens), time.perf_counter() - t)
+            cost.observe(len(tokens), time.perf_counter() - t_decode)
         stats.decode_calls += 1
         for t in forced:
             stats.tokens += 1
