@@ -21,12 +21,18 @@ sys.path.insert(0, str(ROOT))
 # (A worker process of the MaskBench section imports run.py again, as __mp_main__: no directory of its own.)
 BENCH_ROOT = (Path(tempfile.gettempdir()) if __import__("__main__").__name__ == "__mp_main__"
               else Path(tempfile.mkdtemp(prefix="localguide-bench-")))
-os.environ["LOCALGUIDE_CACHE_DIR"] = str(BENCH_ROOT / "warm")  # before localguide reads it
 # The benchmarks time the kernels (numba's cache warm), never a first use's numpy and Python paths
 # (``cold_start.py`` times those, in children without this).
 os.environ.setdefault("LOCALGUIDE_COMPILE", "foreground")
 
 import localguide  # noqa: E402
+from localguide import numba_cache  # noqa: E402
+
+# The kernels stay in the user's numba cache (decided at import, and handed to the MaskBench workers
+# and the compile section's children): a temporary one would time numba compiling them, in the
+# middle of warm figures. Only the Index cache moves to a temporary folder.
+os.environ.setdefault("_LOCALGUIDE_KERNELS_DIR", str(numba_cache.kernels_dir()))
+os.environ["LOCALGUIDE_CACHE_DIR"] = str(BENCH_ROOT / "warm")
 from localguide.llama import Model, SamplerChain, Sampling  # noqa: E402
 
 PATTERNS = {
