@@ -131,8 +131,16 @@ def test_lazy_rollback_across_the_hand_over(smollm2_vocab):
     lazy.index()
     path += _walk(g, rng, 4)
     assert g.checkpoint() == len(path)
+
+    def replayed(n):
+        fresh = lazy.guide(max_tokens=40)
+        for t in path[:n]:
+            fresh.advance(t)
+        return fresh
+
+    assert _view(g)[:4] == _view(replayed(len(path)))[:4]  # the budget is the Index guide's after the hand-over
     g.rollback(len(path) - 2)
-    fresh = lazy.guide(max_tokens=40)
-    for t in path[:2]:
-        fresh.advance(t)
-    assert _view(g)[:4] == _view(fresh)[:4]
+    assert _view(g)[:4] == _view(replayed(2))[:4]
+    for t in path[2:]:  # and again across the hand-over, from the automaton state
+        g.advance(t)
+    assert _view(g)[:4] == _view(replayed(len(path)))[:4]

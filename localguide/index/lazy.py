@@ -168,13 +168,13 @@ class LazyGuide:
     hand-over drops the Index guide, and the next call hands over again from there.
     """
 
-    __slots__ = ("lazy", "state", "remaining", "finished", "_inner", "_past", "_depth")
+    __slots__ = ("lazy", "state", "_left", "finished", "_inner", "_past", "_depth")
     cheap_masks = True
 
     def __init__(self, lazy: LazyIndex, max_tokens: int | None = None):
         self.lazy = lazy
         self.state = 0
-        self.remaining = max_tokens
+        self._left = max_tokens
         self.finished = False
         self._inner = None
         self._past = None
@@ -182,6 +182,11 @@ class LazyGuide:
         check_max_tokens(max_tokens)
         if not self._switch() and max_tokens is not None and lazy.byte_distance[0] > max_tokens:
             raise BudgetError(f"{lazy.description or 'the constraint'} needs more than {max_tokens} tokens")
+
+    @property
+    def remaining(self) -> int | None:
+        """Tokens of budget left (None: no budget); the Index guide's once handed over."""
+        return self._left if self._inner is None else self._inner.remaining
 
     def _switch(self) -> bool:
         """Hand over to the Index's Guide once the Index is built (True once handed over)."""
@@ -191,10 +196,10 @@ class LazyGuide:
         if index is None:
             return False
         state = 0 if self.finished else self.lazy.local_state(self.state)
-        if self.remaining is not None and not self.finished and index.fast.distance[state] > self.remaining:
+        if self._left is not None and not self.finished and index.fast.distance[state] > self._left:
             raise BudgetError.needs(self.lazy.description or "the constraint", index.fast.distance[state],
-                                    self.remaining)
-        self._inner = Guide.at(index, state, self.remaining, self.finished)
+                                    self._left)
+        self._inner = Guide.at(index, state, self._left, self.finished)
         return True
 
     def allowed_token_ids(self) -> np.ndarray:
@@ -203,10 +208,10 @@ class LazyGuide:
         if self.finished:
             return _NONE
         toks, nexts = self.lazy.row(self.state)
-        if self.remaining is None:
+        if self._left is None:
             return toks
         dist = self.lazy.byte_distance
-        ok = (nexts < 0) | (dist[np.maximum(nexts, 0)] <= self.remaining - 1)
+        ok = (nexts < 0) | (dist[np.maximum(nexts, 0)] <= self._left - 1)
         return toks if ok.all() else toks[ok]
 
     def mask(self) -> Mask:
@@ -231,7 +236,7 @@ class LazyGuide:
         return int(nexts[pos])
 
     def _over_budget(self, nxt: int) -> bool:
-        return nxt >= 0 and self.remaining is not None and self.lazy.byte_distance[nxt] > self.remaining - 1
+        return nxt >= 0 and self._left is not None and self.lazy.byte_distance[nxt] > self._left - 1
 
     def advance(self, token_id: int) -> None:
         if self._switch():
@@ -246,14 +251,14 @@ class LazyGuide:
                                        f"{self.lazy.description or 'the constraint'}; {len(toks)} tokens are")
         if self._over_budget(nxt):
             raise TokenNotAllowedError(f"token {token_id} is allowed by the constraint but may not "
-                                       f"finish within the remaining {self.remaining} token(s)")
-        self._past = (self._past, (self.state, self.remaining, False))
+                                       f"finish within the remaining {self._left} token(s)")
+        self._past = (self._past, (self.state, self._left, False))
         self._depth += 1
         if nxt < 0:
             self.finished = True
             return
-        if self.remaining is not None:
-            self.remaining -= 1
+        if self._left is not None:
+            self._left -= 1
         self.state = nxt
 
     def is_accepting(self) -> bool:
@@ -277,7 +282,7 @@ class LazyGuide:
 
     def copy(self) -> "LazyGuide":
         g = LazyGuide.__new__(LazyGuide)
-        g.lazy, g.state, g.remaining, g.finished = self.lazy, self.state, self.remaining, self.finished
+        g.lazy, g.state, g._left, g.finished = self.lazy, self.state, self._left, self.finished
         g._past, g._depth = self._past, self._depth
         g._inner = None if self._inner is None else self._inner.copy()
         return g
@@ -294,7 +299,7 @@ class LazyGuide:
             self._inner = None  # back before the hand-over: hand over again from there
         self._past, cursor, self._depth = unwind(self._past, self._depth, n)
         if cursor is not None:
-            self.state, self.remaining, self.finished = cursor
+            self.state, self._left, self.finished = cursor
 
     def native_block(self) -> None:
         """None: the sampler drives this guide through ``mask()`` (it may hand over mid-generation)."""
