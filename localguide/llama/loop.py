@@ -105,8 +105,7 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
     try:
         for i in range(0, len(prompt_tokens), n_batch):
             chunk = prompt_tokens[i:i + n_batch]
-            arr = (llama_cpp.llama_token * len(chunk))(*chunk)
-            _check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(chunk))))
+            decode(ctx, chunk)
         t1 = time.perf_counter()
         stats.prompt_seconds = t1 - t0
         yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
@@ -116,6 +115,12 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
         if stats.seconds == 0.0 and stats.prompt_seconds:
             stats.seconds = time.perf_counter() - t0 - stats.prompt_seconds
         batch.free()
+
+
+def decode(ctx, tokens: list[int]) -> None:
+    """One ``llama_decode`` of ``tokens`` after what the KV cache holds, logits at the last only."""
+    arr = (llama_cpp.llama_token * len(tokens))(*tokens)
+    _check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens))))
 
 
 def _check(rc: int) -> None:

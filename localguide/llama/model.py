@@ -73,6 +73,7 @@ class Model:
         self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
         self._counts: dict[str, CountModel] = {}
         self._counts_lock = threading.Lock()
+        self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         self._cost = DecodeCost()
         self.last_stats: GenerationStats | None = None
 
@@ -247,8 +248,7 @@ class Model:
                                   f"exceeds the context size {n_ctx}; pass n_ctx= to load()")
         drafter = None
         if guide is not None and (speculate or fast_forward):
-            drafter = Drafter(self.vocabulary, self._tokenize_text, counts if counts is not None else CountModel(),
-                              forced=True)
+            drafter = self._drafter(counts if counts is not None else CountModel())
         stats = self.last_stats = GenerationStats()
         self._reset()
         try:
@@ -260,15 +260,23 @@ class Model:
         finally:
             self._reset()
 
+    def _drafter(self, counts: CountModel) -> Drafter:
+        """The Drafter of ``counts``: for the count models this Model keeps (``draft_counts``), kept
+        with them, so that forced texts and calibration carry over from one generation to the next."""
+        drafter = self._drafters.get(id(counts))
+        if drafter is None or drafter.counts is not counts:
+            drafter = Drafter(self.vocabulary, self._tokenize_text, counts)
+            if any(c is counts for c in self._counts.values()):
+                with self._counts_lock:
+                    self._drafters[id(counts)] = drafter
+        return drafter
+
     def _tokenize_text(self, text: bytes) -> list[int]:
         """``text`` as the model's tokenizer writes it, alone (no BOS, no special tokens)."""
         return self.llama.tokenize(text, add_bos=False, special=False)
 
     def _decode(self, ctx, tokens: list[int]) -> None:
-        arr = (llama_cpp.llama_token * len(tokens))(*tokens)
-        rc = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens)))
-        if rc != 0:
-            raise LocalguideError(f"llama_decode failed with code {rc}")
+        loop.decode(ctx, tokens)
 
     def _reset(self) -> None:
         """Empty the KV cache, and tell llama_cpp.Llama so, so both stay consistent."""
