@@ -68,18 +68,21 @@ def test_budget_is_never_exceeded(model, budget):
         assert fullmatch(pattern, model.vocabulary.decode(tokens).decode("utf-8"))
 
 
+# One token per decode in the equality tests: with speculation, Gemma's batched logits round
+# differently from one-token logits, and a near tie may go the other way once the draft counts
+# have learned (counted in tests/speculate; the README's reproducibility note).
 def test_same_seed_same_output(model):
     pattern, prompt = PATTERNS["ipv4"]
-    a = model.generate(prompt, regex=pattern, temperature=1.0, seed=42, max_tokens=24)
-    b = model.generate(prompt, regex=pattern, temperature=1.0, seed=42, max_tokens=24)
+    a = model.generate(prompt, regex=pattern, temperature=1.0, seed=42, max_tokens=24, speculate=False)
+    b = model.generate(prompt, regex=pattern, temperature=1.0, seed=42, max_tokens=24, speculate=False)
     assert a == b
 
 
 def test_greedy_generation_matches(model):
     pattern, prompt = PATTERNS["date"]
-    out = model.generate(prompt, regex=pattern, temperature=0.0, max_tokens=16)
+    out = model.generate(prompt, regex=pattern, temperature=0.0, max_tokens=16, speculate=False)
     assert fullmatch(pattern, out)
-    assert out == model.generate(prompt, regex=pattern, temperature=0.0, max_tokens=16)
+    assert out == model.generate(prompt, regex=pattern, temperature=0.0, max_tokens=16, speculate=False)
 
 
 @pytest.mark.parametrize("pattern,prompt", [
