@@ -96,13 +96,14 @@ def _c2(ctx, i, dt):
     return carray(_voidptr(ctx[3 * i]), (ctx[3 * i + 1], ctx[3 * i + 2]), dt)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _ctx_tables(ctx):
     """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting.
 
-    A call, not inlined: numba inlines a function by copying its IR into the caller and
-    analysing the caller again, once per call site, and these fifty-odd views made that the
-    larger part of compiling ``earley_masks``."""
+    Inlined, so that the caller sees the views hold no reference (as a call, every use of them
+    counted references: the first masks took twice as long). numba inlines by copying IR and
+    analysing the caller again at each call site: call it in few places (``earley_masks`` and
+    ``earley_mask_groups``), and give a callee on the hot path the context, not the views."""
     i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
     A = (_c1(ctx, CTX_A + AR_META, i8), _c1(ctx, CTX_A + AR_SET_OFF, i8), _c1(ctx, CTX_A + AR_SET_KEYS, i8),
          _c2(ctx, CTX_A + AR_SET_ALLOWED, u8), _c1(ctx, CTX_A + AR_SET_HASH, u8), _c1(ctx, CTX_A + AR_HT, i8),

@@ -15,9 +15,13 @@ from .budget_kernels import _any_allowed, earley_group_cost, earley_visit_bound
 
 
 @njit(cache=True)
-def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
-    """(status, sorted groups, bound) that the readings ``readings`` of a scanner state keep
-    under arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
+def earley_mask_groups(ctx, p0, sc, ign, gmarks, do_bound, gcost):
+    """(status, sorted groups, bound) that the readings of scanner state ``sc`` keep under
+    arena set ``p0``: what ``MaskEngine.mask_key`` computes with the Python parser.
+
+    A call, not inlined into ``earley_masks`` (compile time), that takes the context and makes
+    its own views (``_ctx_tables``, inlined): views it was handed would be arrays it must count
+    references to at every use, which made the first masks twice as slow.
 
     With ``do_bound``, ``bound`` is ``GrammarIndex.budget_bound``'s for this configuration:
     the largest ``earley_visit_bound`` over the tree nodes where groups are kept (``B``:
@@ -27,6 +31,9 @@ def earley_mask_groups(A, D, T, B, p0, readings, ign, gmarks, do_bound, gcost):
     group (else empty), ``gcost[g]`` is lowered to ``earley_group_cost`` wherever ``g`` is kept
     (``GrammarIndex.budget_info``'s group bounds).
     """
+    A, D, T, B, S = _ctx_tables(ctx)
+    st_off, st_rd = S[0], S[1]
+    readings = st_rd[st_off[sc]:st_off[sc + 1]]
     bound = 0
     do_cost = len(gcost) > 0
     set_allowed = A[AR_SET_ALLOWED]
@@ -303,7 +310,7 @@ def earley_masks(ctx, args, n_x, n_new, n_cfg, init_ref, ign, gmarks, do_bound, 
                     if q2 >= 0 and _set_accepts(A, d_accept, q2):
                         acc = ACC_KNOWN | ACC_YES
                         break
-        status, got, bounds[c] = earley_mask_groups(A, D, T, B, p, rd, ign, gmarks, do_bound, gcost)
+        status, got, bounds[c] = earley_mask_groups(ctx, p, sc, ign, gmarks, do_bound, gcost)
         unres[c] = acc
         if status == EARLEY_UNRESOLVED:
             unres[c] |= 1
