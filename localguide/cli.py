@@ -146,13 +146,18 @@ def run(
              "faster, but the model may have chosen another tokenization.")] = False,
     stats: Annotated[bool, typer.Option(
         "--stats", rich_help_panel=SPEED, help="After the output, print tokens, decode calls, drafts "
-                                               "accepted and tokens per second to stderr.")] = False,
+                                               "accepted, tokens per second and how much the constraint "
+                                               "changed the model's choices to stderr.")] = False,
+    heal: Annotated[bool, typer.Option(
+        "--heal/--no-heal", rich_help_panel=SAMPLING,
+        help="Token healing: a prompt ending inside a word lets the model choose the word's token "
+             "(the output still follows the prompt as written; never with --chat).")] = True,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
              max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic,
-             speculate, fast_forward, stats)
+             speculate, fast_forward, stats, heal)
     from . import cache
     from .progress import stage
 
@@ -162,7 +167,7 @@ def run(
 
 def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
          max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic,
-         speculate, fast_forward, stats) -> None:
+         speculate, fast_forward, stats, heal) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -185,7 +190,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
         model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                        top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
-                       fast_forward=fast_forward)
+                       fast_forward=fast_forward, heal=heal, stats=stats)
         if prompt is not None:
             _answer(model, prompt, options, stats)
             return
@@ -275,6 +280,21 @@ def _answer(model, prompt: str, options: dict, stats: bool = False) -> None:
     sys.stdout.flush()
     if stats and model.last_stats is not None:
         print(f"localguide: {model.last_stats}", file=sys.stderr, flush=True)
+        _quality_table(model.last_stats)
+
+
+def _quality_table(s) -> None:
+    """How much the constraint changed the model's choices (``GenerationStats``), on stderr."""
+    if s.interventions is None:
+        return
+    from rich.table import Table
+
+    table = Table(title="constraint vs the model alone", title_justify="left", show_header=True)
+    for name in ("interventions", "mass removed (mean / max)", "NLL / token", "healed bytes"):
+        table.add_column(name, justify="right")
+    table.add_row(f"{s.interventions} of {s.measured_tokens}",
+                  f"{s.mass_removed_mean:.3f} / {s.mass_removed_max:.3f}", f"{s.nll:.3f}", str(s.healed_bytes))
+    err.print(table)
 
 
 def _fail(e: Exception) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import llama_cpp
+import numpy as np
 
 from ..errors import LocalguideError
 from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length
@@ -36,6 +37,14 @@ class GenerationStats:
     decoded for verification and ``accepted`` those the sampler confirmed; ``fast_forwarded``
     the forced tokens decoded without sampling. ``seconds`` runs from the end of the
     prompt's decode to the last token; ``tokens_per_second`` is ``tokens / seconds``.
+    ``healed_bytes``: the prompt bytes the first token re-made (token healing).
+
+    With ``stats=True`` (else None; ``localguide.llama.invasiveness``), over the
+    ``measured_tokens`` sampled steps (fast-forwarded tokens are not sampled):
+    ``interventions`` (steps where the chain without the guide would have drawn, with the same
+    random draw, a token the guide does not allow), ``mass_removed_mean`` / ``_max`` (the
+    probability mass the mask removed, at the sampling temperature) and ``nll`` (mean negative
+    log-likelihood of the tokens taken under the model alone).
     """
 
     prompt_tokens: int = 0
@@ -48,6 +57,12 @@ class GenerationStats:
     fast_forwarded: int = 0
     prompt_seconds: float = 0.0
     seconds: float = 0.0
+    healed_bytes: int = 0
+    interventions: int | None = None
+    mass_removed_mean: float | None = None
+    mass_removed_max: float | None = None
+    nll: float | None = None
+    measured_tokens: int = 0
 
     @property
     def tokens_per_second(self) -> float:
@@ -93,11 +108,14 @@ class _Batch:
 
 def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[int], guided, free,
              drafter: Drafter | None, cost: DecodeCost | None, fast_forward: bool,
-             stats: GenerationStats) -> Iterator[int]:
+             stats: GenerationStats, heal=None, report=None) -> Iterator[int]:
     """Yield the generated tokens (see the module docstring). ``guided`` is the sampler chain
     with the guide; ``free`` the chain without it (opportunistic masking) or None; ``drafter``
     None: no drafts; ``cost`` (what a decode costs) None: no verified drafts, only the
-    fast-forwarded ones with ``fast_forward``. The prompt is decoded here; the caller empties the KV cache afterwards."""
+    fast-forwarded ones with ``fast_forward``; ``heal`` None, or (the sampler chain of the first
+    token, its ``HealGuide``) when the prompt's last token was healed (``localguide.llama.healing``);
+    ``report`` an ``Invasiveness`` that measures each sampled step, or None.
+    The prompt is decoded here; the caller empties the KV cache afterwards."""
     t0 = time.perf_counter()
     stats.prompt_tokens = len(prompt_tokens)
     n_batch = max(1, llama_cpp.llama_n_batch(ctx))
@@ -109,7 +127,7 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
         t1 = time.perf_counter()
         stats.prompt_seconds = t1 - t0
         yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
-                         fast_forward, stats, batch)
+                         fast_forward, stats, batch, heal, report)
         stats.seconds = time.perf_counter() - t1
     finally:
         if stats.seconds == 0.0 and stats.prompt_seconds:
@@ -123,13 +141,19 @@ def decode(ctx, tokens: list[int]) -> None:
     _check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens))))
 
 
+def logits_at(ctx, i: int, n_vocab: int) -> np.ndarray:
+    """The logits of batch position ``i`` (-1: the last), as a view (valid until the next decode)."""
+    ptr = llama_cpp.llama_get_logits_ith(ctx, i)
+    return np.ctypeslib.as_array(ptr, shape=(n_vocab,))
+
+
 def _check(rc: int) -> None:
     if rc != 0:
         raise LocalguideError(f"llama_decode failed with code {rc}")
 
 
 def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, cost, fast_forward, stats,
-          batch: _Batch) -> Iterator[int]:
+          batch: _Batch, heal, report) -> Iterator[int]:
     learn = drafter is not None and drafter.counts is not None and guide is not None
     counts = drafter.counts if learn else None
     mem = llama_cpp.llama_get_memory(ctx)
@@ -138,6 +162,23 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         return stats.tokens >= max_tokens or (guide is not None and guide.is_finished())
 
     def sample(i: int) -> int:
+        if heal is not None and stats.tokens == 0:  # the first token completes the healed bytes
+            heal_chain, heal_guide = heal
+            heal_guide.logits = logits_at(ctx, i, heal_guide.vocabulary.size)
+            if report is not None:
+                report.before(ctx, i, heal_guide, heal_chain)
+            token = heal_chain.sample(ctx, i)
+            if report is not None:
+                report.after(token)
+            return token
+        if report is not None:
+            report.before(ctx, i, guide)
+        token = _sample(i)
+        if report is not None:
+            report.after(token)
+        return token
+
+    def _sample(i: int) -> int:
         key = guide.state_key() if learn else -1
         if free is not None:
             token = free.sample(ctx, i)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import dataclasses
 import importlib.util
 import threading
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Iterator
 import llama_cpp
 
 from .. import cache
-from ..errors import LocalguideError, ModelFileError
+from ..errors import BudgetError, LocalguideError, ModelFileError
 from ..grammar import compile_grammar
 from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
@@ -20,6 +21,8 @@ from ..regex import compile_choice, compile_regex
 from ..vocabulary import Vocabulary, quiet_stderr
 from ..speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter, constraint_key
 from . import loop
+from .healing import HealGuide, heal_point
+from .invasiveness import Invasiveness
 from .loop import GenerationStats
 from .sampler import SamplerChain, Sampling
 
@@ -111,7 +114,7 @@ class Model:
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
-                 fast_forward: bool = False) -> str:
+                 fast_forward: bool = False, heal: bool = True, stats: bool = False) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it.
 
         ``strict``, ``whitespace``, ``max_recursion`` (None: exact): JSON Schema options;
@@ -119,8 +122,11 @@ class Model:
         (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
         ``speculate``: drafts from the constraint, verified by the model (exact: the same
         output distribution); ``fast_forward``: forced text taken without sampling it (the
-        model's own tokenization of it, which it might not have chosen). ``last_stats`` says
-        how it went.
+        model's own tokenization of it, which it might not have chosen). ``heal``: a prompt
+        ending inside a word is healed (``localguide.llama.healing``; never with ``chat``): the
+        text returned still follows the prompt as written. ``last_stats`` says how it went;
+        with ``stats`` it also measures how much the constraint changed the model's choices
+        (``GenerationStats``: interventions, mass removed, NLL).
         """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
                                    strict=strict, whitespace=whitespace, max_recursion=max_recursion,
@@ -128,7 +134,7 @@ class Model:
                                    max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
-                                   fast_forward=fast_forward))
+                                   fast_forward=fast_forward, heal=heal, stats=stats))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
@@ -136,7 +142,7 @@ class Model:
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
-               fast_forward: bool = False) -> Iterator[str]:
+               fast_forward: bool = False, heal: bool = True, stats: bool = False) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
         options = {}
         if json_schema is not None:
@@ -144,19 +150,33 @@ class Model:
         elif grammar is not None:
             options = {"max_ignored_run": max_ignored_run}
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
-        guide = index.guide(max_tokens=max_tokens) if index is not None else None
+        prompt_tokens = self.tokenize_prompt(prompt, chat)
+        healed = self.vocabulary[prompt_tokens[-1]] if (
+            heal and not chat and max_tokens >= 2 and heal_point(self.vocabulary, prompt_tokens)) else b""
+        guide = None
+        if index is not None:
+            try:  # (the healing token is one of max_tokens)
+                guide = index.guide(max_tokens=max_tokens - 1 if healed else max_tokens)
+            except BudgetError:
+                if not healed:
+                    raise
+                healed, guide = b"", index.guide(max_tokens=max_tokens)
+        if healed:
+            prompt_tokens = prompt_tokens[:-1]
         counts = None
         if guide is not None and (speculate or fast_forward):
             counts = self.draft_counts(constraint_key(regex=regex, choice=choice, grammar=grammar,
                                                       json_schema=json_schema, **options))
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        tokens = self.generate_tokens(self.tokenize_prompt(prompt, chat), guide, max_tokens, sampling,
+        tokens = self.generate_tokens(prompt_tokens, guide, max_tokens, sampling,
                                       opportunistic=opportunistic, speculate=speculate, fast_forward=fast_forward,
-                                      counts=counts)
+                                      counts=counts, healed=healed, stats=stats)
+        skip = len(healed)  # the first token's bytes begin with the healed ones: the prompt's
         try:
             for token in tokens:
-                piece = decoder.decode(self.vocabulary[token])
+                piece = decoder.decode(self.vocabulary[token][skip:])
+                skip = 0
                 if piece:
                     yield piece
             tail = decoder.decode(b"", final=True)
@@ -227,7 +247,8 @@ class Model:
     def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
                         sampling: Sampling, extra_samplers=(), opportunistic: bool = False,
                         chain=SamplerChain, speculate: bool = False, fast_forward: bool = False,
-                        counts: CountModel | None = None) -> Iterator[int]:
+                        counts: CountModel | None = None, healed: bytes = b"",
+                        stats: bool = False) -> Iterator[int]:
         """The core loop (``localguide.llama.loop``): decode the prompt, then sample through the
         guide and decode, token by token, or several at a time with ``speculate``.
 
@@ -238,7 +259,10 @@ class Model:
         ``speculate``: drafts from the constraint verified in one decode (``counts``: the count
         model to draft from and teach; None: a fresh one); ``fast_forward``: forced text decoded
         without sampling. ``chain`` makes the sampler chains: ``SamplerChain`` or a subclass
-        (one that times ``sample``, for the benchmarks). ``last_stats`` is updated as it goes.
+        (one that times ``sample``, for the benchmarks). ``healed``: the bytes of a prompt token
+        removed by healing (``prompt_tokens`` no longer holds it): the first token generated
+        starts with them, and ``guide`` (made with one token less of budget) takes the rest of
+        it. ``stats``: the invasiveness figures too. ``last_stats`` is updated as it goes.
         """
         opportunistic = opportunistic and guide is not None and not guide.cheap_masks
         ctx = self.llama.ctx
@@ -249,14 +273,30 @@ class Model:
         drafter = None
         if guide is not None and (speculate or fast_forward):
             drafter = self._drafter(counts if counts is not None else CountModel())
-        stats = self.last_stats = GenerationStats()
+        report = self.last_stats = GenerationStats(healed_bytes=len(healed))
+        heal = None
         self._reset()
         try:
             with chain(sampling, guide, extra_samplers) as guided, \
                     chain(sampling if opportunistic else Sampling(temperature=0)) as free:
-                yield from loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
-                                         free if opportunistic else None, drafter,
-                                         self._cost if speculate else None, fast_forward, stats)
+                if healed:
+                    keep = 1 if sampling.temperature <= 0 else (sampling.top_k if sampling.top_k > 0 else None)
+                    heal_guide = HealGuide(self.vocabulary, healed, guide, self._tokenize_text, keep)
+                    # (its own draw: the seed's first draw is the next token's)
+                    seed = None if sampling.seed is None else (sampling.seed ^ 0x5EED) & 0xFFFFFFFF
+                    heal = (chain(dataclasses.replace(sampling, seed=seed), heal_guide), heal_guide)
+                measure = Invasiveness(sampling, guided, self.vocabulary.size) if stats else None
+                try:
+                    yield from loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
+                                             free if opportunistic else None, drafter,
+                                             self._cost if speculate else None, fast_forward, report, heal,
+                                             measure)
+                finally:
+                    if heal is not None:
+                        heal[0].close()
+                    if measure is not None:
+                        measure.fill(report)
+                        measure.close()
         finally:
             self._reset()
 

@@ -132,7 +132,9 @@ class SamplerChain:
     unless there is no guide.
     """
 
-    def __init__(self, sampling: Sampling, guide=None, extra=()):
+    def __init__(self, sampling: Sampling, guide=None, extra=(), draw: bool = True):
+        """``draw`` False: without the last sampler (dist or greedy), the chain only shapes the
+        candidates (``localguide.llama.invasiveness``)."""
         params = llama_cpp.llama_sampler_chain_default_params()
         self.pointer = llama_cpp.llama_sampler_chain_init(params)
         for smpl in extra:
@@ -142,7 +144,8 @@ class SamplerChain:
             llama_cpp.llama_sampler_chain_add(self.pointer, self.guide_sampler.pointer)
         s = sampling
         if s.temperature <= 0:
-            llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_greedy())
+            if draw:
+                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_greedy())
         else:
             if s.top_k > 0:
                 llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_top_k(s.top_k))
@@ -152,7 +155,8 @@ class SamplerChain:
                 llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
             llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_temp(s.temperature))
             seed = s.seed if s.seed is not None else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
-            llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+            if draw:
+                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
 
     def sample(self, ctx, idx: int = -1) -> int:
         """Sample from the logits of batch position ``idx`` (-1: the last), advancing the guide."""
