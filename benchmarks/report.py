@@ -316,7 +316,7 @@ def full_report(results, notes, mach, cfg, command, started, elapsed) -> str:
 
 
 # Sections that other scripts write into BENCHMARKS.md (cold_start.py's); a full run keeps them.
-KEPT_SECTIONS = ("## Speculative decoding", "## Cold start")
+KEPT_SECTIONS = ("## Speculative decoding", "## Cold start", "## Quality")
 
 
 def keep_sections(report: str, old: str) -> str:
@@ -332,3 +332,21 @@ def keep_sections(report: str, old: str) -> str:
         return report
     at = report.find("## How it is measured")
     return report[:at] + "".join(kept) + report[at:]
+
+
+def replace_section(path, title: str, body: str) -> None:
+    """Write ``title`` and ``body`` into the markdown file ``path``: in place of that section, or
+    before "## How it is measured" (a section another script keeps there, ``KEPT_SECTIONS``)."""
+    from pathlib import Path
+
+    path = Path(path)
+    old = path.read_text("utf-8") if path.is_file() else ""
+    section = f"{title}\n\n{body.rstrip()}\n\n"
+    start = old.find("\n" + title + "\n")
+    if start >= 0:
+        end = old.find("\n## ", start + 1)
+        new = old[:start + 1] + section + (old[end + 1:] if end >= 0 else "")
+    else:
+        at = old.find("## How it is measured")
+        new = old[:at] + section + old[at:] if at >= 0 else old + "\n" + section
+    path.write_text(new, "utf-8")

@@ -146,3 +146,31 @@ def test_greedy_identity_where_the_model_is_valid(model, case):
     if cut is None:
         pytest.skip(f"{model.path.name} says something else alone: {free!r}")
     assert model.generate(prompt, temperature=0, max_tokens=8, speculate=False, **constraint) == cut
+
+
+def _benchmark_prompts():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "quality_prompts.py"
+    spec = importlib.util.spec_from_file_location("quality_prompts", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    p = mod.prompts()
+    return p["json"][:2] + p["fields"][:2] + p["fields"][-1:] + p["midword"][:2]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_greedy_identity_on_the_quality_benchmarks_prompts(model, case):
+    """``benchmarks/quality.py``'s identity, on a handful of its prompts (healing on, as by default)."""
+    prompt, constraint = _benchmark_prompts()[case]
+    rx = re.compile(constraint["regex"])
+
+    def cut(s):
+        return next((s[:i] for i in range(1, len(s) + 1) if rx.fullmatch(s[:i])), None)
+
+    free = cut(model.generate(prompt, temperature=0, max_tokens=40, speculate=False))
+    if free is None:
+        pytest.skip(f"{model.path.name} says something else alone")
+    assert cut(model.generate(prompt, regex=constraint["regex"], temperature=0, max_tokens=40,
+                              speculate=False)) == free
