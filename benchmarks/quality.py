@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Minimal invasiveness, measured (DOMINO Def. 2.1): localguide against the peers, on both models.
 
-    python benchmarks/quality.py                       # SmolLM2 and Gemma 3, every kind
+    python benchmarks/quality.py                       # SmolLM2 and Gemma 3 (smollm2,gemma), every kind
     python benchmarks/quality.py --models smollm2 --kinds fields,midword --limit 10
     python benchmarks/quality.py --markdown            # and write the section into BENCHMARKS.md
 
@@ -280,7 +280,7 @@ def table(rows) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--models", default="smollm2,gemma")
     ap.add_argument("--kinds", default="json,fields,sql,midword")
     ap.add_argument("--limit", type=int, default=0, help="prompts per kind (default: all)")
     ap.add_argument("--markdown", action="store_true", help="write the section into BENCHMARKS.md")
