@@ -25,11 +25,12 @@ def heal_point(vocabulary, prompt_tokens: list[int]) -> int:
     """How many bytes of the prompt's last token to heal (0: none).
 
     Healed: the last token, when it is not the first one (a BOS), has bytes (control and
-    special tokens have none), and some other token starts with those bytes and is longer."""
+    special tokens have none), does not end a line, and some other token starts with those
+    bytes and is longer."""
     if len(prompt_tokens) < 2:
         return 0
     tail = vocabulary[int(prompt_tokens[-1])]
-    if not tail:
+    if not tail or tail.endswith(b"\n"):  # (a line end is a boundary the caller chose, not a split)
         return 0
     return len(tail) if len(extensions(vocabulary, tail, longer=True)) else 0
 

@@ -77,6 +77,7 @@ def test_control_tokens_and_unextendable_tokens_are_not_healed(model):
     assert heal_point(v, model.tokenize_prompt("x")[-1:]) == 0  # (the only token: nothing before it)
     lone = next(t for t in range(v.size) if v[t] and len(extensions(v, v[t], longer=True)) == 0)
     assert heal_point(v, [model.tokenize_prompt("Hi")[0], lone]) == 0
+    assert heal_point(v, model.tokenize_prompt("-- SQL for: all users\n")) == 0  # (a line end)
     model.generate("Say hi", chat=True, max_tokens=4, temperature=0)
     assert model.last_stats.healed_bytes == 0
 
