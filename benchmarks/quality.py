@@ -18,8 +18,8 @@ Prompts: ``quality_prompts.py`` (four kinds, 30 or more each). For each prompt a
   per token under the model alone, minus that of unconstrained sampling of the same prompt).
 
 localguide runs through ``Model.generate(stats=True)``; each peer as a llama.cpp sampler
-first in the same chain (top-k, top-p, min-p, temperature, dist), in a loop here that
-measures exactly what ``localguide.llama.invasiveness`` measures: llama.cpp's GBNF sampler
+first in the same chain (top-k, top-p, min-p, temperature, dist), measured by the same
+``localguide.llama.invasiveness.Invasiveness`` in a loop here: llama.cpp's GBNF sampler
 (the same language written as GBNF; not for sql, which has no GBNF here), llguidance (the
 regex, or the same Lark grammar), outlines-core (regexes).
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import re
 import sys
 import time
@@ -42,7 +43,8 @@ import llama_cpp  # noqa: E402
 import localguide  # noqa: E402
 import peers  # noqa: E402
 from common import md_table, model_paths  # noqa: E402
-from localguide.llama.invasiveness import _TOKEN_DATA  # noqa: E402
+from localguide.llama.invasiveness import _TOKEN_DATA, Invasiveness  # noqa: E402
+from localguide.protocol import MaskKind  # noqa: E402
 from localguide.llama.sampler import SamplerChain, Sampling  # noqa: E402
 from quality_prompts import prompts  # noqa: E402
 
@@ -98,93 +100,90 @@ class _PySampler:
             self.error = e
 
 
-def outlines_sampler(model, regex: str, cache={}):
+class _Native:
+    """A llama.cpp sampler pointer, as the Python samplers here are held."""
+
+    error = None
+
+    def __init__(self, pointer):
+        self.pointer = pointer
+
+
+_OUTLINES_INDEX: dict = {}
+
+
+def outlines_sampler(model, regex: str):
     key = (model.path, regex)
-    if key not in cache:
-        ov = cache.setdefault(("vocab", model.path), None) or peers.outlines_vocabulary(model.vocabulary)
-        cache[("vocab", model.path)] = ov
-        cache[key] = peers.OUTLINES.Index(regex, ov)
-    guide = peers.OUTLINES.Guide(cache[key])
+    if key not in _OUTLINES_INDEX:
+        _OUTLINES_INDEX[key] = peers.OUTLINES.Index(regex, peers.outlines_vocabulary(model.vocabulary))
+    guide = peers.OUTLINES.Guide(_OUTLINES_INDEX[key])
     return _PySampler(lambda: guide.get_tokens(), lambda t: guide.advance(t, return_tokens=False))
+
+
+class _Allowed:
+    """The ids a peer's sampler kept at one step, as the guide protocol's ``mask``/``accepts``."""
+
+    def __init__(self, ids: np.ndarray):
+        self.ids = ids
+
+    def mask(self):
+        return MaskKind.ALLOWED, self.ids
+
+    def accepts(self, token: int) -> bool:
+        i = np.searchsorted(self.ids, token)
+        return bool(i < len(self.ids) and self.ids[i] == token)
+
+
+def peer_allowed(ctx, sampler, n: int, data: np.ndarray) -> np.ndarray:
+    """The sorted ids ``sampler`` keeps from the logits of the last position (applied to a copy)."""
+    data["id"] = np.arange(n, dtype=np.int32)
+    data["logit"] = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n,))
+    data["p"] = 0.0
+    arr = llama_cpp.llama_token_data_array(
+        data=ctypes.cast(data.ctypes.data, ctypes.POINTER(llama_cpp.llama_token_data)),
+        size=n, selected=-1, sorted=False)
+    llama_cpp.llama_sampler_apply(sampler.pointer, ctypes.byref(arr))
+    _raise(sampler)
+    kept = data[:arr.size]
+    return np.sort(kept["id"][np.isfinite(kept["logit"])])
+
+
+def _raise(sampler) -> None:
+    err = getattr(sampler, "error", None)
+    if err is not None:
+        sampler.error = None
+        raise err
 
 
 def peer_generate(model, prompt: str, sampler, sampling: Sampling, seed: int):
     """(text, interventions, mass removed per step, NLL per step) of one generation with a peer's
-    llama.cpp ``sampler`` first in the chain."""
+    llama.cpp ``sampler`` first in the chain, measured by localguide's own ``Invasiveness``."""
     ctx, voc, n = model.llama.ctx, model.vocabulary, model.vocabulary.size
     stops = set(voc.stop_ids.tolist())
-    greedy = sampling.temperature <= 0
-    shaping = None if greedy else SamplerChain(sampling, draw=False)
-    dist = llama_cpp.llama_sampler_init_greedy() if greedy else llama_cpp.llama_sampler_init_dist(seed)
+    sampling = dataclasses.replace(sampling, seed=seed)
     data = np.empty(n, _TOKEN_DATA)
-    out, inter, mass, nll = [], 0, [], []
+    out = []
     model._reset()
-    try:
-        model._decode(ctx, model.tokenize_prompt(prompt))
-        for _ in range(MAX_TOKENS):
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n,)).astype(np.float64)
-            z = logits - logits.max()
-            logp = z - np.log(np.exp(z).sum())
-            t = 1.0 if greedy else sampling.temperature
-            probs = np.exp(z / t)
-            probs /= probs.sum()
-
-            def fresh():
-                data["id"] = np.arange(n, dtype=np.int32)
-                data["logit"] = logits
-                data["p"] = 0.0
-                return llama_cpp.llama_token_data_array(
-                    data=ctypes.cast(data.ctypes.data, ctypes.POINTER(llama_cpp.llama_token_data)),
-                    size=n, selected=-1, sorted=False)
-
-            arr = fresh()
-            llama_cpp.llama_sampler_apply(sampler.pointer if hasattr(sampler, "pointer") else sampler,
-                                          ctypes.byref(arr))
-            err = getattr(sampler, "error", None)
-            if err is not None:
-                raise err
-            kept = data[:arr.size]
-            allowed = np.sort(kept["id"][np.isfinite(kept["logit"])])
-            if np.isin(allowed, voc.stop_ids).all():
-                break  # only stopping is left: the end, unsampled (as localguide's loop ends)
-            mass.append(max(0.0, 1.0 - float(probs[allowed].sum())))
-            free_arr = fresh()  # (the masked array is rebuilt below from ``allowed``)
-            if greedy:
-                free = int(np.argmax(logits))
-            else:
-                llama_cpp.llama_sampler_apply(shaping.pointer, ctypes.byref(free_arr))
-                clone = llama_cpp.llama_sampler_clone(dist)
-                llama_cpp.llama_sampler_apply(clone, ctypes.byref(free_arr))
-                llama_cpp.llama_sampler_free(clone)
-                free = int(free_arr.data[free_arr.selected].id)
-            i = np.searchsorted(allowed, free)
-            inter += not (i < len(allowed) and allowed[i] == free)
-            # the chain: the mask (allowed ids, in id order), then shaping and the draw
-            data["id"][:len(allowed)] = allowed
-            data["logit"][:len(allowed)] = logits[allowed]
-            data["p"][:len(allowed)] = 0.0
-            arr = llama_cpp.llama_token_data_array(
-                data=ctypes.cast(data.ctypes.data, ctypes.POINTER(llama_cpp.llama_token_data)),
-                size=len(allowed), selected=-1, sorted=False)
-            if shaping is not None:
-                llama_cpp.llama_sampler_apply(shaping.pointer, ctypes.byref(arr))
-            llama_cpp.llama_sampler_apply(dist, ctypes.byref(arr))
-            token = int(arr.data[arr.selected].id)
-            nll.append(float(-logp[token]))
-            if token in stops:
-                break
-            llama_cpp.llama_sampler_accept(sampler.pointer if hasattr(sampler, "pointer") else sampler, token)
-            err = getattr(sampler, "error", None)
-            if err is not None:
-                raise err
-            out.append(token)
-            model._decode(ctx, [token])
-    finally:
-        model._reset()
-        llama_cpp.llama_sampler_free(dist)
-        if shaping is not None:
-            shaping.close()
-    return voc.decode(out).decode("utf-8", "replace"), inter, mass, nll
+    with SamplerChain(sampling, extra=[sampler.pointer]) as chain:  # (the chain frees the sampler)
+        report = Invasiveness(sampling, chain, n)
+        try:
+            model._decode(ctx, model.tokenize_prompt(prompt))
+            for _ in range(MAX_TOKENS):
+                allowed = peer_allowed(ctx, sampler, n, data)
+                if np.isin(allowed, voc.stop_ids).all():
+                    break  # only stopping is left: the end, unsampled (as localguide's loop ends)
+                report.before(ctx, -1, _Allowed(allowed))
+                token = chain.sample(ctx)
+                _raise(sampler)
+                report.after(token)
+                if token in stops:
+                    break
+                out.append(token)
+                model._decode(ctx, [token])
+        finally:
+            model._reset()
+            report.close()
+    return voc.decode(out).decode("utf-8", "replace"), report.interventions, report.mass, report.nll
 
 
 # --- the engines -------------------------------------------------------------------------
@@ -209,7 +208,7 @@ def engines(model, kind: str, constraint: dict, llg_tok):
         out["localguide, opportunistic"] = local(True, True)
     if "gbnf" in constraint:
         out["llama.cpp GBNF"] = lambda p, s, seed: peer_generate(
-            model, p, peers.gbnf_sampler(model, constraint["gbnf"]), s, seed)
+            model, p, _Native(peers.gbnf_sampler(model, constraint["gbnf"])), s, seed)
     if llg_tok is not None:
         def llg(p, s, seed):
             m = (peers.llg_matcher(llg_tok, lark=localguide.grammar.sources.resolve(constraint["grammar"])[0])

@@ -32,18 +32,15 @@ DATE_REGEX = r" ?[0-9]{4}-[0-9]{2}-[0-9]{2}"
 DATE_GBNF = 'root ::= " "? [0-9]{4} "-" [0-9]{2} "-" [0-9]{2}'
 EMAIL_REGEX = r" ?[a-z0-9._]{1,20}@[a-z0-9]{1,16}\.[a-z]{2,3}"
 EMAIL_GBNF = 'root ::= " "? [a-z0-9._]{1,20} "@" [a-z0-9]{1,16} "." [a-z]{2,3}'
-_EVENTS = [("the first Moon landing", "1969-07-20"), ("the fall of the Berlin Wall", "1989-11-09"),
-           ("the signing of the US Declaration of Independence", "1776-07-04"),
-           ("the start of World War I", "1914-07-28"), ("the end of World War II in Europe", "1945-05-08"),
-           ("the launch of Sputnik 1", "1957-10-04"), ("the first flight of the Wright brothers", "1903-12-17"),
-           ("the sinking of the Titanic", "1912-04-15"), ("the storming of the Bastille", "1789-07-14"),
-           ("the release of the first iPhone", "2007-06-29"), ("the euro coins entering circulation", "2002-01-01"),
-           ("the Chernobyl disaster", "1986-04-26"), ("Nelson Mandela's release from prison", "1990-02-11"),
-           ("the founding of the United Nations", "1945-10-24"), ("the first FIFA World Cup final", "1930-07-30")]
+_EVENTS = ["the first Moon landing", "the fall of the Berlin Wall", "the signing of the US Declaration of Independence",
+           "the start of World War I", "the end of World War II in Europe", "the launch of Sputnik 1",
+           "the first flight of the Wright brothers", "the sinking of the Titanic", "the storming of the Bastille",
+           "the release of the first iPhone", "the euro coins entering circulation", "the Chernobyl disaster",
+           "Nelson Mandela's release from prison", "the founding of the United Nations",
+           "the first FIFA World Cup final"]
 _NAMES = ["alice smith", "bob jones", "carol white", "dan brown", "eve black", "frank green", "grace lee",
           "henry ford", "iris king", "jack hill", "kate moss", "liam young", "mia wong", "noah scott",
           "olga petrova"]
-_DOMAINS = ["example", "mailhost", "company", "univ", "webmail"]
 
 SQL_QUESTIONS = [
     "all users older than 30", "the names of all products that cost more than 10", "the number of orders per customer",
@@ -84,10 +81,10 @@ def prompts() -> dict[str, list[tuple[str, dict]]]:
         text = _SENTENCES[i % len(_SENTENCES)].format(n=n, a=a, c=c)
         out["json"].append((f"{_JSON_SHOTS}Text: {text}\nJSON:", {"regex": JSON_REGEX, "gbnf": JSON_GBNF}))
     date_shots = "Event: the first Olympic marathon\nDate: 1896-04-10\n"
-    for event, _ in _EVENTS:
+    for event in _EVENTS:
         out["fields"].append((f"{date_shots}Event: {event}\nDate:", {"regex": DATE_REGEX, "gbnf": DATE_GBNF}))
     mail_shots = "Name: john doe\nE-mail: john.doe@example.com\n"
-    for i, name in enumerate(_NAMES):
+    for name in _NAMES:
         out["fields"].append((f"{mail_shots}Name: {name}\nE-mail:", {"regex": EMAIL_REGEX, "gbnf": EMAIL_GBNF}))
     for q in SQL_QUESTIONS:
         out["sql"].append((f"{_SQL_SHOTS}-- SQL for: {q}\n", {"grammar": "sql"}))

@@ -69,11 +69,12 @@ class HealGuide:
         self.keep = keep
         self.logits: np.ndarray | None = None
         self.rest: bytes | None = None  # the bytes past ``healed`` of the token taken
-        self._cands = extensions(vocabulary, healed)
+        self.candidates = extensions(vocabulary, healed)  # every token that starts with the healed bytes
         self._paths: dict[int, list[int]] = {}  # checked candidate -> the inner tokens of its rest
         self._refused: set[int] = set()
 
     def _check(self, t: int) -> bool:
+        """Whether candidate ``t``'s bytes past the healed ones are allowed (remembered)."""
         if t in self._paths:
             return True
         if t in self._refused:
@@ -93,12 +94,14 @@ class HealGuide:
 
     def allowed_token_ids(self) -> np.ndarray:
         """Every allowed candidate (each one checked)."""
-        return np.array([t for t in self._cands.tolist() if self._check(t)], np.int32)
+        if self.inner is None:
+            return self.candidates
+        return np.array([t for t in self.candidates.tolist() if self._check(t)], np.int32)
 
     def mask(self) -> Mask:
         if self.logits is None or not self.keep or self.inner is None:
-            return Mask(MaskKind.ALLOWED, self.allowed_token_ids() if self.inner is not None else self._cands)
-        order = self._cands[np.argsort(-self.logits[self._cands], kind="stable")]
+            return Mask(MaskKind.ALLOWED, self.allowed_token_ids())
+        order = self.candidates[np.argsort(-self.logits[self.candidates], kind="stable")]
         kept = []
         for t in order.tolist():
             if self._check(t):
@@ -109,8 +112,8 @@ class HealGuide:
 
     def accepts(self, token_id: int) -> bool:
         t = int(token_id)
-        i = np.searchsorted(self._cands, t)
-        return bool(i < len(self._cands) and self._cands[i] == t and self._check(t))
+        i = np.searchsorted(self.candidates, t)
+        return bool(i < len(self.candidates) and self.candidates[i] == t and self._check(t))
 
     def advance(self, token_id: int) -> None:
         from ..errors import TokenNotAllowedError

@@ -24,22 +24,23 @@ import llama_cpp
 import numpy as np
 
 from ..protocol import MaskKind
+from .healing import HealGuide
+from .loop import logits_at
 
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
 
 def allowed_mass(probs: np.ndarray, guide) -> float:
     """The probability mass of the tokens ``guide`` allows now."""
-    if hasattr(guide, "healed"):  # a HealGuide: its candidates in order of probability, until the rest is negligible
-        cands = guide._cands
+    if isinstance(guide, HealGuide):  # its candidates by probability, until the rest is negligible
+        cands = guide.candidates
         p = probs[cands]
-        order = np.argsort(-p, kind="stable")
         total, left = 0.0, float(p.sum())
-        for j in order.tolist():
+        for j in np.argsort(-p, kind="stable").tolist():
             if left < 1e-7:
                 break
             left -= float(p[j])
-            if guide._check(int(cands[j])):
+            if guide.accepts(int(cands[j])):
                 total += float(p[j])
         return total
     kind, data = guide.mask()
@@ -70,13 +71,12 @@ class Invasiveness:
 
     def before(self, ctx, i: int, guide, chain=None) -> None:
         """Measure a step before ``chain`` (default: the guided chain) samples batch position ``i``."""
-        ptr = llama_cpp.llama_get_logits_ith(ctx, i)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float64)
-        if hasattr(guide, "healed"):
+        logits = logits_at(ctx, i, self.n_vocab).astype(np.float64)
+        if isinstance(guide, HealGuide):
             # The healing step: the model alone would have gone on from the prompt as written,
             # so it is measured among the tokens that re-make the healed bytes.
             keep = np.full(self.n_vocab, -np.inf)
-            keep[guide._cands] = 0.0
+            keep[guide.candidates] = 0.0
             logits = logits + keep
             if guide.inner is None:
                 guide = None
