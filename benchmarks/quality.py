@@ -12,10 +12,13 @@ Prompts: ``quality_prompts.py`` (four kinds, 30 or more each). For each prompt a
   greedy output cut the same way is that text. The rate is over those prompts. localguide
   with healing is compared with the unconstrained text of the healed prompt (the same
   model input), every other row with that of the prompt as written.
-* at temperature 1 (top-k 40, top-p 0.95, min-p 0.05, one seed per prompt): **interventions
-  per 100 tokens** (steps where the chain without the constraint, with the same random
-  draw, would have taken a token the constraint refuses) and the **added NLL** (mean NLL
-  per token under the model alone, minus that of unconstrained sampling of the same prompt).
+* at temperature 1 (top-k 40, top-p 0.95, min-p 0.05, ``--seeds`` seeds per prompt):
+  **interventions per 100 tokens** (steps where the chain without the constraint, with the
+  same random draw, would have taken a token the constraint refuses), the **added NLL**
+  (mean NLL per token under the model alone, minus that of unconstrained sampling of the
+  same prompt) and how many outputs are **complete** (in the language) within the token
+  budget (40 tokens, 64 for midword). localguide's budget-aware ending intervenes to finish
+  in time where a peer's text is cut off.
 
 localguide runs through ``Model.generate(stats=True)``; each peer as a llama.cpp sampler
 first in the same chain (top-k, top-p, min-p, temperature, dist), measured by the same
@@ -48,7 +51,7 @@ from localguide.protocol import MaskKind  # noqa: E402
 from localguide.llama.sampler import SamplerChain, Sampling  # noqa: E402
 from quality_prompts import prompts  # noqa: E402
 
-MAX_TOKENS = 40
+MAX_TOKENS = {"json": 40, "fields": 40, "sql": 40, "midword": 64}  # (midword: room for the sentence)
 WARM = Sampling(temperature=1.0, top_k=40, top_p=0.95, min_p=0.05)
 GREEDY = Sampling(temperature=0.0)
 
@@ -155,7 +158,7 @@ def _raise(sampler) -> None:
         raise err
 
 
-def peer_generate(model, prompt: str, sampler, sampling: Sampling, seed: int):
+def peer_generate(model, prompt: str, sampler, sampling: Sampling, seed: int, max_tokens: int):
     """(text, interventions, mass removed per step, NLL per step) of one generation with a peer's
     llama.cpp ``sampler`` first in the chain, measured by localguide's own ``Invasiveness``."""
     ctx, voc, n = model.llama.ctx, model.vocabulary, model.vocabulary.size
@@ -168,7 +171,7 @@ def peer_generate(model, prompt: str, sampler, sampling: Sampling, seed: int):
         report = Invasiveness(sampling, chain, n)
         try:
             model._decode(ctx, model.tokenize_prompt(prompt))
-            for _ in range(MAX_TOKENS):
+            for _ in range(max_tokens):
                 allowed = peer_allowed(ctx, sampler, n, data)
                 if np.isin(allowed, voc.stop_ids).all():
                     break  # only stopping is left: the end, unsampled (as localguide's loop ends)
@@ -191,11 +194,12 @@ def peer_generate(model, prompt: str, sampler, sampling: Sampling, seed: int):
 def engines(model, kind: str, constraint: dict, llg_tok):
     """name -> run(prompt, sampling, seed) -> (text, interventions, masses, nlls), for this kind."""
     out = {}
+    n = MAX_TOKENS[kind]
     lg = {"grammar": constraint["grammar"]} if "grammar" in constraint else {"regex": constraint["regex"]}
 
     def local(heal, opportunistic=False):
         def run(prompt, sampling, seed):
-            text = model.generate(prompt, max_tokens=MAX_TOKENS, temperature=sampling.temperature,
+            text = model.generate(prompt, max_tokens=n, temperature=sampling.temperature,
                                   top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p, seed=seed,
                                   heal=heal, opportunistic=opportunistic, speculate=False, stats=True, **lg)
             s = model.last_stats
@@ -208,26 +212,26 @@ def engines(model, kind: str, constraint: dict, llg_tok):
         out["localguide, opportunistic"] = local(True, True)
     if "gbnf" in constraint:
         out["llama.cpp GBNF"] = lambda p, s, seed: peer_generate(
-            model, p, _Native(peers.gbnf_sampler(model, constraint["gbnf"])), s, seed)
+            model, p, _Native(peers.gbnf_sampler(model, constraint["gbnf"])), s, seed, n)
     if llg_tok is not None:
         def llg(p, s, seed):
             m = (peers.llg_matcher(llg_tok, lark=localguide.grammar.sources.resolve(constraint["grammar"])[0])
                  if "grammar" in constraint else peers.llg_matcher(llg_tok, regex=constraint["regex"]))
-            return peer_generate(model, p, peers.LLGuidanceSampler(m, model.vocabulary.size), s, seed)
+            return peer_generate(model, p, peers.LLGuidanceSampler(m, model.vocabulary.size), s, seed, n)
         out["llguidance"] = llg
     if peers.OUTLINES is not None and "regex" in constraint:
         out["outlines-core"] = lambda p, s, seed: peer_generate(
-            model, p, outlines_sampler(model, constraint["regex"]), s, seed)
+            model, p, outlines_sampler(model, constraint["regex"]), s, seed, n)
     return out
 
 
-def unconstrained(model, prompt, sampling, seed, heal):
-    text = model.generate(prompt, max_tokens=MAX_TOKENS, temperature=sampling.temperature, top_k=sampling.top_k,
+def unconstrained(model, prompt, sampling, seed, heal, max_tokens):
+    text = model.generate(prompt, max_tokens=max_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
                           top_p=sampling.top_p, min_p=sampling.min_p, seed=seed, heal=heal, stats=True)
     return text, model.last_stats.nll
 
 
-def measure(model, kinds, limit, log):
+def measure(model, kinds, limit, log, seeds=1):
     llg_tok = peers.llg_tokenizer(model) if peers.LLG is not None else None
     rows = []
     for kind, items in prompts().items():
@@ -239,10 +243,14 @@ def measure(model, kinds, limit, log):
         for j, (prompt, constraint) in enumerate(items):
             ok = language(model, constraint)
             seed = 1000 + j
-            free = {h: unconstrained(model, prompt, GREEDY, seed, h)[0] for h in (True, False)}
-            free_warm = {h: unconstrained(model, prompt, WARM, seed, h)[1] for h in (True, False)}
+            warm_seeds = [seed + 100_000 * k for k in range(seeds)]
+            n = MAX_TOKENS[kind]
+            free = {h: unconstrained(model, prompt, GREEDY, seed, h, n)[0] for h in (True, False)}
+            free_warm = {(h, s): unconstrained(model, prompt, WARM, s, h, n)[1]
+                         for h in (True, False) for s in warm_seeds}
             for name, run in engines(model, kind, constraint, llg_tok).items():
-                st = stats.setdefault(name, {"eligible": 0, "identical": 0, "inter": 0, "tokens": 0, "dnll": []})
+                st = stats.setdefault(name, {"eligible": 0, "identical": 0, "inter": 0, "tokens": 0, "dnll": [],
+                                             "runs": 0, "complete": 0})
                 heal = name == "localguide" or name == "localguide, opportunistic"
                 cut = first_match(free[heal], ok)
                 try:
@@ -250,19 +258,23 @@ def measure(model, kinds, limit, log):
                     if cut is not None:
                         st["eligible"] += 1
                         st["identical"] += first_match(text, ok) == cut
-                    _, inter, _, nll = run(prompt, WARM, seed)
+                    for s in warm_seeds:
+                        text, inter, _, nll = run(prompt, WARM, s)
+                        st["inter"] += inter
+                        st["tokens"] += len(nll)
+                        st["runs"] += 1
+                        st["complete"] += ok(text)
+                        if nll:
+                            st["dnll"].append(float(np.mean(nll)) - free_warm[heal, s])
                 except Exception as e:  # noqa: BLE001 - a peer that fails on a prompt is counted as such
                     st.setdefault("errors", []).append(f"{type(e).__name__}: {e}"[:120])
                     continue
-                st["inter"] += inter
-                st["tokens"] += len(nll)
-                if nll:
-                    st["dnll"].append(float(np.mean(nll)) - free_warm[heal])
         log(f"{model.path.name} {kind}: {len(items)} prompts in {time.perf_counter() - t0:.0f} s")
         for name, st in stats.items():
             rows.append({"kind": kind, "engine": name, "prompts": len(items), "eligible": st["eligible"],
                          "identical": st["identical"], "inter_per_100": 100 * st["inter"] / max(1, st["tokens"]),
                          "added_nll": float(np.mean(st["dnll"])) if st["dnll"] else float("nan"),
+                         "complete": st["complete"], "runs": st["runs"],
                          "errors": len(st.get("errors", [])), "error": (st.get("errors") or [""])[0]})
     return rows
 
@@ -271,10 +283,11 @@ def table(rows) -> str:
     out = []
     for r in rows:
         rate = f"{r['identical']}/{r['eligible']} ({100 * r['identical'] / r['eligible']:.0f}%)" if r["eligible"] else "-"
-        out.append([r["kind"], r["engine"], rate, f"{r['inter_per_100']:.1f}", f"{r['added_nll']:+.3f}",
+        complete = f"{100 * r['complete'] / r['runs']:.0f}%" if r["runs"] else "-"
+        out.append([r["kind"], r["engine"], rate, f"{r['inter_per_100']:.1f}", f"{r['added_nll']:+.3f}", complete,
                     str(r["errors"]) + (f" ({r['error']})" if r["errors"] else "")])
     return md_table(["kind", "engine", "identical (greedy)", "interventions / 100 tokens (T=1)",
-                     "added NLL / token (T=1)", "failed runs"], out)
+                     "added NLL / token (T=1)", "complete (T=1)", "failed runs"], out)
 
 
 def main() -> None:
@@ -282,13 +295,15 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2,gemma")
     ap.add_argument("--kinds", default="json,fields,sql,midword")
     ap.add_argument("--limit", type=int, default=0, help="prompts per kind (default: all)")
+    ap.add_argument("--seeds", type=int, default=1, help="samples at temperature 1 per prompt (default 1)")
     ap.add_argument("--markdown", action="store_true", help="write the section into BENCHMARKS.md")
     args = ap.parse_args()
     notes: list = []
     sections = []
     for name, path in model_paths(args.models.split(","), notes).items():
         model = localguide.load(path)
-        rows = measure(model, set(args.kinds.split(",")), args.limit, lambda *a: print(*a, file=sys.stderr, flush=True))
+        rows = measure(model, set(args.kinds.split(",")), args.limit,
+                       lambda *a: print(*a, file=sys.stderr, flush=True), args.seeds)
         text = f"### {name}\n\n{table(rows)}\n"
         print(text, flush=True)
         sections.append(text)
@@ -296,6 +311,7 @@ def main() -> None:
         from report import replace_section
 
         body = ("Command: `python benchmarks/quality.py" + (f" --limit {args.limit}" if args.limit else "") +
+                (f" --seeds {args.seeds}" if args.seeds != 1 else "") +
                 f" --models {args.models}`. " + __doc__.split("\n\n", 2)[2].split("\n\nlocalguide runs")[0]
                 .replace("\n", " ") + "\n\n" + "\n".join(sections))
         replace_section(Path(__file__).resolve().parent.parent / "BENCHMARKS.md", "## Quality", body)

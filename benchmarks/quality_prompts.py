@@ -5,7 +5,7 @@ constraint of each kind in every engine's syntax (one language, written out per 
   that every engine gets exactly the same language, whitespace included);
 - ``fields``: dates and e-mail addresses after a few-shot list;
 - ``sql``: the shipped ``sql`` grammar (Lark; localguide and llguidance);
-- ``midword``: prompts that stop inside a word, then the rest of the sentence.
+- ``midword``: prompts that stop inside a word: the rest of that word, then of the sentence.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ SQL_QUESTIONS = [
 _SQL_SHOTS = ("-- SQL for: all columns of the table users\nSELECT * FROM users;\n"
               "-- SQL for: the names of customers in Rome\nSELECT name FROM customers WHERE city = 'Rome';\n")
 
-MIDWORD_REGEX = r"[A-Za-z ,']{1,80}\."
-MIDWORD_GBNF = "root ::= [A-Za-z ,']{1,80} \".\""
+# The rest of the word (a mid-word prompt's continuation starts inside it), then the sentence.
+MIDWORD_REGEX = r"[a-z][^\n.]*\."
+MIDWORD_GBNF = 'root ::= [a-z] [^\\n.]* "."'
 MIDWORD = [
     "The capital of Fran", "My favourite programming language is Pyt", "She opened the windo",
     "The quick brown fox jumps over the la", "In the morning I usually drink cof", "The Eiffel Tower is in Pa",

@@ -38,6 +38,8 @@ class GenerationStats:
     the forced tokens decoded without sampling. ``seconds`` runs from the end of the
     prompt's decode to the last token; ``tokens_per_second`` is ``tokens / seconds``.
     ``healed_bytes``: the prompt bytes the first token re-made (token healing).
+    ``cached_tokens``: the prompt's leading tokens the KV cache already held from the last
+    generation (not decoded again); ``prompt_tokens - cached_tokens`` were decoded.
 
     With ``stats=True`` (else None; ``localguide.llama.invasiveness``), over the
     ``measured_tokens`` sampled steps (fast-forwarded tokens are not sampled):
@@ -48,6 +50,7 @@ class GenerationStats:
     """
 
     prompt_tokens: int = 0
+    cached_tokens: int = 0
     tokens: int = 0
     decode_calls: int = 0
     drafted: int = 0
@@ -78,7 +81,8 @@ class GenerationStats:
 
     def __str__(self) -> str:
         return (f"{self.tokens} tokens in {self.seconds:.2f} s ({self.tokens_per_second:.1f} tokens/s), "
-                f"prompt {self.prompt_tokens} tokens in {self.prompt_seconds:.2f} s; {self.decode_calls} decode "
+                f"prompt {self.prompt_tokens} tokens ({self.cached_tokens} cached) in {self.prompt_seconds:.2f} s; "
+                f"{self.decode_calls} decode "
                 f"calls ({self.tokens_per_decode:.2f} tokens each); drafts {self.accepted}/{self.drafted} accepted"
                 + (f", {self.fast_forwarded} tokens fast-forwarded" if self.fast_forwarded else ""))
 
@@ -108,20 +112,22 @@ class _Batch:
 
 def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[int], guided, free,
              drafter: Drafter | None, cost: DecodeCost | None, fast_forward: bool,
-             stats: GenerationStats, heal=None, report=None) -> Iterator[int]:
+             stats: GenerationStats, heal=None, report=None, cached: int = 0) -> Iterator[int]:
     """Yield the generated tokens (see the module docstring). ``guided`` is the sampler chain
     with the guide; ``free`` the chain without it (opportunistic masking) or None; ``drafter``
     None: no drafts; ``cost`` (what a decode costs) None: no verified drafts, only the
     fast-forwarded ones with ``fast_forward``; ``heal`` None, or (the sampler chain of the first
     token, its ``HealGuide``) when the prompt's last token was healed (``localguide.llama.healing``);
     ``report`` an ``Invasiveness`` that measures each sampled step, or None.
-    The prompt is decoded here; the caller empties the KV cache afterwards."""
+    The prompt is decoded here, after its first ``cached`` tokens, which the KV cache holds
+    already (and nothing after them); the caller keeps the KV cache consistent afterwards."""
     t0 = time.perf_counter()
     stats.prompt_tokens = len(prompt_tokens)
+    stats.cached_tokens = cached
     n_batch = max(1, llama_cpp.llama_n_batch(ctx))
     batch = _Batch(min(n_batch, MAX_DRAFT + 2) if drafter is not None else 1)
     try:
-        for i in range(0, len(prompt_tokens), n_batch):
+        for i in range(cached, len(prompt_tokens), n_batch):
             chunk = prompt_tokens[i:i + n_batch]
             decode(ctx, chunk)
         t1 = time.perf_counter()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 import llama_cpp
+import numpy as np
 
 from .. import cache
 from ..errors import BudgetError, LocalguideError, ModelFileError
@@ -78,6 +79,7 @@ class Model:
         self._counts_lock = threading.Lock()
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         self._cost = DecodeCost()
+        self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
         self.last_stats: GenerationStats | None = None
 
     # -- constraints -------------------------------------------------------------------
@@ -114,7 +116,8 @@ class Model:
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
-                 fast_forward: bool = False, heal: bool = True, stats: bool = False) -> str:
+                 fast_forward: bool = False, heal: bool = True, stats: bool = False,
+                 cache_prompt: bool = True) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it.
 
         ``strict``, ``whitespace``, ``max_recursion`` (None: exact): JSON Schema options;
@@ -126,7 +129,10 @@ class Model:
         ending inside a word is healed (``localguide.llama.healing``; never with ``chat``): the
         text returned still follows the prompt as written. ``last_stats`` says how it went;
         with ``stats`` it also measures how much the constraint changed the model's choices
-        (``GenerationStats``: interventions, mass removed, NLL).
+        (``GenerationStats``: interventions, mass removed, NLL). ``cache_prompt``: the prompt's
+        leading tokens that the KV cache still holds from the last generation (a shared
+        system prompt or few-shot prefix, the history of a conversation) are not decoded
+        again (``last_stats.cached_tokens``); False empties the cache first.
         """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
                                    strict=strict, whitespace=whitespace, max_recursion=max_recursion,
@@ -134,7 +140,7 @@ class Model:
                                    max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
-                                   fast_forward=fast_forward, heal=heal, stats=stats))
+                                   fast_forward=fast_forward, heal=heal, stats=stats, cache_prompt=cache_prompt))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
@@ -142,7 +148,8 @@ class Model:
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
-               fast_forward: bool = False, heal: bool = True, stats: bool = False) -> Iterator[str]:
+               fast_forward: bool = False, heal: bool = True, stats: bool = False,
+               cache_prompt: bool = True) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
         options = {}
         if json_schema is not None:
@@ -171,7 +178,7 @@ class Model:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         tokens = self.generate_tokens(prompt_tokens, guide, max_tokens, sampling,
                                       opportunistic=opportunistic, speculate=speculate, fast_forward=fast_forward,
-                                      counts=counts, healed=healed, stats=stats)
+                                      counts=counts, healed=healed, stats=stats, cache_prompt=cache_prompt)
         skip = len(healed)  # the first token's bytes begin with the healed ones: the prompt's
         try:
             for token in tokens:
@@ -248,7 +255,7 @@ class Model:
                         sampling: Sampling, extra_samplers=(), opportunistic: bool = False,
                         chain=SamplerChain, speculate: bool = False, fast_forward: bool = False,
                         counts: CountModel | None = None, healed: bytes = b"",
-                        stats: bool = False) -> Iterator[int]:
+                        stats: bool = False, cache_prompt: bool = True) -> Iterator[int]:
         """The core loop (``localguide.llama.loop``): decode the prompt, then sample through the
         guide and decode, token by token, or several at a time with ``speculate``.
 
@@ -262,7 +269,9 @@ class Model:
         (one that times ``sample``, for the benchmarks). ``healed``: the bytes of a prompt token
         removed by healing (``prompt_tokens`` no longer holds it): the first token generated
         starts with them, and ``guide`` (made with one token less of budget) takes the rest of
-        it. ``stats``: the invasiveness figures too. ``last_stats`` is updated as it goes.
+        it. ``stats``: the invasiveness figures too. ``cache_prompt``: decode only the prompt
+        tokens after the prefix the KV cache holds from the last generation (False: empty it
+        first). ``last_stats`` is updated as it goes.
         """
         opportunistic = opportunistic and guide is not None and not guide.cheap_masks
         ctx = self.llama.ctx
@@ -275,7 +284,9 @@ class Model:
             drafter = self._drafter(counts if counts is not None else CountModel())
         report = self.last_stats = GenerationStats(healed_bytes=len(healed))
         heal = None
-        self._reset()
+        cached = self._reuse(prompt_tokens) if cache_prompt else self._reset()
+        out: list[int] = []
+        clean = False
         try:
             with chain(sampling, guide, extra_samplers) as guided, \
                     chain(sampling if opportunistic else Sampling(temperature=0)) as free:
@@ -287,18 +298,24 @@ class Model:
                     heal = (chain(dataclasses.replace(sampling, seed=seed), heal_guide), heal_guide)
                 measure = Invasiveness(sampling, guided, self.vocabulary.size) if stats else None
                 try:
-                    yield from loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
-                                             free if opportunistic else None, drafter,
-                                             self._cost if speculate else None, fast_forward, report, heal,
-                                             measure)
+                    for token in loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
+                                               free if opportunistic else None, drafter,
+                                               self._cost if speculate else None, fast_forward, report, heal,
+                                               measure, cached):
+                        out.append(token)
+                        yield token
                 finally:
                     if heal is not None:
                         heal[0].close()
                     if measure is not None:
                         measure.fill(report)
                         measure.close()
+            clean = True
+        except GeneratorExit:  # the caller stopped reading: what was decoded is still right
+            clean = True
+            raise
         finally:
-            self._reset()
+            self._settle(prompt_tokens, out, clean and cache_prompt and report.prompt_seconds > 0)
 
     def _drafter(self, counts: CountModel) -> Drafter:
         """The Drafter of ``counts``: for the count models this Model keeps (``draft_counts``), kept
@@ -318,10 +335,42 @@ class Model:
     def _decode(self, ctx, tokens: list[int]) -> None:
         loop.decode(ctx, tokens)
 
-    def _reset(self) -> None:
-        """Empty the KV cache, and tell llama_cpp.Llama so, so both stay consistent."""
+    def _reset(self) -> int:
+        """Empty the KV cache, and tell llama_cpp.Llama so, so both stay consistent (0: nothing cached)."""
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
         self.llama.reset()
+        self._kv = []
+        return 0
+
+    def _reuse(self, prompt_tokens: list[int]) -> int:
+        """How many leading tokens of ``prompt_tokens`` the KV cache holds already; everything
+        after them is removed from it. The last prompt token is always decoded again (its
+        logits give the first sample)."""
+        kv = self._kv
+        n = min(len(kv), len(prompt_tokens) - 1)
+        same = 0
+        if n > 0:
+            diff = np.flatnonzero(np.asarray(kv[:n]) != np.asarray(prompt_tokens[:n]))
+            same = int(diff[0]) if len(diff) else n
+        mem = llama_cpp.llama_get_memory(self.llama.ctx)
+        # (always: whatever the cache holds past the prefix goes, drafts included)
+        if same == 0 or not llama_cpp.llama_memory_seq_rm(mem, 0, same, -1):
+            return self._reset()  # (a recurrent model's memory cannot drop a tail)
+        self._kv = kv[:same]
+        return same
+
+    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool) -> None:
+        """After a generation: the KV cache keeps the prompt and every generated token but the
+        last (which may not have been decoded), and nothing else (no rejected drafts); it is
+        emptied when ``keep_cache`` is False (an error, or caching off)."""
+        if not keep_cache:
+            self._reset()
+            return
+        keep = len(prompt_tokens) + max(0, len(out) - 1)
+        if not llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self.llama.ctx), 0, keep, -1):
+            self._reset()
+            return
+        self._kv = (list(prompt_tokens) + out)[:keep]
 
     def __repr__(self) -> str:
         return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"
