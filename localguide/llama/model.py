@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import ctypes
 import dataclasses
 import importlib.util
 import threading
@@ -194,6 +193,55 @@ class Model:
             if counts is not None:
                 counts.save()
 
+    # -- conversations -----------------------------------------------------------------
+    def chat(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
+             json_schema=None, after: str | None = None, max_reasoning_tokens: int | None = None,
+             chat_template: str | None = None, template_variables: dict | None = None, **kwargs):
+        """The assistant's answer to ``messages`` (OpenAI form: dicts with ``role`` system / user /
+        assistant / tool and ``content``), as a ``ChatMessage`` (``content``, ``reasoning``).
+
+        The prompt is the model's chat template (``chat_template()``; ``chat_template`` gives
+        another, ``template_variables`` more variables, e.g. ``{"enable_thinking": True}``). The
+        constraint (as ``generate``) applies to the answer; with ``after`` (say ``"</think>"``)
+        the model first writes freely until that text, which becomes ``reasoning``, and the
+        constraint applies to what follows; ``max_reasoning_tokens`` bounds the free part (the
+        trigger is then forced; the constrained part still fits ``max_tokens``). The prompt
+        cache makes the next turn decode only its new tokens. Other arguments as ``generate``.
+        """
+        from .chat import collect
+
+        return collect(self.chat_stream(messages, regex=regex, choice=choice, grammar=grammar,
+                                        json_schema=json_schema, after=after,
+                                        max_reasoning_tokens=max_reasoning_tokens, chat_template=chat_template,
+                                        template_variables=template_variables, **kwargs), after)
+
+    def chat_stream(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                    json_schema=None, strict: bool = False, whitespace: str = "compact",
+                    max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                    after: str | None = None, max_reasoning_tokens: int | None = None,
+                    chat_template: str | None = None, template_variables: dict | None = None,
+                    max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
+                    top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
+                    opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
+                    stats: bool = False, cache_prompt: bool = True):
+        """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);
+        arguments as ``chat``."""
+        from .chat import chat_stream
+
+        options = {}
+        if json_schema is not None:
+            options = {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
+        elif grammar is not None:
+            options = {"max_ignored_run": max_ignored_run}
+        constraint = {"regex": regex, "choice": choice, "grammar": grammar, "json_schema": json_schema}
+        key = constraint_key(**constraint, **options) if any(v is not None for v in constraint.values()) else None
+        return chat_stream(self, messages, after=after, max_reasoning_tokens=max_reasoning_tokens,
+                           chat_template=chat_template, template_variables=template_variables,
+                           max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
+                           constraint=constraint, options=options, counts_key=key, speculate=speculate,
+                           fast_forward=fast_forward, opportunistic=opportunistic, stats=stats,
+                           cache_prompt=cache_prompt)
+
     def draft_counts(self, key: str | None) -> CountModel:
         """The count model of the constraint ``key`` on this model (``constraint_key``), loaded from
         the cache directory the first time (None: a fresh one, kept nowhere)."""
@@ -226,30 +274,49 @@ class Model:
 
     def tokenize_prompt(self, prompt: str, chat: bool = False) -> list[int]:
         if chat:
-            prompt = self.apply_chat_template(prompt)
-        return self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=chat)
+            return self.tokenize_chat(self.apply_chat_template(prompt))
+        return self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+
+    def tokenize_chat(self, text: str) -> list[int]:
+        """A rendered chat prompt as tokens: its special tokens as such, and a BOS only where the
+        model wants one and the template did not write it."""
+        bos = self.llama.token_bos()
+        tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if self.llama._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
+            tokens = [bos] + tokens
+        return tokens
 
     def apply_chat_template(self, user_message: str) -> str:
         """``user_message`` wrapped in the model's own chat template, ready for the answer."""
-        tmpl = llama_cpp.llama_model_chat_template(self.llama.model, None)
-        if not tmpl:
+        return self.chat_template().render([{"role": "user", "content": user_message}])
+
+    def chat_template(self, source: str | None = None):
+        """The model's chat template: ``source`` (Jinja text) if given, else the GGUF's
+        ``tokenizer.chat_template``, else llama.cpp's built-in template of the model's family."""
+        from .template import BuiltinTemplate, ChatTemplate
+
+        special = self.llama._model.token_get_text
+        bos, eos = self.llama.token_bos(), self.llama.token_eos()
+        bos_text = special(bos) if bos >= 0 else ""
+        eos_text = special(eos) if eos >= 0 else ""
+        if source is not None:
+            return ChatTemplate(source, bos_text, eos_text, "the chat template given")
+        got = self.__dict__.get("_template")
+        if got is not None:
+            return got
+        text = self.llama.metadata.get("tokenizer.chat_template")
+        if text:
+            got = ChatTemplate(text, bos_text, eos_text, f"{self.path.name}'s chat template")
+        else:
             # Some GGUF files omit the template; llama.cpp knows its family's by name.
             arch = self.llama.metadata.get("general.architecture", "")
-            tmpl = _BUILTIN_TEMPLATES.get(arch)
-        if not tmpl:
-            raise LocalguideError(f"{self.path.name} has no chat template; run without --chat")
-        msg = (llama_cpp.llama_chat_message * 1)()
-        msg[0].role = b"user"
-        msg[0].content = user_message.encode("utf-8")
-        size = 256 + 2 * len(msg[0].content)
-        buf = ctypes.create_string_buffer(size)
-        n = llama_cpp.llama_chat_apply_template(tmpl, msg, 1, True, buf, size)
-        if n > size:
-            buf = ctypes.create_string_buffer(n)
-            n = llama_cpp.llama_chat_apply_template(tmpl, msg, 1, True, buf, n)
-        if n < 0:
-            raise LocalguideError(f"llama.cpp does not know the chat template of {self.path.name}")
-        return buf.raw[:n].decode("utf-8")
+            name = _BUILTIN_TEMPLATES.get(arch)
+            if name is None:
+                raise LocalguideError(f"{self.path.name} has no chat template (and llama.cpp has none for "
+                                      f"its architecture {arch!r}): pass chat_template=, or run without chat")
+            got = BuiltinTemplate(name)
+        self._template = got
+        return got
 
     def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
                         sampling: Sampling, extra_samplers=(), opportunistic: bool = False,

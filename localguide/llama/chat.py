@@ -1,0 +1,171 @@
+"""Conversations: ``Model.chat`` and ``Model.chat_stream`` on top of the generation loop.
+
+Messages come in the OpenAI form (``system``, ``user``, ``assistant``, ``tool`` roles), are
+checked, rendered with the model's chat template (``template.py``) and generated with the
+usual constraints. The prompt cache makes a follow-up turn decode only its new tokens. With
+``after`` (say ``"</think>"``) the model writes freely until that text, then the constraint
+applies (``trigger.py``); the answer separates ``reasoning`` from ``content``.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..errors import LocalguideError
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+class ChatError(LocalguideError, ValueError):
+    """Messages that are not a conversation (the message names the one at fault)."""
+
+
+@dataclass
+class ChatMessage:
+    """The assistant's answer: ``content``, ``reasoning`` (the text before ``after``'s trigger,
+    or None) and ``tool_calls`` (None where there are none)."""
+
+    content: str | None
+    reasoning: str | None = None
+    tool_calls: list | None = None
+    role: str = "assistant"
+
+    def to_dict(self) -> dict:
+        """The message in the OpenAI form, ready to append to ``messages``."""
+        d = {"role": self.role, "content": self.content}
+        if self.reasoning is not None:
+            d["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            d["tool_calls"] = self.tool_calls
+        return d
+
+
+@dataclass
+class ChatDelta:
+    """A piece of a streamed answer: text of the ``reasoning`` or of the ``content``."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list = field(default_factory=list)
+
+
+def normalize_messages(messages) -> list[dict]:
+    """``messages`` checked and copied, text content as strings (OpenAI text parts joined)."""
+    if isinstance(messages, (str, bytes)) or not hasattr(messages, "__iter__"):
+        raise ChatError("messages must be a list of {'role': ..., 'content': ...} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise ChatError(f"{where}: expected a dict with 'role' and 'content', got {type(m).__name__}")
+        role = m.get("role")
+        if role not in ROLES:
+            raise ChatError(f"{where}.role: expected one of {', '.join(ROLES)}, got {role!r}")
+        content = m.get("content")
+        if isinstance(content, list):
+            parts = []
+            for j, p in enumerate(content):
+                if not isinstance(p, dict) or p.get("type") != "text" or not isinstance(p.get("text"), str):
+                    raise ChatError(f"{where}.content[{j}]: only text parts are supported "
+                                    "({'type': 'text', 'text': ...})")
+                parts.append(p["text"])
+            content = "".join(parts)
+        if content is None and not (role == "assistant" and m.get("tool_calls")):
+            raise ChatError(f"{where}.content: missing (every {role} message needs text)")
+        if content is not None and not isinstance(content, str):
+            raise ChatError(f"{where}.content: expected text, got {type(content).__name__}")
+        d = dict(m)
+        d["role"] = "system" if role == "developer" else role
+        d["content"] = content
+        out.append(d)
+    if not out:
+        raise ChatError("messages is empty: give at least one message")
+    return out
+
+
+class _Splitter:
+    """Splits streamed text at the first occurrence of the trigger: reasoning, then content
+    (the whitespace right after the trigger dropped, as the guide allows it there)."""
+
+    def __init__(self, trigger: str | None):
+        self.trigger = trigger
+        self.before = trigger is not None
+        self.buf = ""
+        self.gap = True
+
+    def feed(self, text: str, final: bool = False) -> ChatDelta:
+        if not self.before:
+            return ChatDelta(content=self._content(text))
+        self.buf += text
+        k = self.buf.find(self.trigger)
+        if k >= 0:
+            reasoning, rest = self.buf[:k], self.buf[k + len(self.trigger):]
+            self.before, self.buf = False, ""
+            return ChatDelta(reasoning=reasoning, content=self._content(rest))
+        keep = 0 if final else len(self.trigger) - 1
+        cut = max(0, len(self.buf) - keep)
+        out, self.buf = self.buf[:cut], self.buf[cut:]
+        return ChatDelta(reasoning=out)
+
+    def _content(self, text: str) -> str:
+        if self.gap:
+            text = text.lstrip(" \t\r\n")
+            self.gap = not text
+        return text
+
+
+def chat_stream(model, messages, *, after: str | None = None, max_reasoning_tokens: int | None = None,
+                chat_template: str | None = None, template_variables: dict | None = None,
+                max_tokens: int, sampling, constraint: dict, options: dict, counts_key,
+                speculate: bool, fast_forward: bool, opportunistic: bool, stats: bool,
+                cache_prompt: bool) -> Iterator[ChatDelta]:
+    """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
+    from .trigger import TriggerGuide
+
+    msgs = normalize_messages(messages)
+    template = model.chat_template(chat_template)
+    prompt = template.render(msgs, add_generation_prompt=True, **(template_variables or {}))
+    prompt_tokens = model.tokenize_chat(prompt)
+    index = model.compile(**constraint, **options)
+    if after is not None:
+        if not after:
+            raise ValueError("after= needs a non-empty trigger text")
+        guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), index, max_tokens, max_reasoning_tokens)
+    else:
+        guide = index.guide(max_tokens=max_tokens) if index is not None else None
+    counts = model.draft_counts(counts_key) if guide is not None and (speculate or fast_forward) else None
+    tokens = model.generate_tokens(prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
+                                   speculate=speculate, fast_forward=fast_forward, counts=counts, stats=stats,
+                                   cache_prompt=cache_prompt)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    split = _Splitter(after)
+    try:
+        for token in tokens:
+            piece = decoder.decode(model.vocabulary[token])
+            if piece:
+                d = split.feed(piece)
+                if d.content or d.reasoning:
+                    yield d
+        d = split.feed(decoder.decode(b"", final=True), final=True)
+        if d.content or d.reasoning:
+            yield d
+    finally:
+        tokens.close()
+        if counts is not None:
+            counts.save()
+
+
+def collect(deltas: Iterator[ChatDelta], after: str | None) -> ChatMessage:
+    """The whole answer from its deltas."""
+    content, reasoning = [], []
+    for d in deltas:
+        content.append(d.content)
+        reasoning.append(d.reasoning)
+    r = "".join(reasoning)
+    if after is not None:
+        r = r.strip()
+        if r.startswith("<think>"):  # (a model that opens the block itself)
+            r = r[len("<think>"):].strip()
+    return ChatMessage(content="".join(content), reasoning=r if after is not None else None)
