@@ -116,24 +116,44 @@ class _Splitter:
         return text
 
 
-def chat_stream(model, messages, *, after: str | None = None, max_reasoning_tokens: int | None = None,
+def chat_stream(model, messages, *, tools=None, tool_choice="auto", after: str | None = None,
+                max_reasoning_tokens: int | None = None,
                 chat_template: str | None = None, template_variables: dict | None = None,
                 max_tokens: int, sampling, constraint: dict, options: dict, counts_key,
                 speculate: bool, fast_forward: bool, opportunistic: bool, stats: bool,
                 cache_prompt: bool) -> Iterator[ChatDelta]:
     """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
+    from . import tools as T
     from .trigger import TriggerGuide
 
     msgs = normalize_messages(messages)
     template = model.chat_template(chat_template)
-    prompt = template.render(msgs, add_generation_prompt=True, **(template_variables or {}))
+    mode = "none"
+    if tools is not None:
+        tools = T.check_tools(tools)
+        mode, usable = T.chosen(tools, tool_choice)
+        if mode != "none" and (after is not None or any(v is not None for v in constraint.values())):
+            raise T.ToolError("tool calls take no after= and no constraint (regex=, json_schema=, ...): "
+                              "the calls' arguments are constrained by the tools' schemas")
+    msgs = T.prepare(msgs, tools, template)
+    shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
+    prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
     prompt_tokens = model.tokenize_chat(prompt)
-    index = model.compile(**constraint, **options)
-    if after is not None:
+    if mode != "none":
+        schema = T.call_schema(usable)
+        index = model.compile(json_schema=schema, strict=True)  # (no arguments the tool does not list)
+        counts_key = T.constraint_key(schema)
+        # "required" / a named tool: the call at once; "auto": text, then perhaps a call
+        guide = TriggerGuide(model.vocabulary, T.OPEN.encode(), index, max_tokens,
+                             force_after=0 if mode == "required" else None, optional=mode == "auto")
+        after = T.OPEN
+    elif after is not None:
+        index = model.compile(**constraint, **options)
         if not after:
             raise ValueError("after= needs a non-empty trigger text")
         guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), index, max_tokens, max_reasoning_tokens)
     else:
+        index = model.compile(**constraint, **options)
         guide = index.guide(max_tokens=max_tokens) if index is not None else None
     counts = model.draft_counts(counts_key) if guide is not None and (speculate or fast_forward) else None
     tokens = model.generate_tokens(prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
@@ -141,16 +161,25 @@ def chat_stream(model, messages, *, after: str | None = None, max_reasoning_toke
                                    cache_prompt=cache_prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     split = _Splitter(after)
+    call = []
+
+    def out(d: ChatDelta):
+        if mode != "none":  # text before the call is the content; the call's JSON is held
+            call.append(d.content)
+            d = ChatDelta(content=d.reasoning)
+        return d if d.content or d.reasoning else None
+
     try:
         for token in tokens:
             piece = decoder.decode(model.vocabulary[token])
-            if piece:
-                d = split.feed(piece)
-                if d.content or d.reasoning:
-                    yield d
-        d = split.feed(decoder.decode(b"", final=True), final=True)
-        if d.content or d.reasoning:
+            if piece and (d := out(split.feed(piece))) is not None:
+                yield d
+        if (d := out(split.feed(decoder.decode(b"", final=True), final=True))) is not None:
             yield d
+        if "".join(call).strip():
+            yield ChatDelta(tool_calls=[T.parse_call("".join(call))])
+        elif mode == "required":
+            raise LocalguideError(f"the call did not complete within max_tokens ({max_tokens})")
     finally:
         tokens.close()
         if counts is not None:
@@ -159,10 +188,14 @@ def chat_stream(model, messages, *, after: str | None = None, max_reasoning_toke
 
 def collect(deltas: Iterator[ChatDelta], after: str | None) -> ChatMessage:
     """The whole answer from its deltas."""
-    content, reasoning = [], []
+    content, reasoning, calls = [], [], []
     for d in deltas:
         content.append(d.content)
         reasoning.append(d.reasoning)
+        calls += d.tool_calls
+    if calls:
+        text = "".join(content).strip()
+        return ChatMessage(content=text or None, tool_calls=calls)
     r = "".join(reasoning)
     if after is not None:
         r = r.strip()

@@ -65,9 +65,10 @@ class _Trigger:
                 return q, i + 1
         return q, -1
 
-    def refused(self, q: int) -> np.ndarray:
-        """Sorted ids refused in state ``q``: stop tokens, and tokens that go on past the trigger."""
-        got = self._refused.get(q)
+    def refused(self, q: int, stop: bool = True) -> np.ndarray:
+        """Sorted ids refused in state ``q``: tokens that go on past the trigger, and (``stop``)
+        the stop tokens."""
+        got = self._refused.get((q, stop))
         if got is None:
             over = []
             for tok in self._candidates:
@@ -75,7 +76,8 @@ class _Trigger:
                 end = self.step(q, data)[1]
                 if end != -1 and end < len(data):
                     over.append(tok)
-            got = self._refused[q] = np.unique(np.concatenate([self.stop, np.asarray(over, np.int32)]))
+            parts = [self.stop, np.asarray(over, np.int32)] if stop else [np.asarray(over, np.int32)]
+            got = self._refused[(q, stop)] = np.unique(np.concatenate(parts)).astype(np.int32)
         return got
 
     def forced(self, q: int) -> np.ndarray:
@@ -92,14 +94,30 @@ class _Trigger:
         return got
 
 
+_TRIGGERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _trigger(vocabulary, trigger: bytes) -> _Trigger:
+    """The matcher of ``trigger`` over ``vocabulary``, made once (its tables fill as they are asked)."""
+    per = _TRIGGERS.get(vocabulary)
+    if per is None:
+        per = _TRIGGERS[vocabulary] = {}
+    got = per.get(trigger)
+    if got is None:
+        got = per[trigger] = _Trigger(vocabulary, trigger)
+    return got
+
+
 class TriggerGuide:
     """The guide of ``after=``: free text, the trigger, then ``index``'s guide (see the module
     docstring). ``max_tokens`` bounds the whole text; ``force_after`` the free tokens."""
 
     cheap_masks = False
 
-    def __init__(self, vocabulary, trigger: bytes, index, max_tokens: int, force_after: int | None = None):
-        self._t = _Trigger(vocabulary, trigger)
+    def __init__(self, vocabulary, trigger: bytes, index, max_tokens: int, force_after: int | None = None,
+                 optional: bool = False):
+        self._t = _trigger(vocabulary, trigger)
+        self.optional = optional  # the text may also end before the trigger (tool calls, "auto")
         self.index, self.max_tokens = index, max_tokens
         need = min_tokens(index, max_tokens) + len(trigger) + GAP_TOKENS if index is not None else len(trigger)
         if need > max_tokens:
@@ -123,8 +141,11 @@ class TriggerGuide:
         n, q, phase, gap, inner = self._s
         if phase == 0:
             if n >= self.force_after:
-                return Mask(MaskKind.ALLOWED, self._t.forced(q))
-            return Mask(MaskKind.EXCLUDED, self._t.refused(q))
+                forced = self._t.forced(q)
+                if self.optional:
+                    forced = np.union1d(forced, self._t.stop).astype(np.int32)
+                return Mask(MaskKind.ALLOWED, forced)
+            return Mask(MaskKind.EXCLUDED, self._t.refused(q, stop=not self.optional))
         if phase == 1:
             allowed = self._inner_allowed(inner)
             if gap < GAP_TOKENS:
