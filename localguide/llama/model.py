@@ -246,6 +246,36 @@ class Model:
                            fast_forward=fast_forward, opportunistic=opportunistic, stats=stats,
                            cache_prompt=cache_prompt)
 
+    def stream_json(self, prompt_or_messages, *, json_schema=True, **kwargs) -> Iterator:
+        """Yield the document as it grows: successively more complete parsed values (partial
+        strings, lists and objects; ``localguide.llama.partial_json``), each one the finished
+        value extends, the last one the whole document. ``prompt_or_messages``: a prompt (as
+        ``generate``) or chat messages (as ``chat``). With a Pydantic class, partial instances
+        (``model_construct``, unvalidated) and the last one validated.
+        """
+        import json as _json
+
+        from .partial_json import parse_partial
+
+        if isinstance(prompt_or_messages, str):
+            pieces = self.stream(prompt_or_messages, json_schema=json_schema, **kwargs)
+        else:
+            pieces = (d.content for d in self.chat_stream(prompt_or_messages, json_schema=json_schema, **kwargs))
+        pydantic = isinstance(json_schema, type) and hasattr(json_schema, "model_validate")
+        text, last = "", None
+        for piece in pieces:
+            text += piece
+            value = parse_partial(text)
+            if value is not None and value != last:
+                last = value
+                yield json_schema.model_construct(**value) if pydantic and isinstance(value, dict) else value
+        try:
+            value = _json.loads(text)
+        except _json.JSONDecodeError:
+            raise LocalguideError(f"the output was cut at max_tokens before the document was complete: "
+                                  f"{text[:80]!r}...") from None
+        yield json_schema.model_validate(value) if pydantic else value
+
     def draft_counts(self, key: str | None) -> CountModel:
         """The count model of the constraint ``key`` on this model (``constraint_key``), loaded from
         the cache directory the first time (None: a fresh one, kept nowhere)."""

@@ -1,0 +1,78 @@
+"""Streaming JSON: partial values that the finished document extends, on both models."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localguide.llama.partial_json import extends, parse_partial
+
+SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 20}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                                          "maxItems": 3},
+    "age": {"type": "integer", "minimum": 0, "maximum": 120}, "address": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 16}}, "required": ["city"]}},
+    "required": ["name", "tags", "age", "address"]}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300)
+@given(json_values, st.sampled_from([None, 2]), st.booleans())
+def test_every_prefix_parses_to_a_value_the_document_extends(value, indent, ascii_only):
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    final = json.loads(text)
+    for i in range(len(text) + 1):
+        partial = parse_partial(text[:i])
+        if partial is not None:
+            assert extends(final, partial), (text[:i], partial)
+    assert parse_partial(text) == final or not isinstance(final, (dict, list, str))
+
+
+def test_partial_values():
+    assert parse_partial('{"a": "hel') == {"a": "hel"}
+    assert parse_partial('{"a": 12') == {}
+    assert parse_partial('{"a": 12,') == {"a": 12}
+    assert parse_partial('{"a": [1, 2, {"b": tr') == {"a": [1, 2, {}]}
+    assert parse_partial('{"a": "x\\u00') == {"a": "x"}
+    assert parse_partial('{"ke') == {}
+    assert parse_partial("  ") is None
+    with pytest.raises(ValueError):
+        parse_partial('{"a" 1}')
+
+
+@pytest.mark.parametrize("as_messages", [False, True])
+def test_stream_json_on_a_model(model, as_messages):
+    prompt = "A person as JSON with name, tags, age and address:"
+    src = [{"role": "user", "content": prompt}] if as_messages else prompt
+    for seed in range(3):
+        values = list(model.stream_json(src, json_schema=SCHEMA, max_tokens=96, temperature=1.0, seed=seed))
+        final = values[-1]
+        jsonschema.validate(final, SCHEMA)
+        assert len(values) > 3  # (it grows in steps)
+        for v in values[:-1]:
+            assert extends(final, v), (v, final)
+
+
+def test_stream_json_with_pydantic(smollm2):
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        city: str
+
+    class Person(BaseModel):
+        name: str
+        age: int
+        address: City
+
+    values = list(smollm2.stream_json("A person:", json_schema=Person, max_tokens=64, temperature=1.0, seed=2))
+    assert isinstance(values[-1], Person)
+    assert all(isinstance(v, Person) for v in values)
