@@ -23,8 +23,20 @@ SAMPLING = "Sampling"
 SPEED = "Speed"
 
 
+CHAT = "Chat"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"localguide {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
     """Structured generation for local LLMs (GGUF models through llama.cpp)."""
 
 
@@ -111,8 +123,9 @@ def run(
                       help="The output is exactly one of these strings (repeat the option).")] = None,
     grammar: Annotated[Optional[str], typer.Option("--grammar", "-g", rich_help_panel=CONSTRAINTS,
                        help="A .lark or .gbnf file, or a shipped grammar (see `localguide grammars`).")] = None,
-    json_schema: Annotated[Optional[Path], typer.Option("--json-schema", "-j", rich_help_panel=CONSTRAINTS,
-                           help="A JSON Schema file: the output is a valid JSON document.")] = None,
+    json_schema: Annotated[Optional[str], typer.Option("--json-schema", "-j", rich_help_panel=CONSTRAINTS,
+                           help="A JSON Schema, inline JSON or a file: the output is a valid JSON "
+                                "document.")] = None,
     json_any: Annotated[bool, typer.Option("--json", rich_help_panel=CONSTRAINTS,
                         help="The output is any JSON value.")] = False,
     strict: Annotated[bool, typer.Option("--strict", rich_help_panel=CONSTRAINTS,
@@ -131,9 +144,27 @@ def run(
     temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
     top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = 40,
     top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = 0.95,
+    min_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = 0.05,
     seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING)] = None,
     n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
-    chat: Annotated[bool, typer.Option("--chat", help="Wrap the prompt in the model's chat template.")] = False,
+    n_ctx: Annotated[int, typer.Option(help="Context size in tokens.")] = 4096,
+    chat: Annotated[bool, typer.Option("--chat", rich_help_panel=CHAT,
+                                       help="Use the model's chat template (the default where it has one).")] = False,
+    raw: Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT,
+                                      help="Plain completion of the prompt, no chat template.")] = False,
+    system: Annotated[Optional[str], typer.Option("--system", rich_help_panel=CHAT, show_default=False,
+                                                  help="The system message.")] = None,
+    tools: Annotated[Optional[Path], typer.Option("--tools", rich_help_panel=CHAT, show_default=False,
+                     help="A JSON file of tools (OpenAI form); calls are printed as JSON, arguments "
+                          "valid for their tool.")] = None,
+    tool_choice: Annotated[str, typer.Option("--tool-choice", rich_help_panel=CHAT,
+                           help="auto, required, none, or a tool's name.")] = "auto",
+    after: Annotated[Optional[str], typer.Option("--after", rich_help_panel=CHAT, show_default=False,
+                     help="Free text (reasoning) until this text, then the constraint, e.g. '</think>'; "
+                          "the reasoning goes to stderr.")] = None,
+    max_reasoning_tokens: Annotated[Optional[int], typer.Option(
+        "--max-reasoning-tokens", min=0, rich_help_panel=CHAT, show_default=False,
+        help="With --after: the free part's budget; then the trigger is forced.")] = None,
     opportunistic: Annotated[bool, typer.Option(
         "--opportunistic", help="Grammars: check the model's own token first, mask only on a rejection.")] = False,
     speculate: Annotated[bool, typer.Option(
@@ -154,10 +185,12 @@ def run(
              "(the output still follows the prompt as written; never with --chat).")] = True,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
+    chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice, after=after,
+                     max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx)
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
-             max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic,
-             speculate, fast_forward, stats, heal)
+             max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
+             speculate, fast_forward, stats, heal, **chat_args)
     from . import cache
     from .progress import stage
 
@@ -166,8 +199,9 @@ def run(
 
 
 def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
-         max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, chat, opportunistic,
-         speculate, fast_forward, stats, heal) -> None:
+         max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
+         speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, after,
+         max_reasoning_tokens, min_p, n_ctx) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -177,7 +211,12 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
         schema = _read_schema(json_schema) if json_schema is not None else (True if json_any else None)
         import localguide
 
-        model = localguide.load(model_path, n_gpu_layers=n_gpu_layers)
+        if chat and raw:
+            raise typer.BadParameter("give --chat or --raw, not both")
+        model = localguide.load(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
+        use_chat = not raw and (chat or _has_template(model))
+        if not use_chat and (system is not None or tools is not None or after is not None):
+            raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")
         constraint = {"regex": regex, "choice": choice or None, "grammar": grammar, "json_schema": schema}
         if exact_recursion and json_schema is None:
             raise typer.BadParameter("--exact-recursion applies to --json-schema only")
@@ -189,22 +228,44 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
             constraint.update(max_ignored_run=max_ignored_run or None)
         model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                       top_p=top_p, seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
-                       fast_forward=fast_forward, heal=heal, stats=stats)
+                       top_p=top_p, min_p=min_p, seed=seed, opportunistic=opportunistic, speculate=speculate,
+                       fast_forward=fast_forward, stats=stats)
+        if use_chat:
+            model.chat_template()  # (a template error before the prompt)
+            options.update(after=after, max_reasoning_tokens=max_reasoning_tokens)
+            if tools is not None:
+                options.update(tools=_read_json(tools), tool_choice=_tool_choice(tool_choice))
+        else:
+            options.update(heal=heal)
+        session = _Session(model, options, system, use_chat, stats)
         if prompt is not None:
-            _answer(model, prompt, options, stats)
+            session.answer(prompt)
             return
-        err.print(f"[dim]{model.path.name}: type a prompt, Ctrl-D to leave[/dim]")
+        interactive = sys.stdin.isatty()
+        if interactive:
+            try:
+                import readline  # noqa: F401 - line editing and history for input()
+            except ImportError:
+                pass
+        err.print(f"[dim]{model.path.name}: type a prompt, Ctrl-D to leave"
+                  + ("; /reset, /system TEXT, /save FILE" if use_chat else "") + "[/dim]")
         while True:
             try:
-                line = input("> ") if sys.stdin.isatty() else sys.stdin.readline()
+                line = input("> ") if interactive else sys.stdin.readline()
             except EOFError:
                 break
-            if not sys.stdin.isatty() and line == "":
+            if not interactive and line == "":
                 break
+            line = line.rstrip("\n")
             if line.strip():
-                _answer(model, line.rstrip("\n"), options, stats)
-        if sys.stdin.isatty():
+                try:
+                    session.handle(line)
+                except (KeyboardInterrupt, typer.Exit):
+                    raise
+                except Exception as e:  # noqa: BLE001 - one line, and the session goes on
+                    err.print(f"[red]error:[/red] {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                              highlight=False, soft_wrap=True)
+        if interactive:
             print()
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -215,7 +276,35 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
         _fail(e)
 
 
-def _read_schema(path: Path):
+def _has_template(model) -> bool:
+    from .errors import LocalguideError
+
+    try:
+        model.chat_template()
+        return True
+    except LocalguideError:
+        return False
+
+
+def _tool_choice(text: str):
+    if text in ("auto", "required", "none"):
+        return text
+    return {"type": "function", "function": {"name": text}}
+
+
+def _read_schema(text):
+    """A schema given inline (JSON text) or as a file."""
+    import json
+
+    if isinstance(text, str) and text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--json-schema, inline JSON, column {e.colno}: not valid JSON ({e.msg})") from None
+    return _read_json(Path(text))
+
+
+def _read_json(path: Path):
     import json
 
     try:
@@ -237,7 +326,7 @@ def inspect(
         from .json_schema import format_inspection, inspect_schema
 
         options = {"max_recursion": None} if exact_recursion else {}
-        print(format_inspection(inspect_schema(_read_schema(json_schema), strict=strict, **options)))
+        print(format_inspection(inspect_schema(_read_json(json_schema), strict=strict, **options)))
     except Exception as e:  # noqa: BLE001
         _fail(e)
 
@@ -267,20 +356,84 @@ def grammars() -> None:
     Console().print(table)
 
 
-def _answer(model, prompt: str, options: dict, stats: bool = False) -> None:
-    for piece in model.stream(prompt, **options):
-        if _OPEN is not None:
-            _OPEN.close()
-        out = sys.stdout
-        out.write(piece)
-        out.flush()
+class _Session:
+    """One prompt, or an interactive session: in chat, the history is kept between turns."""
+
+    def __init__(self, model, options: dict, system, chat: bool, stats: bool):
+        self.model, self.options, self.chat, self.stats = model, options, chat, stats
+        self.system = system
+        self.messages = self._start()
+
+    def _start(self) -> list:
+        return [{"role": "system", "content": self.system}] if self.system else []
+
+    def handle(self, line: str) -> None:
+        if self.chat and line.startswith("/"):
+            cmd, _, arg = line.partition(" ")
+            if cmd == "/reset":
+                self.messages = self._start()
+                err.print("[dim]history cleared[/dim]", highlight=False)
+            elif cmd == "/system":
+                self.system = arg or None
+                self.messages = self._start() + [m for m in self.messages if m["role"] != "system"]
+                err.print("[dim]system message set[/dim]", highlight=False)
+            elif cmd == "/save":
+                import json
+
+                Path(arg).write_text(json.dumps(self.messages, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+                err.print(f"[dim]saved {len(self.messages)} messages to {arg}[/dim]", highlight=False)
+            else:
+                err.print("[dim]commands: /reset, /system TEXT, /save FILE[/dim]", highlight=False)
+            return
+        self.answer(line)
+
+    def answer(self, prompt: str) -> None:
+        if not self.chat:
+            for piece in self.model.stream(prompt, **self.options):
+                _out(piece)
+            _out("\n")
+        else:
+            self.messages.append({"role": "user", "content": prompt})
+            self.messages.append(self._chat())
+        if self.stats and self.model.last_stats is not None:
+            print(f"localguide: {self.model.last_stats}", file=sys.stderr, flush=True)
+            _quality_table(self.model.last_stats)
+
+    def _chat(self) -> dict:
+        import json
+
+        from .llama.chat import ChatMessage
+
+        content, reasoning, calls = [], [], []
+        try:
+            for d in self.model.chat_stream(self.messages, **self.options):
+                if d.reasoning:
+                    if _OPEN is not None:
+                        _OPEN.close()
+                    reasoning.append(d.reasoning)
+                    err.print(d.reasoning, end="", style="dim", markup=False, highlight=False)
+                if d.content:
+                    if reasoning and not content:
+                        err.print()
+                    content.append(d.content)
+                    _out(d.content)
+                for c in d.tool_calls:
+                    calls.append(c)
+                    _out(("\n" if content else "") + json.dumps(
+                        {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])},
+                        ensure_ascii=False))
+        except BaseException:
+            self.messages.pop()  # (the turn did not happen)
+            raise
+        _out("\n")
+        return ChatMessage(content="".join(content) or None, tool_calls=calls or None).to_dict()
+
+
+def _out(text: str) -> None:
     if _OPEN is not None:
         _OPEN.close()
-    sys.stdout.write("\n")
+    sys.stdout.write(text)
     sys.stdout.flush()
-    if stats and model.last_stats is not None:
-        print(f"localguide: {model.last_stats}", file=sys.stderr, flush=True)
-        _quality_table(model.last_stats)
 
 
 def _quality_table(s) -> None:

@@ -156,3 +156,92 @@ def test_speculation_flags_and_stats(smollm2, tmp_path, flags):
         assert drafted == 0
     if flags == ["--fast-forward"]:
         assert "fast-forwarded" in r.stderr
+
+
+# --- chat ------------------------------------------------------------------------------
+
+def test_version():
+    from localguide import __version__
+
+    r = run("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"localguide {__version__}"
+
+
+def test_chat_is_the_default_and_raw_is_plain_completion(smollm2):
+    r = run("run", "--choice", "yes", "--choice", "no", "--seed", "1", "--system", "Answer yes or no.",
+            "Is water wet?")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() in ("yes", "no")
+    r = run("run", "--raw", "--regex", r"[0-9]{2}", "--seed", "1", "--min-p", "0.1", "--n-ctx", "1024",
+            "Twelve is written")
+    assert r.exit_code == 0, r.output
+    assert re.fullmatch(r"[0-9]{2}", r.stdout.strip())
+    r = run("run", "--raw", "--system", "x", "hi")
+    assert r.exit_code != 0 and "--system" in r.output
+
+
+def test_inline_json_schema(smollm2):
+    r = run("run", "-j", '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}',
+            "--seed", "4", "Is it fine? Answer in JSON.")
+    assert r.exit_code == 0, r.output
+    assert isinstance(json.loads(r.stdout)["ok"], bool)
+    r = run("run", "-j", '{"type": ', "hi")
+    assert r.exit_code == 1 and "inline JSON" in r.stderr
+
+
+def test_tools_print_calls_as_json(smollm2, tmp_path):
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}]
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools))
+    r = run("run", "--tools", str(path), "--tool-choice", "required", "--seed", "2", "What is 2 plus 3?")
+    assert r.exit_code == 0, r.output
+    call = json.loads(r.stdout.strip().splitlines()[-1])
+    assert call["name"] == "add" and isinstance(call["arguments"]["a"], int)
+
+
+def test_after_sends_reasoning_to_stderr(smollm2):
+    r = run("run", "--after", "</think>", "--max-reasoning-tokens", "8", "--choice", "yes", "--choice", "no",
+            "--seed", "3", "Is 9 odd? Think, then answer.")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() in ("yes", "no")
+
+
+def test_interactive_chat_through_a_terminal(smollm2, tmp_path):
+    """Driven through a pseudo-terminal: two turns keep the history, /save writes it, /reset
+    clears it, Ctrl-D leaves."""
+    import os
+    import sys
+
+    import pexpect
+
+    env = dict(os.environ, COLUMNS="200")
+    child = pexpect.spawn(sys.executable, ["-m", "localguide.cli", "run", "--regex", "[A-Z][a-z]{2,8}",
+                                           "--seed", "1", "--max-tokens", "8"],
+                          env=env, encoding="utf-8", timeout=180)
+    try:
+        child.expect("Ctrl-D to leave")
+        child.expect("> ")
+        child.sendline("Name a colour.")
+        child.expect(r"[A-Z][a-z]{2,8}\r\n")
+        child.expect("> ")
+        child.sendline("Another one.")
+        child.expect(r"[A-Z][a-z]{2,8}\r\n")
+        child.expect("> ")
+        saved = tmp_path / "chat.json"
+        child.sendline(f"/save {saved}")
+        child.expect("saved 4 messages")
+        child.expect("> ")
+        child.sendline("/reset")
+        child.expect("history cleared")
+        child.expect("> ")
+        child.sendline(f"/save {saved}")
+        child.expect("saved 0 messages")
+        child.expect("> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    history = json.loads(saved.read_text())
+    assert history == []
