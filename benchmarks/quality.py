@@ -201,7 +201,8 @@ def engines(model, kind: str, constraint: dict, llg_tok):
         def run(prompt, sampling, seed):
             text = model.generate(prompt, max_tokens=n, temperature=sampling.temperature,
                                   top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p, seed=seed,
-                                  heal=heal, opportunistic=opportunistic, speculate=False, stats=True, **lg)
+                                  heal=heal, opportunistic=opportunistic, speculate=False, stats=True,
+                                  cache_prompt=False, **lg)
             s = model.last_stats
             return text, s.interventions, [s.mass_removed_mean] * s.measured_tokens, [s.nll] * s.measured_tokens
         return run
@@ -227,7 +228,8 @@ def engines(model, kind: str, constraint: dict, llg_tok):
 
 def unconstrained(model, prompt, sampling, seed, heal, max_tokens):
     text = model.generate(prompt, max_tokens=max_tokens, temperature=sampling.temperature, top_k=sampling.top_k,
-                          top_p=sampling.top_p, min_p=sampling.min_p, seed=seed, heal=heal, stats=True)
+                          top_p=sampling.top_p, min_p=sampling.min_p, seed=seed, heal=heal, stats=True,
+                          cache_prompt=False)  # (every engine decodes the prompt alike: no rounding apart)
     return text, model.last_stats.nll
 
 
