@@ -79,6 +79,7 @@ class Model:
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         self._cost = DecodeCost()
         self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
+        self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
     # -- constraints -------------------------------------------------------------------
@@ -329,18 +330,17 @@ class Model:
         ``tokenizer.chat_template``, else llama.cpp's built-in template of the model's family."""
         from .template import BuiltinTemplate, ChatTemplate
 
+        got = self._templates.get(source)  # (compiled once per source: every chat turn asks)
+        if got is not None:
+            return got
         special = self.llama._model.token_get_text
         bos, eos = self.llama.token_bos(), self.llama.token_eos()
         bos_text = special(bos) if bos >= 0 else ""
         eos_text = special(eos) if eos >= 0 else ""
-        if source is not None:
-            return ChatTemplate(source, bos_text, eos_text, "the chat template given")
-        got = self.__dict__.get("_template")
-        if got is not None:
-            return got
-        text = self.llama.metadata.get("tokenizer.chat_template")
+        text = source if source is not None else self.llama.metadata.get("tokenizer.chat_template")
         if text:
-            got = ChatTemplate(text, bos_text, eos_text, f"{self.path.name}'s chat template")
+            name = "the chat template given" if source is not None else f"{self.path.name}'s chat template"
+            got = ChatTemplate(text, bos_text, eos_text, name)
         else:
             # Some GGUF files omit the template; llama.cpp knows its family's by name.
             arch = self.llama.metadata.get("general.architecture", "")
@@ -349,7 +349,9 @@ class Model:
                 raise LocalguideError(f"{self.path.name} has no chat template (and llama.cpp has none for "
                                       f"its architecture {arch!r}): pass chat_template=, or run without chat")
             got = BuiltinTemplate(name)
-        self._template = got
+        if len(self._templates) > 16:
+            self._templates.clear()
+        self._templates[source] = got
         return got
 
     def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
