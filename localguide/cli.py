@@ -155,10 +155,13 @@ def run(
     system: Annotated[Optional[str], typer.Option("--system", rich_help_panel=CHAT, show_default=False,
                                                   help="The system message.")] = None,
     tools: Annotated[Optional[Path], typer.Option("--tools", rich_help_panel=CHAT, show_default=False,
-                     help="A JSON file of tools (OpenAI form); calls are printed as JSON, arguments "
-                          "valid for their tool.")] = None,
+                     help="A JSON file of tools (OpenAI form); calls are printed as JSON, one line each, "
+                          "arguments valid for their tool.")] = None,
     tool_choice: Annotated[str, typer.Option("--tool-choice", rich_help_panel=CHAT,
                            help="auto, required, none, or a tool's name.")] = "auto",
+    parallel_tool_calls: Annotated[bool, typer.Option(
+        "--parallel-tool-calls/--no-parallel-tool-calls", rich_help_panel=CHAT,
+        help="Several calls in one answer (one line each), or one at most.")] = True,
     after: Annotated[Optional[str], typer.Option("--after", rich_help_panel=CHAT, show_default=False,
                      help="Free text (reasoning) until this text, then the constraint, e.g. '</think>'; "
                           "the reasoning goes to stderr.")] = None,
@@ -185,7 +188,8 @@ def run(
              "(the output still follows the prompt as written; never with --chat).")] = True,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
-    chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice, after=after,
+    chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice,
+                     parallel_tool_calls=parallel_tool_calls, after=after,
                      max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx)
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
@@ -200,7 +204,7 @@ def run(
 
 def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
          max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
-         speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, after,
+         speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, parallel_tool_calls, after,
          max_reasoning_tokens, min_p, n_ctx) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
@@ -234,7 +238,8 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
             model.chat_template()  # (a template error before the prompt)
             options.update(after=after, max_reasoning_tokens=max_reasoning_tokens)
             if tools is not None:
-                options.update(tools=_read_json(tools), tool_choice=_tool_choice(tool_choice))
+                options.update(tools=_read_json(tools), tool_choice=_tool_choice(tool_choice),
+                               parallel_tool_calls=parallel_tool_calls)
         else:
             options.update(heal=heal)
         session = _Session(model, options, system, use_chat, stats)
@@ -417,11 +422,11 @@ class _Session:
                         err.print()
                     content.append(d.content)
                     _out(d.content)
-                for c in d.tool_calls:
-                    calls.append(c)
-                    _out(("\n" if content else "") + json.dumps(
+                for c in d.tool_calls:  # (one line a call)
+                    _out(("\n" if content or calls else "") + json.dumps(
                         {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])},
                         ensure_ascii=False))
+                    calls.append(c)
         except BaseException:
             self.messages.pop()  # (the turn did not happen)
             raise

@@ -194,10 +194,16 @@ def test_tools_print_calls_as_json(smollm2, tmp_path):
         "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}]
     path = tmp_path / "tools.json"
     path.write_text(json.dumps(tools))
-    r = run("run", "--tools", str(path), "--tool-choice", "required", "--seed", "2", "What is 2 plus 3?")
+    for seed in range(3):  # (one line a call)
+        r = run("run", "--tools", str(path), "--tool-choice", "required", "--seed", str(seed), "What is 2 plus 3?")
+        assert r.exit_code == 0, r.output
+        for line in r.stdout.strip().splitlines():
+            call = json.loads(line)
+            assert call["name"] == "add" and isinstance(call["arguments"]["a"], int)
+    r = run("run", "--tools", str(path), "--tool-choice", "required", "--no-parallel-tool-calls", "--seed", "2",
+            "What is 2 plus 3?")
     assert r.exit_code == 0, r.output
-    call = json.loads(r.stdout.strip().splitlines()[-1])
-    assert call["name"] == "add" and isinstance(call["arguments"]["a"], int)
+    assert len(r.stdout.strip().splitlines()) == 1
 
 
 def test_after_sends_reasoning_to_stderr(smollm2):

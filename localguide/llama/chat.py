@@ -116,8 +116,27 @@ class _Splitter:
         return text
 
 
-def chat_stream(model, messages, *, tools=None, tool_choice="auto", after: str | None = None,
-                max_reasoning_tokens: int | None = None,
+class _LeadSplit:
+    """Splits streamed text where a call is the whole answer (Llama 3.1): a call if its first
+    character but whitespace is ``{``. As ``_Splitter``: ``reasoning`` is the text before a
+    call (here: all of it, or nothing), ``content`` the call's."""
+
+    def __init__(self):
+        self.call: bool | None = None
+        self.buf = ""
+
+    def feed(self, text: str, final: bool = False) -> ChatDelta:
+        if self.call is None:
+            self.buf += text
+            head = self.buf.lstrip()
+            if not head and not final:
+                return ChatDelta()
+            self.call, text, self.buf = head.startswith("{"), self.buf, ""
+        return ChatDelta(content=text) if self.call else ChatDelta(reasoning=text)
+
+
+def chat_stream(model, messages, *, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
+                after: str | None = None, max_reasoning_tokens: int | None = None,
                 chat_template: str | None = None, template_variables: dict | None = None,
                 max_tokens: int, sampling, constraint: dict, options: dict, counts_key,
                 speculate: bool, fast_forward: bool, opportunistic: bool, stats: bool,
@@ -128,56 +147,55 @@ def chat_stream(model, messages, *, tools=None, tool_choice="auto", after: str |
 
     msgs = normalize_messages(messages)
     template = model.chat_template(chat_template)
-    mode = "none"
+    mode, fmt, open_token = "none", T.HERMES, None
     if tools is not None:
         tools = T.check_tools(tools)
         mode, usable = T.chosen(tools, tool_choice)
-        if mode != "none" and (after is not None or any(v is not None for v in constraint.values())):
-            raise T.ToolError("tool calls take no after= and no constraint (regex=, json_schema=, ...): "
-                              "the calls' arguments are constrained by the tools' schemas")
-    msgs = T.prepare(msgs, tools, template)
+        if mode != "none" and any(v is not None for v in constraint.values()):
+            raise T.ToolError("tool calls take no constraint (regex=, json_schema=, ...): the calls' arguments "
+                              "are constrained by the tools' schemas (after= may come first)")
+        fmt = T.tool_format(template)
+    msgs = T.prepare(msgs, tools, template, fmt)
     shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
     prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
     prompt_tokens = model.tokenize_chat(prompt)
     if mode != "none":
-        schema = T.call_schema(usable)
-        index = model.compile(json_schema=schema, strict=True)  # (no arguments the tool does not list)
-        counts_key = T.constraint_key(schema)
-        # "required" / a named tool: the call at once; "auto": text, then perhaps a call
-        guide = TriggerGuide(model.vocabulary, T.OPEN.encode(), index, max_tokens,
-                             force_after=0 if mode == "required" else None, optional=mode == "auto")
-        after = T.OPEN
-    elif after is not None:
-        index = model.compile(**constraint, **options)
+        made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls)
+    else:
+        made = model.compile(**constraint, **options)
+    if after is not None:
         if not after:
             raise ValueError("after= needs a non-empty trigger text")
-        guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), index, max_tokens, max_reasoning_tokens)
+        guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), made, max_tokens, max_reasoning_tokens)
     else:
-        index = model.compile(**constraint, **options)
-        guide = index.guide(max_tokens=max_tokens) if index is not None else None
+        guide = made.guide(max_tokens=max_tokens) if made is not None else None
     counts = model.draft_counts(counts_key) if guide is not None and (speculate or fast_forward) else None
     tokens = model.generate_tokens(prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
                                    speculate=speculate, fast_forward=fast_forward, counts=counts, stats=stats,
                                    cache_prompt=cache_prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    split = _Splitter(after)
-    call = []
+    reason = _Splitter(after)
+    # (text before the calls is the content; the calls' text is held and parsed at the end)
+    calls = None if mode == "none" else _Splitter(fmt.open) if fmt.open else _LeadSplit()
+    held = []
 
-    def out(d: ChatDelta):
-        if mode != "none":  # text before the call is the content; the call's JSON is held
-            call.append(d.content)
-            d = ChatDelta(content=d.reasoning)
+    def out(piece: str, final: bool = False):
+        d = reason.feed(piece, final)
+        if calls is not None:
+            c = calls.feed(d.content, final)
+            held.append(c.content)
+            d = ChatDelta(content=c.reasoning, reasoning=d.reasoning)
         return d if d.content or d.reasoning else None
 
     try:
         for token in tokens:
-            piece = decoder.decode(model.vocabulary[token])
-            if piece and (d := out(split.feed(piece))) is not None:
+            piece = decoder.decode(model.vocabulary[token]) + (fmt.open if token == open_token else "")
+            if piece and (d := out(piece)) is not None:
                 yield d
-        if (d := out(split.feed(decoder.decode(b"", final=True), final=True))) is not None:
+        if (d := out(decoder.decode(b"", final=True), final=True)) is not None:
             yield d
-        if "".join(call).strip():
-            yield ChatDelta(tool_calls=[T.parse_call("".join(call))])
+        if "".join(held).strip():
+            yield ChatDelta(tool_calls=T.parse_calls("".join(held), fmt))
         elif mode == "required":
             raise LocalguideError(f"the call did not complete within max_tokens ({max_tokens})")
     finally:
@@ -193,12 +211,13 @@ def collect(deltas: Iterator[ChatDelta], after: str | None) -> ChatMessage:
         content.append(d.content)
         reasoning.append(d.reasoning)
         calls += d.tool_calls
-    if calls:
-        text = "".join(content).strip()
-        return ChatMessage(content=text or None, tool_calls=calls)
     r = "".join(reasoning)
     if after is not None:
         r = r.strip()
         if r.startswith("<think>"):  # (a model that opens the block itself)
             r = r[len("<think>"):].strip()
-    return ChatMessage(content="".join(content), reasoning=r if after is not None else None)
+    r = r if after is not None else None
+    if calls:
+        text = "".join(content).strip()
+        return ChatMessage(content=text or None, reasoning=r, tool_calls=calls)
+    return ChatMessage(content="".join(content), reasoning=r)

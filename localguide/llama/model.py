@@ -196,7 +196,8 @@ class Model:
 
     # -- conversations -----------------------------------------------------------------
     def chat(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
-             json_schema=None, tools=None, tool_choice="auto", after: str | None = None,
+             json_schema=None, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
+             after: str | None = None,
              max_reasoning_tokens: int | None = None, chat_template: str | None = None,
              template_variables: dict | None = None, **kwargs):
         """The assistant's answer to ``messages`` (OpenAI form: dicts with ``role`` system / user /
@@ -210,20 +211,24 @@ class Model:
         trigger is then forced; the constrained part still fits ``max_tokens``). The prompt
         cache makes the next turn decode only its new tokens. ``tools`` (OpenAI form, each with a
         JSON Schema ``parameters``) and ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or a
-        named function): the answer's ``tool_calls`` have arguments valid for their tool's schema
-        (``localguide.llama.tools``). Other arguments as ``generate``.
+        named function): the answer's ``tool_calls`` have arguments valid for their tool's schema,
+        written in the model family's syntax (``localguide.llama.tools``); ``parallel_tool_calls``:
+        several calls in one answer; ``after`` may come first (reasoning, then the calls).
+        Other arguments as ``generate``.
         """
         from .chat import collect
 
         return collect(self.chat_stream(messages, regex=regex, choice=choice, grammar=grammar,
-                                        json_schema=json_schema, tools=tools, tool_choice=tool_choice, after=after,
+                                        json_schema=json_schema, tools=tools, tool_choice=tool_choice,
+                                        parallel_tool_calls=parallel_tool_calls, after=after,
                                         max_reasoning_tokens=max_reasoning_tokens, chat_template=chat_template,
                                         template_variables=template_variables, **kwargs), after)
 
     def chat_stream(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
                     json_schema=None, strict: bool = False, whitespace: str = "compact",
                     max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
-                    tools=None, tool_choice="auto", after: str | None = None, max_reasoning_tokens: int | None = None,
+                    tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
+                    after: str | None = None, max_reasoning_tokens: int | None = None,
                     chat_template: str | None = None, template_variables: dict | None = None,
                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                     top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
@@ -240,7 +245,9 @@ class Model:
             options = {"max_ignored_run": max_ignored_run}
         constraint = {"regex": regex, "choice": choice, "grammar": grammar, "json_schema": json_schema}
         key = constraint_key(**constraint, **options) if any(v is not None for v in constraint.values()) else None
-        return chat_stream(self, messages, tools=tools, tool_choice=tool_choice, after=after, max_reasoning_tokens=max_reasoning_tokens,
+        return chat_stream(self, messages, tools=tools, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, after=after,
+                           max_reasoning_tokens=max_reasoning_tokens,
                            chat_template=chat_template, template_variables=template_variables,
                            max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
                            constraint=constraint, options=options, counts_key=key, speculate=speculate,

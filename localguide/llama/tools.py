@@ -1,24 +1,76 @@
 """Tool calls: ``tools`` in the OpenAI form, calls whose arguments are valid for their tool's
 schema by construction (the JSON-Schema compiler), parsed into OpenAI ``tool_calls``.
 
-A call is written ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``: the Hermes /
-Qwen syntax, and localguide's envelope for templates that declare no tools (the tools and
-the envelope are then described in a system message). The JSON after ``<tool_call>`` is
-constrained by one schema: an ``anyOf`` of one object per tool, ``name`` a constant and
-``arguments`` that tool's ``parameters`` (strict: an object lists its properties only,
-unless its schema allows others, as OpenAI's strict function calling). ``tool_choice``:
-``"auto"`` (text, or text then a call: the trigger of ``trigger.py``), ``"required"`` (a call, at once), ``"none"`` or
+A call is written in the model family's own syntax where its chat template declares one
+(``ToolFormat``, told from the template's text):
+
+- Hermes / Qwen (and localguide's envelope for templates that declare no tools, which then get
+  the tools described in a system message): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+  one block per call;
+- Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` (a control token in Mistral's
+  vocabulary, matched by its id);
+- Llama 3.1: the answer is ``{"name": ..., "parameters": {...}}`` alone (one call).
+
+The JSON of a call is constrained by one schema: an ``anyOf`` of one object per tool, ``name``
+a constant and the arguments that tool's ``parameters`` (strict: an object lists its
+properties only, unless its schema allows others, as OpenAI's strict function calling).
+``tool_choice``: ``"auto"`` (text, or text then calls: the trigger of ``trigger.py``;
+Llama 3.1: text or a call, by the first token), ``"required"`` (calls, at once), ``"none"`` or
 ``{"type": "function", "function": {"name": ...}}`` (that tool, at once).
+``parallel_tool_calls`` (default True, as OpenAI's): several calls in one answer, each
+whole within ``max_tokens`` (Llama 3.1's syntax has one call an answer).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 
 from ..errors import LocalguideError
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    """How a model family writes tool calls: ``open`` before them (the trigger in ``"auto"``; ""
+    where the call is the answer itself), ``sep`` between two calls ("" where they are one JSON
+    array, ``array``), ``close`` after the last, and the key of the arguments."""
+
+    name: str
+    open: str
+    sep: str
+    close: str
+    args_key: str = "arguments"
+    array: bool = False
+    parallel: bool = True
+
+    def render(self, calls: list[dict]) -> str:
+        """Past calls (OpenAI form) as the text the model writes."""
+        objs = [_as_call(c, self.args_key) for c in calls]
+        if self.array:
+            return self.open + json.dumps(objs, ensure_ascii=False) + self.close
+        if not self.sep:
+            return "\n".join(json.dumps(o, ensure_ascii=False) for o in objs)
+        return self.open + self.sep.join(json.dumps(o, ensure_ascii=False) for o in objs) + self.close
+
+
+HERMES = ToolFormat("hermes", OPEN, CLOSE + "\n" + OPEN, CLOSE)
+MISTRAL = ToolFormat("mistral", "[TOOL_CALLS]", "", "", array=True)
+LLAMA3 = ToolFormat("llama3", "", "", "", args_key="parameters", parallel=False)
+
+
+def tool_format(template) -> ToolFormat:
+    """The syntax of ``template``'s family (Hermes where it declares no other, or no tools)."""
+    src = getattr(template, "source", "")
+    if not declares_tools(template):
+        return HERMES
+    if "[TOOL_CALLS]" in src:
+        return MISTRAL
+    if "<|python_tag|>" in src or ('"parameters"' in src and "<|start_header_id|>" in src):
+        return LLAMA3
+    return HERMES
 
 
 class ToolError(LocalguideError, ValueError):
@@ -63,19 +115,29 @@ def chosen(tools: list[dict], tool_choice) -> tuple[str, list[dict]]:
                     f"{{'type': 'function', 'function': {{'name': ...}}}}, got {tool_choice!r}")
 
 
-def call_schema(tools: list[dict]) -> dict:
-    """The JSON Schema of one call to one of ``tools``."""
+def call_schema(tools: list[dict], fmt: ToolFormat = HERMES) -> dict:
+    """The JSON Schema of one call to one of ``tools`` in ``fmt``'s words."""
+    key = fmt.args_key
     one = [{"type": "object", "properties": {"name": {"const": t["function"]["name"]},
-                                             "arguments": t["function"]["parameters"]},
-            "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+                                             key: t["function"]["parameters"]},
+            "required": ["name", key], "additionalProperties": False} for t in tools]
     return one[0] if len(one) == 1 else {"anyOf": one}
+
+
+def calls_schema(tools: list[dict], fmt: ToolFormat, parallel: bool) -> dict:
+    """The JSON Schema of what follows ``fmt.open``: one call, or (array formats) the calls."""
+    one = call_schema(tools, fmt)
+    if not fmt.array:
+        return one
+    return {"type": "array", "items": one, "minItems": 1, **({} if parallel else {"maxItems": 1})}
 
 
 def describe(tools: list[dict]) -> str:
     """The system text that tells a model whose template declares no tools how to call them."""
     lines = ["You can call these tools:"]
     lines += [json.dumps(t["function"], ensure_ascii=False) for t in tools]
-    lines.append(f'To call one, write {OPEN}{{"name": <tool name>, "arguments": <arguments as JSON>}}{CLOSE}.')
+    lines.append(f'To call one, write {OPEN}{{"name": <tool name>, "arguments": <arguments as JSON>}}{CLOSE}; '
+                 'to call several, one such block after another.')
     return "\n".join(lines)
 
 
@@ -83,15 +145,15 @@ def declares_tools(template) -> bool:
     return "tools" in getattr(template, "source", "")
 
 
-def prepare(messages: list[dict], tools: list[dict] | None, template) -> list[dict]:
-    """``messages`` for ``template``: past tool calls and results written as text where the
-    template has no words for them, and the tools described where it does not declare them."""
+def prepare(messages: list[dict], tools: list[dict] | None, template, fmt: ToolFormat = HERMES) -> list[dict]:
+    """``messages`` for ``template``: past tool calls (in ``fmt``'s syntax) and results written as
+    text where the template has no words for them, and the tools described where it does not
+    declare them."""
     own = getattr(template, "source", "")
     out = []
     for m in messages:
         if m["role"] == "assistant" and m.get("tool_calls") and "tool_calls" not in own:
-            calls = "".join(f"{OPEN}{json.dumps(_as_call(c), ensure_ascii=False)}{CLOSE}" for c in m["tool_calls"])
-            m = {"role": "assistant", "content": (m.get("content") or "") + calls}
+            m = {"role": "assistant", "content": (m.get("content") or "") + fmt.render(m["tool_calls"])}
         elif m["role"] == "tool" and "tool" not in own:
             m = {"role": "user", "content": f"Tool result: {m['content']}"}
         out.append(m)
@@ -104,7 +166,7 @@ def prepare(messages: list[dict], tools: list[dict] | None, template) -> list[di
     return out
 
 
-def _as_call(call: dict) -> dict:
+def _as_call(call: dict, key: str = "arguments") -> dict:
     fn = call.get("function", call)
     args = fn.get("arguments", {})
     if isinstance(args, str):
@@ -112,7 +174,33 @@ def _as_call(call: dict) -> dict:
             args = json.loads(args)
         except json.JSONDecodeError:
             pass
-    return {"name": fn.get("name"), "arguments": args}
+    return {"name": fn.get("name"), key: args}
+
+
+def calls_maker(model, tools: list[dict], fmt: ToolFormat, mode: str, parallel: bool):
+    """(the maker of the answer's guides, ``guide(max_tokens=)``, for calls to ``tools`` in ``fmt``;
+    the draft counts' key; the id of ``fmt.open`` where it is one control token, else None)."""
+    from .tool_guides import Calls, Lead
+    from .trigger import Triggered
+
+    parallel = parallel and fmt.parallel
+    schema = calls_schema(tools, fmt, parallel)
+    made = index = model.compile(json_schema=schema, strict=True)  # (no arguments the tool does not list)
+    if fmt.sep and parallel:
+        made = Calls(model.vocabulary, index, fmt.sep.encode("utf-8"))
+    key = constraint_key(schema)
+    if not fmt.open:  # (the call is the answer: "required" at once, "auto" a call or text)
+        return (made if mode == "required" else Lead(model.vocabulary, made)), key, None
+    token = control_token(model, fmt.open)
+    trigger = token if token is not None else fmt.open.encode("utf-8")
+    return Triggered(model.vocabulary, trigger, made, force_after=0 if mode == "required" else None,
+                     optional=mode == "auto"), key, token
+
+
+def control_token(model, text: str) -> int | None:
+    """The id of ``text`` where the model's vocabulary has it as one control token (no bytes)."""
+    ids = model.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    return ids[0] if len(ids) == 1 and not model.vocabulary[ids[0]] else None
 
 
 def constraint_key(schema: dict) -> str:
@@ -122,8 +210,32 @@ def constraint_key(schema: dict) -> str:
     return key(json_schema=schema, strict=True, whitespace="compact", max_recursion=3)
 
 
-def parse_call(text: str) -> dict:
-    """An OpenAI ``tool_calls`` entry from the constrained JSON of one call."""
-    value = json.loads(text)
-    return {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-            "function": {"name": value["name"], "arguments": json.dumps(value["arguments"], ensure_ascii=False)}}
+def parse_calls(text: str, fmt: ToolFormat = HERMES) -> list[dict]:
+    """OpenAI ``tool_calls`` entries from the constrained text after ``fmt.open``: each call's
+    JSON read whole (``raw_decode``: a separator inside a string is the string's), the
+    separators between them skipped."""
+    dec = json.JSONDecoder()
+    values, pos = [], 0
+    marks = [m for m in (fmt.close, fmt.open) if m]
+    while True:
+        pos = _skip(text, pos, marks)
+        if pos >= len(text):
+            break
+        value, pos = dec.raw_decode(text, pos)
+        values += value if fmt.array else [value]
+    return [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+             "function": {"name": v["name"], "arguments": json.dumps(v[fmt.args_key], ensure_ascii=False)}}
+            for v in values]
+
+
+def _skip(text: str, pos: int, marks: list[str]) -> int:
+    """``pos`` moved past whitespace and the format's marks."""
+    while True:
+        start = pos
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        for m in marks:
+            if text.startswith(m, pos):
+                pos += len(m)
+        if pos == start:
+            return pos

@@ -35,6 +35,20 @@ def _kmp(trigger: bytes) -> list[int]:
     return fail
 
 
+def _whitespace_ids(vocabulary) -> np.ndarray:
+    """Sorted ids of the tokens made of whitespace only (made once per vocabulary)."""
+    got = _WHITESPACE.get(vocabulary)
+    if got is None:
+        rows = vocabulary.token_rows
+        cols = np.arange(rows.data.shape[1])
+        blank = np.isin(rows.data, np.frombuffer(bytes(sorted(_WS)), np.uint8)) | (cols >= rows.lengths[:, None])
+        got = _WHITESPACE[vocabulary] = np.sort(rows.order[blank.all(axis=1) & (rows.lengths > 0)]).astype(np.int32)
+    return got
+
+
+_WHITESPACE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 class _Trigger:
     """The trigger's matcher and, per match state, the tokens refused or forced (built lazily)."""
 
@@ -42,15 +56,19 @@ class _Trigger:
         if not trigger:
             raise ValueError("after= needs a non-empty trigger text")
         self.vocabulary, self.trigger, self.fail = vocabulary, trigger, _kmp(trigger)
+        self.length = len(trigger)  # (the most tokens it takes)
         rows = vocabulary.token_rows
         holds_last = np.any(rows.data == trigger[-1], axis=1)
         self._candidates = np.sort(rows.order[holds_last]).tolist()  # tokens that can complete it
         self._refused: dict[int, np.ndarray] = {}
         self._forced: dict[int, np.ndarray] = {}
         self.stop = np.asarray(vocabulary.stop_ids, np.int32)
-        cols = np.arange(rows.data.shape[1])
-        blank = np.isin(rows.data, np.frombuffer(bytes(sorted(_WS)), np.uint8)) | (cols >= rows.lengths[:, None])
-        self.whitespace = np.sort(rows.order[blank.all(axis=1) & (rows.lengths > 0)]).astype(np.int32)
+        self.whitespace = _whitespace_ids(vocabulary)
+
+    def advance(self, q: int, token: int) -> tuple[int, bool]:
+        """(the match state after ``token``, whether it completed the trigger)."""
+        q, end = self.step(q, self.vocabulary[token])
+        return q, end != -1
 
     def step(self, q: int, data: bytes) -> tuple[int, int]:
         """Run ``data`` from match state ``q``: (the new state, the index just past the byte that
@@ -94,11 +112,36 @@ class _Trigger:
         return got
 
 
+class _TokenTrigger:
+    """A trigger that is one control token (``[TOOL_CALLS]`` in Mistral's vocabulary): it has no
+    bytes, so it is matched by its id."""
+
+    length = 1
+
+    def __init__(self, vocabulary, token: int):
+        self.vocabulary, self.token = vocabulary, int(token)
+        self.stop = np.asarray(vocabulary.stop_ids, np.int32)
+        self.whitespace = _whitespace_ids(vocabulary)
+        self._forced = np.array([self.token], np.int32)
+
+    def advance(self, q: int, token: int) -> tuple[int, bool]:
+        return (1, True) if int(token) == self.token else (0, False)
+
+    def refused(self, q: int, stop: bool = True) -> np.ndarray:
+        return self.stop if stop else np.empty(0, np.int32)
+
+    def forced(self, q: int) -> np.ndarray:
+        return self._forced
+
+
 _TRIGGERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _trigger(vocabulary, trigger: bytes) -> _Trigger:
-    """The matcher of ``trigger`` over ``vocabulary``, made once (its tables fill as they are asked)."""
+def _trigger(vocabulary, trigger: bytes | int):
+    """The matcher of ``trigger`` (bytes, or a control token's id) over ``vocabulary``, made once
+    (its tables fill as they are asked)."""
+    if not isinstance(trigger, (bytes, bytearray)):
+        return _TokenTrigger(vocabulary, trigger)
     per = _TRIGGERS.get(vocabulary)
     if per is None:
         per = _TRIGGERS[vocabulary] = {}
@@ -110,16 +153,21 @@ def _trigger(vocabulary, trigger: bytes) -> _Trigger:
 
 class TriggerGuide:
     """The guide of ``after=``: free text, the trigger, then ``index``'s guide (see the module
-    docstring). ``max_tokens`` bounds the whole text; ``force_after`` the free tokens."""
+    docstring). ``trigger``: bytes, or the id of a control token (which has no bytes);
+    ``index``: anything whose ``guide(max_tokens=)`` makes a guide (raising ``BudgetError``
+    where the budget is too small), a compiled constraint or another guide's maker.
+    ``max_tokens`` bounds the whole text; ``force_after`` the free tokens; ``optional``: the
+    text may end before the trigger."""
 
     cheap_masks = False
 
-    def __init__(self, vocabulary, trigger: bytes, index, max_tokens: int, force_after: int | None = None,
+    def __init__(self, vocabulary, trigger: bytes | int, index, max_tokens: int, force_after: int | None = None,
                  optional: bool = False):
         self._t = _trigger(vocabulary, trigger)
         self.optional = optional  # the text may also end before the trigger (tool calls, "auto")
         self.index, self.max_tokens = index, max_tokens
-        need = min_tokens(index, max_tokens) + len(trigger) + GAP_TOKENS if index is not None else len(trigger)
+        length = self._t.length
+        need = min_tokens(index, max_tokens) + length + GAP_TOKENS if index is not None else length
         if need > max_tokens:
             raise BudgetError.needs("the trigger and the constraint after it", need, max_tokens)
         latest = max_tokens - need
@@ -191,8 +239,8 @@ class TriggerGuide:
         ck = inner.checkpoint() if inner is not None else 0
         self._history.append((self._s, ck))
         if phase == 0:
-            q, end = self._t.step(q, self._t.vocabulary[t])
-            if end != -1:
+            q, done = self._t.advance(q, t)
+            if done:
                 phase, inner = 1, self._inner_guide(n + 1)
         elif phase == 1 and gap < GAP_TOKENS and self._is_ws(t):
             gap += 1
@@ -243,6 +291,19 @@ class TriggerGuide:
 
     def native_block(self) -> None:
         return None
+
+
+class Triggered:
+    """A maker of ``TriggerGuide``s of one trigger and constraint (``guide(max_tokens=)``), so that
+    a trigger can itself come after another (reasoning, then tool calls)."""
+
+    def __init__(self, vocabulary, trigger: bytes | int, index, **options):
+        self.vocabulary, self.trigger, self.index, self.options = vocabulary, trigger, index, options
+
+    def guide(self, max_tokens: int | None = None) -> TriggerGuide:
+        if max_tokens is None:
+            raise BudgetError("a trigger's guide needs max_tokens")
+        return TriggerGuide(self.vocabulary, self.trigger, self.index, max_tokens, **self.options)
 
 
 def min_tokens(index, max_tokens: int) -> int:
