@@ -158,7 +158,7 @@ def chat_stream(model, messages, *, tools=None, tool_choice="auto", parallel_too
     msgs = T.prepare(msgs, tools, template, fmt)
     shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
     prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
-    prompt_tokens = model.tokenize_chat(prompt)
+    prompt_tokens = model.tokenize_conversation(prompt)
     if mode != "none":
         made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls)
     else:

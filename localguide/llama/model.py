@@ -79,6 +79,8 @@ class Model:
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         self._cost = DecodeCost()
         self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
+        self._said: list[int] = []  # the last generation's prompt and output, as the model took them
+        self._special_pieces: dict[int, bytes] = {}
         self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
@@ -328,6 +330,49 @@ class Model:
             tokens = [bos] + tokens
         return tokens
 
+    def tokenize_conversation(self, text: str) -> list[int]:
+        """A rendered chat prompt as tokens, its part that repeats the last generation (the
+        history, the model's own answer) in the tokens the model took then, the rest tokenized.
+
+        A sampled answer is often not in the tokenizer's own split (``<`` ``$`` where the
+        tokenizer writes ``<$``); tokenized again, the next turn would part from the KV cache
+        there and decode the answer again. The tokens are used only where their bytes are the
+        text's, so the text is the same either way."""
+        tokens = self.tokenize_chat(text)
+        said = self._said
+        n = 0
+        while n < min(len(said), len(tokens)) and said[n] == tokens[n]:
+            n += 1
+        if n == len(said) or n == len(tokens):
+            return tokens
+        data, pos, j = text.encode("utf-8"), 0, 0
+        bos = self.llama.token_bos()
+        if said[0] == tokens[0] == bos and not data.startswith(self._piece(bos)):
+            j = 1  # (a BOS the template did not write)
+        while j < len(said):
+            piece = self._piece(said[j])
+            if not piece or not data.startswith(piece, pos):
+                break
+            pos, j = pos + len(piece), j + 1
+        if j <= n:
+            return tokens
+        spliced = said[:j] + self.llama.tokenize(data[pos:], add_bos=False, special=True)
+        # (a tokenizer that puts a space before a text's start would change the text: then not)
+        lead = 1 if spliced[0] == bos and not data.startswith(self._piece(bos)) else 0
+        if b"".join(self._piece(t) for t in spliced[lead:]) != data:
+            return tokens
+        return spliced
+
+    def _piece(self, token: int) -> bytes:
+        """The bytes ``token`` stands for in a rendered prompt (a control token's text included)."""
+        piece = self.vocabulary[token]
+        if piece:
+            return piece
+        got = self._special_pieces.get(token)
+        if got is None:
+            got = self._special_pieces[token] = self.llama.detokenize([token], special=True)
+        return got
+
     def apply_chat_template(self, user_message: str) -> str:
         """``user_message`` wrapped in the model's own chat template, ready for the answer."""
         return self.chat_template().render([{"role": "user", "content": user_message}])
@@ -473,6 +518,7 @@ class Model:
         """After a generation: the KV cache keeps the prompt and every generated token but the
         last (which may not have been decoded), and nothing else (no rejected drafts); it is
         emptied when ``keep_cache`` is False (an error, or caching off)."""
+        self._said = list(prompt_tokens) + out
         if not keep_cache:
             self._reset()
             return

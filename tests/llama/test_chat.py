@@ -123,6 +123,46 @@ def test_a_conversation_decodes_only_each_turns_new_tokens(model):
     assert isinstance(second.content, str)
 
 
+def test_each_turn_decodes_only_what_follows_the_last_generation(model):
+    """The history is given in the tokens the model took, where the text is theirs: a turn
+    decodes nothing of the last answer again but its last token (sampled, never decoded), even
+    where the sampled tokens are not the tokenizer's own split."""
+    msgs = [{"role": "system", "content": "You are a helpful assistant. Answer in one sentence."}]
+    checked = 0
+    for k, q in enumerate(["Name a fruit.", "Why is the sky blue?", "Name a colour.", "What is rain?",
+                           "Name a planet.", "What is ice?"]):
+        msgs.append({"role": "user", "content": q})
+        before = list(model._said)
+        answer = model.chat(msgs, max_tokens=40, temperature=1.0, seed=k)
+        s = model.last_stats
+        if k and answer_prev.content == answer_prev.content.strip():  # (the template writes it verbatim)
+            checked += 1
+            assert s.cached_tokens == len(before) - 1, (k, s)
+        msgs.append(answer.to_dict())
+        answer_prev = answer
+    assert checked >= 3, "the test needs answers without surrounding whitespace"
+
+
+def test_tokenize_conversation_splices_only_where_the_bytes_agree(smollm2):
+    m = smollm2
+    msgs = [{"role": "user", "content": "Say it."}, {"role": "assistant", "content": "Hello there"},
+            {"role": "user", "content": "Again."}]
+    text = m.chat_template().render(msgs)
+    canonical = m.tokenize_chat(text)
+    head = m.tokenize_chat(m.chat_template().render(msgs[:1]))
+    split = [t for ch in "Hello there" for t in m.llama.tokenize(ch.encode(), add_bos=False, special=False)]
+    old = m._said
+    try:
+        m._said = head + split + [m.llama.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]]
+        spliced = m.tokenize_conversation(text)
+        assert spliced[:len(m._said)] == m._said and spliced != canonical
+        assert b"".join(m._piece(t) for t in spliced) == text.encode()
+        m._said = head + m.llama.tokenize(b"Hello world", add_bos=False, special=False)
+        assert m.tokenize_conversation(text) == canonical  # (other text: the tokenizer's own split)
+    finally:
+        m._said = old
+
+
 def test_chat_with_a_constraint(model):
     schema = {"type": "object", "properties": {"colour": {"type": "string", "maxLength": 12}},
               "required": ["colour"]}
