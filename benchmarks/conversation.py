@@ -9,7 +9,9 @@ one seed, 32 tokens) to the history; time to first token runs from the call to t
 piece of the answer. With the cache a turn decodes only its new tokens; without it
 (``cache_prompt=False``) the whole history. Tools: 100 tools with small object schemas, a call
 required (``tool_choice="required"``), compile time cold (a fresh cache directory) and cached (once the whole Index is stored),
-and generation tokens/s of the call against an unconstrained answer to the same prompt.
+and generation tokens/s of the call against an unconstrained answer to the same prompt; the
+guide's cost per token (mask and advance, µs p50 / p99) on random walks of the call's guide
+("required": the call; "auto": text or the call), against the grammar targets (50 µs / 1 ms).
 """
 
 from __future__ import annotations
@@ -56,6 +58,30 @@ def conversation(model, turns: int, cache: bool) -> list[dict]:
     return rows
 
 
+def guide_cost(model, mode: str, walks: int = 30) -> tuple[float, float]:
+    """µs per token (mask and advance), p50 and p99, on random walks of a tools guide."""
+    import numpy as np
+
+    from localguide.llama.tools import calls_maker, check_tools, tool_format
+
+    made, _, _ = calls_maker(model, check_tools(TOOLS), tool_format(model.chat_template()), mode, True)
+    rng, times = np.random.default_rng(0), []
+    for _ in range(walks):
+        g = made.guide(max_tokens=64)
+        for _ in range(64):
+            t0 = time.perf_counter()
+            g.mask()
+            t1 = time.perf_counter()
+            t = int(rng.choice(g.allowed_token_ids()))
+            if t in model._stop:
+                break
+            t2 = time.perf_counter()
+            g.advance(t)
+            times.append(t1 - t0 + time.perf_counter() - t2)
+    us = np.array(times) * 1e6
+    return float(np.percentile(us, 50)), float(np.percentile(us, 99))
+
+
 def tools_case(model) -> dict:
     from localguide.llama.tools import call_schema, check_tools
 
@@ -93,7 +119,8 @@ def tools_case(model) -> dict:
         model.chat(msgs, tools=TOOLS, tool_choice="none", max_tokens=48, temperature=0.7, seed=seed)
         tps_free.append(model.last_stats.tokens_per_second)
     return {"cold": cold, "cached": cached, "tps_call": sum(tps_call) / 3, "tps_free": sum(tps_free) / 3,
-            "prompt": model.last_stats.prompt_tokens}
+            "prompt": model.last_stats.prompt_tokens, "required": guide_cost(model, "required"),
+            "auto": guide_cost(model, "auto")}
 
 
 def main() -> None:
@@ -117,7 +144,8 @@ def main() -> None:
             log(name, "cache", cache, [round(x["ttft"] * 1000) for x in r])
         t = tools_case(model)
         tool_rows.append([name, f"{t['cold']:.2f} s", f"{t['cached'] * 1000:.1f} ms", str(t["prompt"]),
-                          fmt(t["tps_call"]), fmt(t["tps_free"]), f"{t['tps_call'] / t['tps_free']:.2f}×"])
+                          fmt(t["tps_call"]), fmt(t["tps_free"]), f"{t['tps_call'] / t['tps_free']:.2f}×",
+                          "%.1f / %.1f" % t["required"], "%.1f / %.1f" % t["auto"]])
         log(name, t)
     text = ("Command: `python benchmarks/conversation.py" + (f" --turns {args.turns}" if args.turns != 20 else "")
             + f" --models {args.models}`. " + " ".join(__doc__.split("\n\n")[2].split()) + "\n\n"
@@ -126,7 +154,8 @@ def main() -> None:
                        rows)
             + "\n\n100 tools, a call required:\n\n"
             + md_table(["model", "compile (cold)", "compile (cached)", "prompt (tokens)", "tokens/s, the call",
-                        "tokens/s, unconstrained", "ratio"], tool_rows) + "\n")
+                        "tokens/s, unconstrained", "ratio", "guide µs/token, required (p50 / p99)",
+                        "guide µs/token, auto (p50 / p99)"], tool_rows) + "\n")
     print(text)
     if args.markdown:
         from report import replace_section

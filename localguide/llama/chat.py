@@ -135,69 +135,94 @@ class _LeadSplit:
         return ChatDelta(content=text) if self.call else ChatDelta(reasoning=text)
 
 
-def chat_stream(model, messages, *, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
-                after: str | None = None, max_reasoning_tokens: int | None = None,
-                chat_template: str | None = None, template_variables: dict | None = None,
-                max_tokens: int, sampling, constraint: dict, options: dict, counts_key,
-                speculate: bool, fast_forward: bool, opportunistic: bool, stats: bool,
-                cache_prompt: bool) -> Iterator[ChatDelta]:
-    """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
-    from . import tools as T
-    from .trigger import TriggerGuide
+class ChatRun:
+    """One answer in the making: the prompt's tokens and the guide (made here: messages checked,
+    the template rendered, the constraint compiled), then the answer's text split as its tokens
+    come (``feed``), and the tool calls at the end (``finish``). ``Model.chat_stream`` and the
+    server's engines drive it."""
 
-    msgs = normalize_messages(messages)
-    template = model.chat_template(chat_template)
-    mode, fmt, open_token = "none", T.HERMES, None
-    if tools is not None:
-        tools = T.check_tools(tools)
-        mode, usable = T.chosen(tools, tool_choice)
-        if mode != "none" and any(v is not None for v in constraint.values()):
-            raise T.ToolError("tool calls take no constraint (regex=, json_schema=, ...): the calls' arguments "
-                              "are constrained by the tools' schemas (after= may come first)")
-        fmt = T.tool_format(template)
-    msgs = T.prepare(msgs, tools, template, fmt)
-    shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
-    prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
-    prompt_tokens = model.tokenize_conversation(prompt)
-    if mode != "none":
-        made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls)
-    else:
-        made = model.compile(**constraint, **options)
-    if after is not None:
-        if not after:
-            raise ValueError("after= needs a non-empty trigger text")
-        guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), made, max_tokens, max_reasoning_tokens)
-    else:
-        guide = made.guide(max_tokens=max_tokens) if made is not None else None
-    counts = model.draft_counts(counts_key) if guide is not None and (speculate or fast_forward) else None
-    tokens = model.generate_tokens(prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
-                                   speculate=speculate, fast_forward=fast_forward, counts=counts, stats=stats,
-                                   cache_prompt=cache_prompt)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    reason = _Splitter(after)
-    # (text before the calls is the content; the calls' text is held and parsed at the end)
-    calls = None if mode == "none" else _Splitter(fmt.open) if fmt.open else _LeadSplit()
-    held = []
+    def __init__(self, model, messages, *, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
+                 after: str | None = None, max_reasoning_tokens: int | None = None,
+                 chat_template: str | None = None, template_variables: dict | None = None,
+                 max_tokens: int, constraint: dict, options: dict, counts_key=None, tokenize: bool = True):
+        from . import tools as T
+        from .trigger import TriggerGuide
 
-    def out(piece: str, final: bool = False):
-        d = reason.feed(piece, final)
-        if calls is not None:
-            c = calls.feed(d.content, final)
-            held.append(c.content)
+        msgs = normalize_messages(messages)
+        template = model.chat_template(chat_template)
+        mode, fmt, open_token = "none", T.HERMES, None
+        if tools is not None:
+            tools = T.check_tools(tools)
+            mode, usable = T.chosen(tools, tool_choice)
+            if mode != "none" and any(v is not None for v in constraint.values()):
+                raise T.ToolError("tool calls take no constraint (regex=, json_schema=, ...): the calls' arguments "
+                                  "are constrained by the tools' schemas (after= may come first)")
+            fmt = T.tool_format(template)
+        msgs = T.prepare(msgs, tools, template, fmt)
+        shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
+        self.prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
+        # (tokenize False: the caller tokenizes, against what its own cache holds)
+        self.prompt_tokens = model.tokenize_conversation(self.prompt) if tokenize else None
+        if mode != "none":
+            made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls)
+        else:
+            made = model.compile(**constraint, **options)
+        if after is not None:
+            if not after:
+                raise ValueError("after= needs a non-empty trigger text")
+            self.guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), made, max_tokens, max_reasoning_tokens)
+        else:
+            self.guide = made.guide(max_tokens=max_tokens) if made is not None else None
+        self.counts_key, self.max_tokens, self.mode = counts_key, max_tokens, mode
+        self._model, self._tools, self._fmt, self._open_token = model, T, fmt, open_token
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._reason = _Splitter(after)
+        # (text before the calls is the content; the calls' text is held and parsed at the end)
+        self._calls = None if mode == "none" else _Splitter(fmt.open) if fmt.open else _LeadSplit()
+        self._held: list[str] = []
+
+    def _out(self, piece: str, final: bool = False) -> ChatDelta | None:
+        d = self._reason.feed(piece, final)
+        if self._calls is not None:
+            c = self._calls.feed(d.content, final)
+            self._held.append(c.content)
             d = ChatDelta(content=c.reasoning, reasoning=d.reasoning)
         return d if d.content or d.reasoning else None
 
+    def feed(self, token: int) -> ChatDelta | None:
+        """The text ``token`` adds (reasoning or content), or None (held back, or a call's)."""
+        piece = self._decoder.decode(self._model.vocabulary[token])
+        if token == self._open_token:
+            piece += self._fmt.open
+        return self._out(piece) if piece else None
+
+    def finish(self) -> list[ChatDelta]:
+        """The text held back, then the tool calls (raises where "required" calls did not complete)."""
+        out = []
+        if (d := self._out(self._decoder.decode(b"", final=True), final=True)) is not None:
+            out.append(d)
+        held = "".join(self._held)
+        if held.strip():
+            out.append(ChatDelta(tool_calls=self._tools.parse_calls(held, self._fmt)))
+        elif self.mode == "required":
+            raise LocalguideError(f"the call did not complete within max_tokens ({self.max_tokens})")
+        return out
+
+
+def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, fast_forward: bool,
+                opportunistic: bool, stats: bool, cache_prompt: bool, **run_args) -> Iterator[ChatDelta]:
+    """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
+    run = ChatRun(model, messages, max_tokens=max_tokens, **run_args)
+    guide = run.guide
+    counts = model.draft_counts(run.counts_key) if guide is not None and (speculate or fast_forward) else None
+    tokens = model.generate_tokens(run.prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
+                                   speculate=speculate, fast_forward=fast_forward, counts=counts, stats=stats,
+                                   cache_prompt=cache_prompt)
     try:
         for token in tokens:
-            piece = decoder.decode(model.vocabulary[token]) + (fmt.open if token == open_token else "")
-            if piece and (d := out(piece)) is not None:
+            if (d := run.feed(token)) is not None:
                 yield d
-        if (d := out(decoder.decode(b"", final=True), final=True)) is not None:
-            yield d
-        if "".join(held).strip():
-            yield ChatDelta(tool_calls=T.parse_calls("".join(held), fmt))
-        elif mode == "required":
-            raise LocalguideError(f"the call did not complete within max_tokens ({max_tokens})")
+        yield from run.finish()
     finally:
         tokens.close()
         if counts is not None:

@@ -159,19 +159,7 @@ class Model:
         elif grammar is not None:
             options = {"max_ignored_run": max_ignored_run}
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
-        prompt_tokens = self.tokenize_prompt(prompt, chat)
-        healed = self.vocabulary[prompt_tokens[-1]] if (
-            heal and not chat and max_tokens >= 2 and heal_point(self.vocabulary, prompt_tokens)) else b""
-        guide = None
-        if index is not None:
-            try:  # (the healing token is one of max_tokens)
-                guide = index.guide(max_tokens=max_tokens - 1 if healed else max_tokens)
-            except BudgetError:
-                if not healed:
-                    raise
-                healed, guide = b"", index.guide(max_tokens=max_tokens)
-        if healed:
-            prompt_tokens = prompt_tokens[:-1]
+        prompt_tokens, guide, healed = self.prepare_completion(prompt, index, max_tokens, heal=heal, chat=chat)
         counts = None
         if guide is not None and (speculate or fast_forward):
             counts = self.draft_counts(constraint_key(regex=regex, choice=choice, grammar=grammar,
@@ -195,6 +183,26 @@ class Model:
             tokens.close()
             if counts is not None:
                 counts.save()
+
+    def prepare_completion(self, prompt: str, index, max_tokens: int, *, heal: bool = True,
+                           chat: bool = False) -> tuple[list[int], object, bytes]:
+        """(the prompt's tokens, ``index``'s guide for the answer or None, the healed bytes): the
+        prompt's last token healed where a longer token could extend it (it is then left out of
+        the tokens, and the first token generated re-makes its bytes; ``generate_tokens(healed=)``)."""
+        prompt_tokens = self.tokenize_prompt(prompt, chat)
+        healed = self.vocabulary[prompt_tokens[-1]] if (
+            heal and not chat and max_tokens >= 2 and heal_point(self.vocabulary, prompt_tokens)) else b""
+        guide = None
+        if index is not None:
+            try:  # (the healing token is one of max_tokens)
+                guide = index.guide(max_tokens=max_tokens - 1 if healed else max_tokens)
+            except BudgetError:
+                if not healed:
+                    raise
+                healed, guide = b"", index.guide(max_tokens=max_tokens)
+        if healed:
+            prompt_tokens = prompt_tokens[:-1]
+        return prompt_tokens, guide, healed
 
     # -- conversations -----------------------------------------------------------------
     def chat(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
