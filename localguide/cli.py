@@ -348,6 +348,46 @@ def info() -> None:
 
 
 @app.command()
+def serve(
+    model: Annotated[Optional[Path], typer.Argument(help="A .gguf model (default: the embedded SmolLM2).",
+                                                    show_default=False)] = None,
+    host: Annotated[str, typer.Option("--host", help="The address to listen on (loopback unless told).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="The port to listen on.")] = 8080,
+    parallel: Annotated[int, typer.Option("--parallel", min=1, max=64,
+                                          help="Sequences decoded together (1: one request at a time, with "
+                                               "speculation and the prompt cache; more wait in a queue).")] = 1,
+    n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="Context of each sequence, in tokens.")] = 4096,
+    n_gpu_layers: Annotated[int, typer.Option("--n-gpu-layers", help="Layers offloaded to the GPU (-1: all).")] = 0,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", show_default=False,
+                                                   help="Requests must send 'Authorization: Bearer KEY'.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1,
+                                            help="The most tokens one answer may ask for.")] = 4096,
+    compile_timeout: Annotated[float, typer.Option("--compile-timeout", min=0.1,
+                                                   help="Seconds a request's constraint may take to compile.")] = 30.0,
+) -> None:
+    """An OpenAI-compatible server: chat and completions whose structure is guaranteed."""
+    try:
+        try:
+            import uvicorn  # noqa: F401
+            import starlette  # noqa: F401
+        except ImportError:
+            raise typer.BadParameter('the server needs its extra: pip install "localguide[server]"') from None
+        import localguide
+        from .server import serve as run_server
+
+        if model is not None and not str(model).lower().endswith(".gguf"):
+            raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {str(model)!r}", param_hint="MODEL")
+        with _StatusLine():
+            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
+        err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
+                  markup=False, highlight=False)
+        run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
+                   max_tokens=max_tokens, compile_timeout=compile_timeout)
+    except (typer.BadParameter, Exception) as e:  # noqa: BLE001 - one line, no traceback
+        _fail(e)
+
+
+@app.command()
 def grammars() -> None:
     """List the shipped grammars (use a name with --grammar)."""
     from rich.console import Console

@@ -144,7 +144,12 @@ class ChatRun:
     def __init__(self, model, messages, *, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
                  after: str | None = None, max_reasoning_tokens: int | None = None,
                  chat_template: str | None = None, template_variables: dict | None = None,
-                 max_tokens: int, constraint: dict, options: dict, counts_key=None, tokenize: bool = True):
+                 max_tokens: int, constraint: dict, options: dict, counts_key=None, tokenize: bool = True,
+                 compile=None, lock=None):
+        """``compile``: what compiles a constraint (``Model.compile``'s arguments; default it); ``lock``:
+        held while the guide is made (a server whose engine walks guides of the same index)."""
+        import contextlib
+
         from . import tools as T
         from .trigger import TriggerGuide
 
@@ -163,16 +168,19 @@ class ChatRun:
         self.prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
         # (tokenize False: the caller tokenizes, against what its own cache holds)
         self.prompt_tokens = model.tokenize_conversation(self.prompt) if tokenize else None
+        compile = compile or model.compile
         if mode != "none":
-            made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls)
+            made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls, compile)
         else:
-            made = model.compile(**constraint, **options)
-        if after is not None:
-            if not after:
-                raise ValueError("after= needs a non-empty trigger text")
-            self.guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), made, max_tokens, max_reasoning_tokens)
-        else:
-            self.guide = made.guide(max_tokens=max_tokens) if made is not None else None
+            made = compile(**constraint, **options)
+        if after is not None and not after:
+            raise ValueError("after= needs a non-empty trigger text")
+        with lock or contextlib.nullcontext():
+            if after is not None:
+                self.guide = TriggerGuide(model.vocabulary, after.encode("utf-8"), made, max_tokens,
+                                          max_reasoning_tokens)
+            else:
+                self.guide = made.guide(max_tokens=max_tokens) if made is not None else None
         self.counts_key, self.max_tokens, self.mode = counts_key, max_tokens, mode
         self._model, self._tools, self._fmt, self._open_token = model, T, fmt, open_token
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

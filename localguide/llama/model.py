@@ -338,16 +338,17 @@ class Model:
             tokens = [bos] + tokens
         return tokens
 
-    def tokenize_conversation(self, text: str) -> list[int]:
+    def tokenize_conversation(self, text: str, said: list[int] | None = None) -> list[int]:
         """A rendered chat prompt as tokens, its part that repeats the last generation (the
         history, the model's own answer) in the tokens the model took then, the rest tokenized.
 
         A sampled answer is often not in the tokenizer's own split (``<`` ``$`` where the
         tokenizer writes ``<$``); tokenized again, the next turn would part from the KV cache
         there and decode the answer again. The tokens are used only where their bytes are the
-        text's, so the text is the same either way."""
+        text's, so the text is the same either way. ``said``: the tokens to take them from (by
+        default this Model's last generation's)."""
         tokens = self.tokenize_chat(text)
-        said = self._said
+        said = self._said if said is None else said
         n = 0
         while n < min(len(said), len(tokens)) and said[n] == tokens[n]:
             n += 1

@@ -177,15 +177,16 @@ def _as_call(call: dict, key: str = "arguments") -> dict:
     return {"name": fn.get("name"), key: args}
 
 
-def calls_maker(model, tools: list[dict], fmt: ToolFormat, mode: str, parallel: bool):
+def calls_maker(model, tools: list[dict], fmt: ToolFormat, mode: str, parallel: bool, compile=None):
     """(the maker of the answer's guides, ``guide(max_tokens=)``, for calls to ``tools`` in ``fmt``;
-    the draft counts' key; the id of ``fmt.open`` where it is one control token, else None)."""
+    the draft counts' key; the id of ``fmt.open`` where it is one control token, else None).
+    ``compile``: what compiles the call schema (default ``model.compile``)."""
     from .tool_guides import Calls, Lead
     from .trigger import Triggered
 
     parallel = parallel and fmt.parallel
     schema = calls_schema(tools, fmt, parallel)
-    made = index = model.compile(json_schema=schema, strict=True)  # (no arguments the tool does not list)
+    made = index = (compile or model.compile)(json_schema=schema, strict=True)  # (no arguments the tool does not list)
     if fmt.sep and parallel:
         made = Calls(model.vocabulary, index, fmt.sep.encode("utf-8"))
     key = constraint_key(schema)

@@ -1,0 +1,47 @@
+"""``localguide serve``: an OpenAI-compatible local server whose structure is guaranteed.
+
+``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``, ``GET /health``
+and a playground page at ``/``. Needs the ``server`` extra (``pip install "localguide[server]"``:
+Starlette and uvicorn). ``api`` reads the requests, ``engine`` decodes, ``app`` joins them.
+"""
+
+from __future__ import annotations
+
+from .api import ApiError, Limits
+
+
+def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: str | None = None,
+                max_tokens: int = 4096, default_max_tokens: int = 512, compile_timeout: float = 30.0,
+                cache_entries: int = 64, cache_bytes: int = 1 << 30, name: str | None = None):
+    """The server's ``Server`` (its Starlette app is ``.app``) over ``model`` (a ``localguide.Model``):
+    ``parallel`` sequences decoded together (1: one request at a time, with speculation and the
+    prompt cache); ``n_ctx`` tokens of context per sequence (default the model's)."""
+    from .app import Server
+    from .engine import BatchEngine, SerialEngine
+
+    if parallel < 1:
+        raise ValueError("parallel must be at least 1")
+    import llama_cpp
+
+    context = n_ctx or llama_cpp.llama_n_ctx(model.llama.ctx)
+    if parallel == 1 and context > llama_cpp.llama_n_ctx(model.llama.ctx):
+        raise ValueError(f"n_ctx {context} is over the model's context ({llama_cpp.llama_n_ctx(model.llama.ctx)})")
+    engine = SerialEngine(model, context) if parallel == 1 else BatchEngine(model, parallel, context)
+    limits = Limits(max_tokens=min(max_tokens, context), default_max_tokens=min(default_max_tokens, context // 2),
+                    context=context, compile_timeout=compile_timeout)
+    return Server(model, engine, name=name or model.path.stem, limits=limits, api_key=api_key,
+                  cache_entries=cache_entries, cache_bytes=cache_bytes)
+
+
+def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning", **options) -> None:
+    """Run the server until interrupted (options as ``make_server``)."""
+    import uvicorn
+
+    server = make_server(model, **options)
+    try:
+        uvicorn.run(server.app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
+    finally:
+        server.engine.close()
+
+
+__all__ = ["ApiError", "Limits", "make_server", "serve"]

@@ -1,0 +1,274 @@
+"""The OpenAI request bodies, read and checked: every fault is an ``ApiError`` (HTTP 400 and
+OpenAI's error body, the field named in ``param``), never a silent default or fallback.
+
+What OpenAI's API cannot say comes as documented extension fields: ``regex``, ``grammar`` (text
+or a shipped name), ``choice``, ``after``, ``max_reasoning_tokens``, ``top_k``, ``min_p``,
+``stats`` (the invasiveness figures).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..llama.sampler import Sampling
+
+
+class ApiError(Exception):
+    """A request the server refuses: ``status`` and OpenAI's error body."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400,
+                 type: str = "invalid_request_error", code: str | None = None):
+        super().__init__(message)
+        self.message, self.param, self.status, self.type, self.code = message, param, status, type, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+@dataclass
+class Limits:
+    """What one request may ask (``localguide serve`` options)."""
+
+    max_tokens: int = 4096          # the most tokens an answer may ask for
+    default_max_tokens: int = 512   # an answer's budget where the request names none
+    context: int = 4096             # prompt and answer, in tokens, of one sequence
+    compile_timeout: float = 30.0   # seconds a constraint's compile may take
+
+
+@dataclass
+class Job:
+    """A request, read: the prompt (messages or text), the constraint and the sampling."""
+
+    messages: list | None = None
+    prompt: str | None = None
+    constraint: dict = field(default_factory=dict)  # regex / choice / grammar / json_schema
+    options: dict = field(default_factory=dict)     # strict, max_ignored_run, ...
+    tools: list | None = None
+    tool_choice: object = "auto"
+    parallel_tool_calls: bool = True
+    after: str | None = None
+    max_reasoning_tokens: int | None = None
+    max_tokens: int = 512
+    sampling: Sampling = field(default_factory=Sampling)
+    stop: list = field(default_factory=list)
+    stream: bool = False
+    include_usage: bool = False
+    stats: bool = False
+    heal: bool = True
+
+
+_IGNORED = {"model", "user", "metadata", "store", "service_tier", "stream_options", "logit_bias",
+            "frequency_penalty", "presence_penalty", "n", "logprobs", "top_logprobs", "echo", "best_of",
+            "suffix", "reasoning_effort", "modalities", "prediction", "audio", "web_search_options"}
+_CHAT = {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "stream",
+         "response_format", "tools", "tool_choice", "parallel_tool_calls", "regex", "grammar", "choice", "after",
+         "max_reasoning_tokens", "top_k", "min_p", "stats", "chat_template_kwargs"}
+_COMPLETION = {"prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "response_format",
+               "regex", "grammar", "choice", "top_k", "min_p", "stats", "heal"}
+
+
+def parse_chat(body, limits: Limits) -> Job:
+    """``POST /v1/chat/completions``'s body."""
+    body = _object(body)
+    _known(body, _CHAT)
+    job = Job(messages=_messages(body.get("messages")))
+    _common(body, job, limits, ("max_completion_tokens", "max_tokens"))
+    if body.get("tools") is not None:
+        tools = body["tools"]
+        if not isinstance(tools, list) or not tools:
+            raise ApiError("tools: expected a non-empty array of {'type': 'function', 'function': {...}}", "tools")
+        job.tools = tools
+        job.tool_choice = _tool_choice(body.get("tool_choice", "auto"))
+        job.parallel_tool_calls = _bool(body, "parallel_tool_calls", True)
+        if job.tool_choice != "none" and any(v is not None for v in job.constraint.values()):
+            raise ApiError("tools cannot be combined with response_format json, regex, grammar or choice: the "
+                           "answer is text or calls (tool_choice='none' to constrain the text)", "tools")
+    elif body.get("tool_choice") not in (None, "none", "auto"):
+        raise ApiError("tool_choice needs tools", "tool_choice")
+    if body.get("after") is not None:
+        job.after = _text(body, "after")
+        if not job.after:
+            raise ApiError("after: expected a non-empty trigger text (say '</think>')", "after")
+    job.max_reasoning_tokens = _int(body, "max_reasoning_tokens", None, lo=0)
+    if job.max_reasoning_tokens is not None and job.after is None:
+        raise ApiError("max_reasoning_tokens needs after (the text that ends the reasoning)", "max_reasoning_tokens")
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ApiError("chat_template_kwargs: expected an object", "chat_template_kwargs")
+    job.options["template_variables"] = kwargs
+    return job
+
+
+def parse_completion(body, limits: Limits) -> Job:
+    """``POST /v1/completions``'s body."""
+    body = _object(body)
+    _known(body, _COMPLETION)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError("prompt: expected a string (one prompt per request)", "prompt")
+    if not prompt:
+        raise ApiError("prompt: expected a non-empty string", "prompt")
+    job = Job(prompt=prompt)
+    _common(body, job, limits, ("max_tokens",))
+    job.heal = _bool(body, "heal", True)
+    return job
+
+
+# -- the parts ------------------------------------------------------------------------------
+
+def _object(body) -> dict:
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    return body
+
+
+def _known(body: dict, known: set) -> None:
+    for key in body:
+        if key not in known and key not in _IGNORED:
+            raise ApiError(f"unknown field {key!r} (localguide's extensions: regex, grammar, choice, after, "
+                           "max_reasoning_tokens, top_k, min_p, stats)", key)
+    n = body.get("n", 1)
+    if n != 1:
+        raise ApiError("n: only one choice per request is supported", "n")
+    for key in ("frequency_penalty", "presence_penalty"):
+        if body.get(key) not in (None, 0, 0.0):
+            raise ApiError(f"{key} is not supported (leave it out or 0)", key)
+    if body.get("logprobs") not in (None, False, 0) or body.get("echo") or body.get("suffix") or \
+            body.get("best_of") not in (None, 1):
+        key = next(k for k in ("logprobs", "echo", "suffix", "best_of") if body.get(k) not in (None, False, 0, 1))
+        raise ApiError(f"{key} is not supported", key)
+    if body.get("logit_bias"):
+        raise ApiError("logit_bias is not supported", "logit_bias")
+
+
+def _common(body: dict, job: Job, limits: Limits, budget_keys: tuple) -> None:
+    given = [k for k in budget_keys if body.get(k) is not None]
+    job.max_tokens = limits.default_max_tokens
+    if given:
+        job.max_tokens = _int(body, given[0], None, lo=1)
+        if job.max_tokens > limits.max_tokens:
+            raise ApiError(f"{given[0]} is {job.max_tokens}: at most {limits.max_tokens} (serve --max-tokens)",
+                           given[0])
+    temperature = _number(body, "temperature", 0.8, lo=0.0, hi=2.0)
+    top_p = _number(body, "top_p", 0.95, lo=0.0, hi=1.0)
+    min_p = _number(body, "min_p", 0.05, lo=0.0, hi=1.0)
+    top_k = _int(body, "top_k", 40, lo=0)
+    seed = _int(body, "seed", None, lo=-(2 ** 63))
+    job.sampling = Sampling(temperature, top_k, top_p, min_p, None if seed is None else seed & 0xFFFFFFFF)
+    job.stop = _stop(body.get("stop"))
+    job.stream = _bool(body, "stream", False)
+    so = body.get("stream_options")
+    if so is not None:
+        if not isinstance(so, dict):
+            raise ApiError("stream_options: expected an object", "stream_options")
+        job.include_usage = bool(so.get("include_usage", False))
+    job.stats = _bool(body, "stats", False)
+    _constraint(body, job)
+
+
+def _constraint(body: dict, job: Job) -> None:
+    c = {"regex": None, "choice": None, "grammar": None, "json_schema": None}
+    rf = body.get("response_format")
+    if rf is not None:
+        if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+            raise ApiError("response_format: expected {'type': 'text'}, {'type': 'json_object'} or "
+                           "{'type': 'json_schema', 'json_schema': {'name': ..., 'schema': {...}}}", "response_format")
+        if rf["type"] == "json_object":
+            schema = rf.get("schema")  # (llama.cpp's and llama-cpp-python's form)
+            c["json_schema"] = schema if schema is not None else {"type": "object"}
+        elif rf["type"] == "json_schema":
+            js = rf.get("json_schema")
+            if not isinstance(js, dict) or "schema" not in js and "name" not in js:
+                raise ApiError("response_format.json_schema: expected {'name': ..., 'schema': {...}, 'strict': ...}",
+                               "response_format.json_schema")
+            schema = js.get("schema", {})
+            if not isinstance(schema, (dict, bool)):
+                raise ApiError("response_format.json_schema.schema: expected a JSON Schema (an object)",
+                               "response_format.json_schema.schema")
+            c["json_schema"] = schema
+            job.options["strict"] = bool(js.get("strict", False))
+    for key in ("regex", "grammar"):
+        if body.get(key) is not None:
+            c[key] = _text(body, key)
+    if body.get("choice") is not None:
+        choice = body["choice"]
+        if not isinstance(choice, list) or not choice or not all(isinstance(x, str) for x in choice):
+            raise ApiError("choice: expected a non-empty array of strings", "choice")
+        c["choice"] = choice
+    named = [k for k, v in c.items() if v is not None]
+    if len(named) > 1:
+        names = {"json_schema": "response_format"}
+        raise ApiError(f"give one constraint, not {' and '.join(names.get(k, k) for k in named)}",
+                       names.get(named[1], named[1]))
+    job.constraint = c
+
+
+def _messages(messages) -> list:
+    if not isinstance(messages, list) or not messages:
+        raise ApiError("messages: expected a non-empty array of {'role': ..., 'content': ...}", "messages")
+    return messages
+
+
+def _tool_choice(value):
+    if value in ("auto", "required", "none"):
+        return value
+    if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("function"), dict):
+        return value
+    raise ApiError("tool_choice: expected 'auto', 'required', 'none' or "
+                   "{'type': 'function', 'function': {'name': ...}}", "tool_choice")
+
+
+def _stop(stop) -> list:
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) and s for s in stop):
+        raise ApiError("stop: expected a non-empty string or an array of up to 4", "stop")
+    return stop
+
+
+def _text(body: dict, key: str) -> str:
+    v = body[key]
+    if not isinstance(v, str):
+        raise ApiError(f"{key}: expected a string", key)
+    return v
+
+
+def _bool(body: dict, key: str, default: bool) -> bool:
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ApiError(f"{key}: expected true or false", key)
+    return v
+
+
+def _int(body: dict, key: str, default, lo: int | None = None):
+    v = body.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise ApiError(f"{key}: expected an integer", key)
+    if lo is not None and v < lo:
+        raise ApiError(f"{key}: expected at least {lo}, got {v}", key)
+    if v > 2 ** 63:
+        raise ApiError(f"{key}: too large", key)
+    return v
+
+
+def _number(body: dict, key: str, default: float, lo: float, hi: float) -> float:
+    v = body.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ApiError(f"{key}: expected a number", key)
+    if not lo <= v <= hi:
+        raise ApiError(f"{key}: expected a number from {lo:g} to {hi:g}, got {v}", key)
+    return float(v)

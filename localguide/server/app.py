@@ -1,0 +1,421 @@
+"""The HTTP side of ``localguide serve``: OpenAI's routes on Starlette, answers from an engine.
+
+A request is read (``api``), prepared in a worker thread (messages rendered, the constraint
+compiled through a cache bounded in entries and bytes, within ``compile_timeout``), then queued
+to the engine, whose thread sends its tokens back to the request's event loop. A client that
+goes away cancels its request: the engine frees its sequence at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
+                      SchemaError)
+from ..llama.chat import ChatError, ChatRun
+from ..llama.template import ChatTemplateError
+from ..llama.tools import ToolError
+from ..speculate import constraint_key
+from .api import ApiError, Job, Limits, parse_chat, parse_completion
+from .engine import Work
+
+MAX_BODY = 4 * 1024 * 1024
+
+
+class CompileCache:
+    """Compiled constraints shared between requests: least recently used out past ``entries``
+    or ``max_bytes`` (the indexes' arrays, estimated)."""
+
+    def __init__(self, compile, entries: int = 64, max_bytes: int = 1 << 30):
+        self._compile, self.entries, self.max_bytes = compile, entries, max_bytes
+        self._items: OrderedDict = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, **constraint):
+        key = constraint_key(**constraint)
+        if key is not None:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    return hit[0]
+        index = self._compile(**constraint)
+        if key is not None and index is not None:
+            size = _nbytes(index)
+            with self._lock:
+                if key not in self._items:
+                    self._items[key] = (index, size)
+                    self._bytes += size
+                while self._items and (len(self._items) > self.entries or self._bytes > self.max_bytes):
+                    _, (_, old) = self._items.popitem(last=False)
+                    self._bytes -= old
+        return index
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _nbytes(obj, depth: int = 0) -> int:
+    """The bytes of the numpy arrays an index holds (two levels down)."""
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if depth > 2:
+        return 0
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(x, depth + 1) for x in obj[:64])
+    if isinstance(obj, dict):
+        return sum(_nbytes(x, depth + 1) for x in list(obj.values())[:64])
+    fields = getattr(obj, "__dict__", None)
+    if fields is None:
+        return 0
+    return sum(_nbytes(v, depth + 1) for v in fields.values())
+
+
+def _api_error(e: BaseException, job: Job | None) -> ApiError:
+    """A preparation's error as the request's error (400 naming the field), or a 500 that says
+    what failed without a traceback."""
+    if isinstance(e, ApiError):
+        return e
+    named = next((k for k, v in (job.constraint.items() if job else ()) if v is not None), None)
+    param = {"json_schema": "response_format"}.get(named, named)
+    if isinstance(e, ToolError):
+        param = "tool_choice" if "tool_choice" in str(e) else "tools"
+    elif isinstance(e, (ChatError, ChatTemplateError)):
+        param = "messages"
+    elif isinstance(e, BudgetError):
+        param = "max_tokens"
+    elif isinstance(e, SchemaError) and job is not None and job.tools:
+        param = "tools"
+    elif not isinstance(e, (PatternError, GrammarError, SchemaError, EmptyLanguageError)):
+        param = None
+    if isinstance(e, (LocalguideError, ValueError, TypeError)):
+        return ApiError(str(e), param)
+    return ApiError(f"internal error: {type(e).__name__}: {e}", None, status=500, type="server_error")
+
+
+class Server:
+    """The routes over one model and engine."""
+
+    def __init__(self, model, engine, *, name: str, limits: Limits, api_key: str | None = None,
+                 cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY):
+        self.model, self.engine, self.name, self.limits = model, engine, name, limits
+        self.api_key, self.max_body = api_key, max_body
+        self.compiled = CompileCache(model.compile, cache_entries, cache_bytes)
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="localguide-prepare")
+        self.created = int(time.time())
+        self.app = Starlette(routes=[
+            Route("/", self.playground, methods=["GET"]),
+            Route("/health", self.health, methods=["GET"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+        ], exception_handlers={404: self._not_found, 405: self._not_allowed})
+
+    # -- plain routes -------------------------------------------------------------------------
+    async def playground(self, request: Request) -> Response:
+        page = resources.files("localguide.server").joinpath("playground.html").read_text(encoding="utf-8")
+        return HTMLResponse(page)
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": self.name, "parallel": self.engine.parallel,
+                             "active": self.engine.active(), "waiting": self.engine.waiting()})
+
+    async def models(self, request: Request) -> Response:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        return JSONResponse({"object": "list", "data": [
+            {"id": self.name, "object": "model", "created": self.created, "owned_by": "localguide"}]})
+
+    async def _not_found(self, request: Request, exc) -> Response:
+        return _error(ApiError(f"no route {request.url.path}", status=404))
+
+    async def _not_allowed(self, request: Request, exc) -> Response:
+        return _error(ApiError(f"{request.method} is not allowed on {request.url.path}", status=405))
+
+    def _auth(self, request: Request) -> Response | None:
+        if self.api_key is None:
+            return None
+        given = request.headers.get("authorization", "")
+        if given != f"Bearer {self.api_key}":
+            return _error(ApiError("a valid API key is needed: Authorization: Bearer KEY", status=401,
+                                   code="invalid_api_key"))
+        return None
+
+    async def _body(self, request: Request):
+        data, size = bytearray(), 0
+        async for chunk in request.stream():  # (read to its end, so the client hears the answer)
+            size += len(chunk)
+            if size <= self.max_body:
+                data += chunk
+            elif size > 16 * self.max_body:
+                break
+        if size > self.max_body:
+            raise ApiError(f"the request body is over {self.max_body} bytes", status=413)
+        try:
+            return json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ApiError(f"the request body is not JSON: {e}") from None
+
+    # -- generation ---------------------------------------------------------------------------
+    async def chat(self, request: Request) -> Response:
+        return await self._generate(request, parse_chat, self._prepare_chat, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._generate(request, parse_completion, self._prepare_completion, chat=False)
+
+    async def _generate(self, request: Request, parse, prepare, chat: bool) -> Response:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        job = None
+        try:
+            job = parse(await self._body(request), self.limits)
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(self._pool, prepare, job)
+            try:
+                prepared = await asyncio.wait_for(asyncio.shield(fut), self.limits.compile_timeout)
+            except asyncio.TimeoutError:
+                raise ApiError(f"preparing the request (compiling its constraint) took over "
+                               f"{self.limits.compile_timeout:g} s (serve --compile-timeout): refused",
+                               code="compile_timeout") from None
+        except Exception as e:  # noqa: BLE001 - every fault is the request's answer
+            return _error(_api_error(e, job))
+        stream = _Stream(loop, job, prepared, chat, self)
+        self.engine.submit(stream.work)
+        if job.stream:
+            return StreamingResponse(stream.events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        return await stream.whole(request)
+
+    def _options(self, job: Job) -> dict:
+        c = {k: v for k, v in job.constraint.items() if v is not None}
+        if "json_schema" in c:
+            return {"strict": job.options.get("strict", False)}
+        return {}
+
+    def _prepare_chat(self, job: Job):
+        run = ChatRun(self.model, job.messages, tools=job.tools, tool_choice=job.tool_choice,
+                      parallel_tool_calls=job.parallel_tool_calls, after=job.after,
+                      max_reasoning_tokens=job.max_reasoning_tokens,
+                      template_variables=job.options.get("template_variables"), max_tokens=job.max_tokens,
+                      constraint=job.constraint, options=self._options(job),
+                      counts_key=_key(job.constraint, self._options(job)), tokenize=False,
+                      compile=self.compiled, lock=self.engine.lock)
+        n = len(self.model.tokenize_chat(run.prompt))
+        self._check_context(n, job, "messages")
+        return run, n
+
+    def _prepare_completion(self, job: Job):
+        index = self.compiled(**job.constraint, **self._options(job))
+        heal = job.heal and self.engine.parallel == 1  # (the batch engine does not heal)
+        with self.engine.lock:
+            tokens, guide, healed = self.model.prepare_completion(job.prompt, index, job.max_tokens, heal=heal)
+        self._check_context(len(tokens) + bool(healed), job, "prompt")
+        return (tokens, guide, healed, _key(job.constraint, self._options(job))), len(tokens) + bool(healed)
+
+    def _check_context(self, n: int, job: Job, param: str) -> None:
+        if n + job.max_tokens > self.limits.context:
+            raise ApiError(f"the prompt ({n} tokens) plus max_tokens ({job.max_tokens}) exceeds the context of "
+                           f"{self.limits.context} tokens per sequence (serve --n-ctx)", param)
+
+
+def _key(constraint: dict, options: dict) -> str | None:
+    given = {k: v for k, v in constraint.items() if v is not None}
+    return constraint_key(**given, **options) if given else None
+
+
+def _error(e: ApiError) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status)
+
+
+class _StopText:
+    """OpenAI's ``stop``: text up to the first stop string; text that may begin one is held back."""
+
+    def __init__(self, stops: list[str]):
+        self.stops, self.buf, self.hit = stops, "", False
+
+    def feed(self, text: str, final: bool = False) -> str:
+        if self.hit:
+            return ""
+        if not self.stops:
+            return text
+        self.buf += text
+        cut = min((i for i in (self.buf.find(s) for s in self.stops) if i >= 0), default=-1)
+        if cut >= 0:
+            out, self.buf, self.hit = self.buf[:cut], "", True
+            return out
+        keep = 0 if final else max((k for s in self.stops for k in range(1, len(s))
+                                    if self.buf.endswith(s[:k])), default=0)
+        out, self.buf = self.buf[:len(self.buf) - keep], self.buf[len(self.buf) - keep:]
+        return out
+
+
+class _Stream:
+    """One request's answer: the engine's ``Work`` and the events it sends to the event loop."""
+
+    def __init__(self, loop, job: Job, prepared, chat: bool, server: Server):
+        self.loop, self.job, self.chat, self.server = loop, job, chat, server
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self.stop = _StopText(job.stop)
+        self.tokens = 0
+        what, self.prompt_tokens = prepared
+        if chat:
+            self.run = what
+            self.work = Work(None, what.prompt, what.guide, job.sampling, job.max_tokens, self._on_token,
+                             self._on_done, counts_key=what.counts_key, stats=job.stats)
+        else:
+            tokens, guide, healed, key = what
+            self.skip = len(healed)
+            self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            self.work = Work(tokens, None, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,
+                             counts_key=key, healed=healed, stats=job.stats)
+
+    # -- the engine's thread ------------------------------------------------------------------
+    def _post(self, item) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def _text(self, text: str, final: bool = False) -> bool:
+        out = self.stop.feed(text, final)
+        if out:
+            self._post(("delta", {"content": out} if self.chat else {"text": out}))
+        return not self.stop.hit
+
+    def _on_token(self, token: int) -> bool:
+        self.tokens += 1
+        if not self.chat:
+            piece = self.decoder.decode(self.server.model.vocabulary[token][self.skip:])
+            self.skip = 0
+            return self._text(piece) if piece else True
+        d = self.run.feed(token)
+        if d is None:
+            return True
+        if d.reasoning:
+            self._post(("delta", {"reasoning_content": d.reasoning}))
+        return self._text(d.content) if d.content else True
+
+    def _on_done(self, reason: str, error, stats) -> None:
+        if reason == "cancelled":
+            return
+        calls = []
+        try:
+            if error is not None:
+                raise error
+            if self.chat:
+                for d in ([] if self.stop.hit else self.run.finish()):
+                    if d.reasoning:
+                        self._post(("delta", {"reasoning_content": d.reasoning}))
+                    if d.content:
+                        self._text(d.content)
+                    calls += d.tool_calls
+            else:
+                self._text(self.decoder.decode(b"", final=True))
+            self._text("", final=True)
+        except Exception as e:  # noqa: BLE001
+            self._post(("error", _api_error(e, self.job)))
+            return
+        if calls:
+            self._post(("delta", {"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]}))
+        finish = "tool_calls" if calls else ("length" if reason == "length" and not self.stop.hit else "stop")
+        self._post(("done", finish, stats))
+
+    # -- the event loop -----------------------------------------------------------------------
+    def _usage(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens,
+                "total_tokens": self.prompt_tokens + self.tokens}
+
+    def _extra(self, stats) -> dict:
+        if not self.job.stats or stats is None:
+            return {}
+        keys = ("prompt_tokens", "cached_tokens", "tokens", "decode_calls", "drafted", "accepted", "seconds",
+                "tokens_per_second", "healed_bytes", "interventions", "mass_removed_mean", "mass_removed_max",
+                "nll", "measured_tokens")
+        return {"localguide": {k: getattr(stats, k, None) for k in keys}}
+
+    def _chunk(self, delta: dict | None, finish=None, **extra) -> str:
+        if self.chat:
+            choice = {"index": 0, "delta": delta or {}, "finish_reason": finish}
+            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                    "model": self.server.name, "choices": [choice], **extra}
+        else:
+            choice = {"index": 0, "text": (delta or {}).get("text", ""), "logprobs": None, "finish_reason": finish}
+            body = {"id": self.id, "object": "text_completion", "created": self.created,
+                    "model": self.server.name, "choices": [choice], **extra}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def events(self):
+        try:
+            if self.chat:
+                yield self._chunk({"role": "assistant", "content": ""})
+            while True:
+                item = await self.queue.get()
+                if item[0] == "delta":
+                    yield self._chunk(item[1])
+                elif item[0] == "error":
+                    yield f"data: {json.dumps(item[1].body(), ensure_ascii=False)}\n\n"
+                    yield "data: [DONE]\n\n"
+                    return
+                else:
+                    _, finish, stats = item
+                    yield self._chunk(None, finish, **self._extra(stats))
+                    if self.job.include_usage:
+                        body = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                                "created": self.created, "model": self.server.name, "choices": [],
+                                "usage": self._usage()}
+                        yield f"data: {json.dumps(body)}\n\n"
+                    yield "data: [DONE]\n\n"
+                    return
+        finally:
+            self.work.cancelled = True  # (the client went away, or the answer is done: either way)
+
+    async def whole(self, request: Request) -> Response:
+        content, reasoning, calls = [], [], []
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(self.queue.get(), 0.5)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        return Response(status_code=499)
+                    continue
+                if item[0] == "error":
+                    return _error(item[1])
+                if item[0] == "done":
+                    break
+                d = item[1]
+                content.append(d.get("content", d.get("text", "")))
+                reasoning.append(d.get("reasoning_content", ""))
+                calls += d.get("tool_calls", [])
+        finally:
+            self.work.cancelled = True
+        _, finish, stats = item
+        if self.chat:
+            message = {"role": "assistant", "content": "".join(content) if not calls or any(content) else None}
+            if any(reasoning):
+                message["reasoning_content"] = "".join(reasoning)
+            if calls:
+                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.server.name,
+                    "choices": [choice], "usage": self._usage(), **self._extra(stats)}
+        else:
+            choice = {"index": 0, "text": "".join(content), "logprobs": None, "finish_reason": finish}
+            body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.server.name,
+                    "choices": [choice], "usage": self._usage(), **self._extra(stats)}
+        return JSONResponse(body)
