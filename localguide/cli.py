@@ -378,7 +378,8 @@ def serve(
         if model is not None and not str(model).lower().endswith(".gguf"):
             raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {str(model)!r}", param_hint="MODEL")
         with _StatusLine():
-            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
+            # (--parallel N decodes in a context of its own: the model's is then only for tokens)
+            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256)
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,

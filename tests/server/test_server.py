@@ -164,6 +164,15 @@ def test_bad_regex_and_grammar_name_where(served):
     assert served.get("/health")["status"] == "ok"  # (and it keeps serving)
 
 
+def test_reasoning_first_then_the_schema(served):
+    r = _chat(served, messages=ASK, response_format=SCHEMA_FORMAT, max_tokens=64, temperature=1.0, seed=2,
+              extra_body={"after": "</think>", "max_reasoning_tokens": 10})
+    msg = r.choices[0].message
+    jsonschema.validate(json.loads(msg.content), PERSON)
+    assert isinstance(msg.model_extra.get("reasoning_content", ""), str)
+    assert "</think>" not in msg.content
+
+
 def test_completions_with_stop_strings(served):
     r = served.client.completions.create(model="m", prompt="One, two, three, four,", max_tokens=24, temperature=0,
                                          stop=[","], extra_body={"regex": r"( [a-z]+,){1,6}"})
