@@ -18,7 +18,8 @@ Prompts: ``quality_prompts.py`` (four kinds, 30 or more each). For each prompt a
   (mean NLL per token under the model alone, minus that of unconstrained sampling of the
   same prompt) and how many outputs are **complete** (in the language) within the token
   budget (40 tokens, 64 for midword). localguide's budget-aware ending intervenes to finish
-  in time where a peer's text is cut off.
+  in time where a peer's text is cut off; on grammars, the row "not budget-aware" runs the
+  same guide without the budget (and without healing), on the peers' footing.
 
 localguide runs through ``Model.generate(stats=True)``; each peer as a llama.cpp sampler
 first in the same chain (top-k, top-p, min-p, temperature, dist), measured by the same
@@ -211,6 +212,15 @@ def engines(model, kind: str, constraint: dict, llg_tok):
     out["localguide, no healing"] = local(False)
     if "grammar" in constraint:
         out["localguide, opportunistic"] = local(True, True)
+
+        def unbudgeted(prompt, sampling, seed):  # (the guide without the budget: a peer's footing)
+            guide = model.compile(**lg).guide(max_tokens=None)
+            tokens = list(model.generate_tokens(model.tokenize_prompt(prompt), guide, n, dataclasses.replace(
+                sampling, seed=seed), stats=True, cache_prompt=False))
+            s = model.last_stats
+            text = b"".join(model.vocabulary[t] for t in tokens).decode("utf-8", "replace")
+            return text, s.interventions, [s.mass_removed_mean] * s.measured_tokens, [s.nll] * s.measured_tokens
+        out["localguide, not budget-aware"] = unbudgeted
     if "gbnf" in constraint:
         out["llama.cpp GBNF"] = lambda p, s, seed: peer_generate(
             model, p, _Native(peers.gbnf_sampler(model, constraint["gbnf"])), s, seed, n)

@@ -253,6 +253,60 @@ def test_concurrent_requests_on_two_sequences_and_a_queue(batched):
     assert len(results) == 5
 
 
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_twenty_concurrent_clients(batched):
+    """20 clients at once on 2 sequences (18 queue): every answer valid, some streamed and some
+    dropped half-way, the server alive after, its memory bounded."""
+    def ask(i):
+        if i % 5 == 4:  # (a client that goes away mid-stream)
+            stream = _chat(batched, messages=ASK, max_tokens=200, temperature=1.0, seed=i, stream=True)
+            next(iter(stream))
+            stream.close()
+            return None
+        if i % 5 == 3:
+            chunks = _chat(batched, messages=ASK, response_format=SCHEMA_FORMAT, max_tokens=40, temperature=1.0,
+                           seed=i, stream=True)
+            return json.loads("".join(c.choices[0].delta.content or "" for c in chunks if c.choices))
+        r = _chat(batched, messages=ASK, response_format=SCHEMA_FORMAT, max_tokens=40, temperature=1.0, seed=i)
+        return json.loads(r.choices[0].message.content)
+
+    before = None
+    for round_ in range(2):
+        results, errors = {}, []
+
+        def run(i):
+            try:
+                results[i] = ask(i)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for value in results.values():
+            if value is not None:
+                jsonschema.validate(value, PERSON)
+        assert len(results) == 20
+        rss = _rss_mb(batched.proc.pid)
+        if before is None:
+            before = rss
+    assert rss < before + 100, (before, rss)  # (a second round of 20 leaves no trail)
+    deadline = time.time() + 10
+    while batched.get("/health")["active"] and time.time() < deadline:
+        time.sleep(0.1)
+    h = batched.get("/health")
+    assert h["status"] == "ok" and h["active"] == 0 and h["waiting"] == 0
+
+
 def test_batched_greedy_answers_match_a_lone_one(batched):
     """Two sequences decoded together give each the answer it gets alone (greedy; up to the
     rounding of batched products, which these short answers do not meet)."""
