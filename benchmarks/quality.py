@@ -19,7 +19,8 @@ Prompts: ``quality_prompts.py`` (four kinds, 30 or more each). For each prompt a
   same prompt) and how many outputs are **complete** (in the language) within the token
   budget (40 tokens, 64 for midword). localguide's budget-aware ending intervenes to finish
   in time where a peer's text is cut off; on grammars, the row "not budget-aware" runs the
-  same guide without the budget (and without healing), on the peers' footing.
+  same grammar on the peers' footing: no budget, no healing, and whitespace runs unbounded
+  (localguide bounds a run of ``%ignore``d text to 32 bytes by default, ``max_ignored_run``).
 
 localguide runs through ``Model.generate(stats=True)``; each peer as a llama.cpp sampler
 first in the same chain (top-k, top-p, min-p, temperature, dist), measured by the same
@@ -213,8 +214,8 @@ def engines(model, kind: str, constraint: dict, llg_tok):
     if "grammar" in constraint:
         out["localguide, opportunistic"] = local(True, True)
 
-        def unbudgeted(prompt, sampling, seed):  # (the guide without the budget: a peer's footing)
-            guide = model.compile(**lg).guide(max_tokens=None)
+        def unbudgeted(prompt, sampling, seed):  # (the peers' footing: no budget, whitespace runs unbounded)
+            guide = model.compile(**lg, max_ignored_run=None).guide(max_tokens=None)
             tokens = list(model.generate_tokens(model.tokenize_prompt(prompt), guide, n, dataclasses.replace(
                 sampling, seed=seed), stats=True, cache_prompt=False))
             s = model.last_stats
