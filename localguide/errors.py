@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 
 class LocalguideError(Exception):
     """Base class: catch this to handle any localguide failure."""
@@ -53,6 +55,22 @@ class TokenNotAllowedError(LocalguideError, ValueError):
         return cls(f"token {token_id} is allowed by {what} but cannot finish within the remaining {remaining} token(s)")
 
 
+def as_token(token, size: int) -> int:
+    """``token`` as a token id of a ``size``-token vocabulary: an int (or numpy integer) from 0 to
+    ``size - 1``; anything else (a float, a string, a bool, an id outside) is a
+    ``TokenNotAllowedError`` that says so, never read as another token."""
+    if isinstance(token, bool) or not isinstance(token, numbers.Integral):
+        raise TokenNotAllowedError(f"a token is an int id, not {type(token).__name__} {token!r}")
+    t = int(token)
+    if not 0 <= t < size:
+        raise TokenNotAllowedError(f"token {t} is not in the vocabulary (ids 0 to {size - 1})")
+    return t
+
+
+class ArgumentError(LocalguideError, ValueError):
+    """An argument out of its range or of the wrong kind (the message names it and what it takes)."""
+
+
 class BudgetError(LocalguideError, ValueError):
     """No text satisfying the constraint fits in ``max_tokens``."""
 
@@ -83,7 +101,8 @@ class GrammarError(LocalguideError, ValueError):
         if line is not None:
             where = f" at line {line}" + (f", column {column}" if column is not None else "")
         origin = f" in {source}" if source else ""
-        super().__init__(f"{message}{where}{origin}")
+        first, nl, rest = message.partition("\n")  # (where goes on the first line; a caret display after)
+        super().__init__(f"{first}{where}{origin}{nl}{rest}")
 
 
 class SchemaError(LocalguideError, ValueError):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BudgetError, TokenNotAllowedError, check_max_tokens
+from ..errors import BudgetError, TokenNotAllowedError, as_token, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from .masks import bits_has, bits_ids, bits_with, key_of
 
@@ -115,7 +115,7 @@ class GrammarGuide:
         """Whether ``token_id`` is allowed now, without computing the whole mask when possible."""
         if self.finished:
             return False
-        token_id = int(token_id)
+        token_id = as_token(token_id, self.index.vocab_size)
         index = self.index
         if token_id in set(index.stop_ids.tolist()):
             return index.accepting(self.state)
@@ -126,7 +126,7 @@ class GrammarGuide:
         return index.step(self.state, token_id) is not None
 
     def advance(self, token_id: int) -> None:
-        token_id = int(token_id)
+        token_id = as_token(token_id, self.index.vocab_size)
         if self.finished:
             raise TokenNotAllowedError.after_end(token_id)
         index = self.index

@@ -183,6 +183,37 @@ def _python_regex_to_dfa(name: str, pattern: str, flags) -> object:
         raise GrammarError(f"terminal {name}: {e}") from None
 
 
+def _unplaced(message: str) -> str:
+    """Lark's first line without its own "at line N, column M" (GrammarError says where, once)."""
+    first = message.strip().splitlines()[0] if message.strip() else message
+    return re.sub(r"[ ,]*(?:at )?[Ll]ine:? \d+,? (?:col(?:umn)?:? \d+)?\.?(?: in <string>:?)?\s*$", "", first) or first
+
+
+def _line_of(text: str, pattern: str) -> int | None:
+    m = re.search(pattern, text, re.M)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _name(td) -> str:
+    """A terminal as the user wrote it: its name, or for an anonymous one its pattern."""
+    if not td.name.startswith("__"):
+        return td.name
+    return f"/{td.pattern.value}/" if type(td.pattern).__name__ == "PatternRE" else repr(td.pattern.value)
+
+
+def _place(text: str, td) -> tuple[int | None, int | None]:
+    """(line, column) of a terminal's definition, or of an anonymous one's pattern, in ``text``."""
+    if td.name.startswith("__"):
+        k = text.find(f"/{td.pattern.value}/")
+    else:
+        m = re.search(rf"^\s*{re.escape(td.name)}(\.-?\d+)?\s*:", text, re.M)
+        k = m.start() + len(m.group(0)) - len(m.group(0).lstrip()) if m else -1
+    if k < 0:
+        return None, None
+    line = text.count("\n", 0, k) + 1
+    return line, k - (text.rfind("\n", 0, k) + 1) + 1
+
+
 def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, import_paths=()) -> CFG:
     """Parse Lark grammar ``text`` and convert it to the internal form."""
     import lark
@@ -206,14 +237,20 @@ def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, im
     try:
         lk = lark.Lark(text, **kwargs)
     except UnexpectedInput as e:
-        raise GrammarError(f"invalid Lark grammar: {str(e).splitlines()[0]}", getattr(e, "line", None),
+        expected = sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
+        hint = f" (expected one of: {', '.join(expected[:8])}{', ...' if len(expected) > 8 else ''})" if expected else ""
+        raise GrammarError(f"invalid Lark grammar: {_unplaced(str(e))}{hint}", getattr(e, "line", None),
                            getattr(e, "column", None), source) from None
+    except OSError as e:  # (%import of a file that is not there)
+        name = getattr(e, "filename", None) or str(e)
+        line = _line_of(text, r"^\s*%import\b")
+        raise GrammarError(f"invalid Lark grammar: %import cannot find {name}", line, None, source) from None
     except (LarkGrammarError, KeyError, ValueError, AssertionError) as e:
         msg = str(e).strip() or type(e).__name__
-        m = re.search(r"[Ll]ine:? (\d+)(?:, column:? (\d+))?", msg)
+        m = re.search(r"[Ll]ine:? (\d+)(?:,? column:? (\d+))?", msg)
         line = int(m.group(1)) if m else None
         col = int(m.group(2)) if m and m.group(2) else None
-        raise GrammarError(f"invalid Lark grammar: {msg.splitlines()[0]}", line, col, source) from None
+        raise GrammarError(f"invalid Lark grammar: {_unplaced(msg)}", line, col, source) from None
     terminals: list[Terminal] = []
     index: dict[str, int] = {}
     for td in lk.terminals:
@@ -221,7 +258,11 @@ def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, im
         if type(p).__name__ == "PatternStr":
             dfa = literal_dfa(p.value, ignore_case="i" in p.flags)
         else:
-            dfa = _python_regex_to_dfa(td.name, p.value, p.flags)
+            try:
+                dfa = _python_regex_to_dfa(_name(td), p.value, p.flags)
+            except GrammarError as e:
+                line, col = _place(text, td)
+                raise GrammarError(e.reason, line, col, source) from None
         index[td.name] = len(terminals)
         terminals.append(Terminal(td.name, dfa))
     rules = []

@@ -264,6 +264,9 @@ class Scanner:
 
     def _build(self, g: Grammar, n_r: int, max_states: int) -> None:
         nt, ign = self.n_terminals, self.ign
+        if nt == 0 or n_r == 0:
+            raise GrammarError("the grammar has no terminals: its only sentence is the empty text, which "
+                               "leaves nothing to generate", source=g.cfg.source)
         r_next = self.reading_moves(g.cfg)
         rng = np.random.default_rng(0x10CA1)
         h1 = rng.integers(1, 2 ** 63, n_r + 1, dtype=np.int64).astype(np.uint64)

@@ -6,7 +6,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from ..errors import BudgetError, LocalguideError, TokenNotAllowedError, check_max_tokens
+from ..errors import BudgetError, LocalguideError, TokenNotAllowedError, as_token, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from . import build_kernels, native_block as kernels
 
@@ -75,7 +75,7 @@ class Guide:
         """Whether ``token_id`` is allowed now (a lookup in the state's mask, within the budget)."""
         if self.finished:
             return False
-        nxt = self._target(int(token_id))
+        nxt = self._target(as_token(token_id, self.index.vocab_size))
         return nxt is not None and not self._over_budget(nxt)
 
     def _target(self, token_id: int):
@@ -95,7 +95,7 @@ class Guide:
 
     def advance(self, token_id: int) -> None:
         """Move past ``token_id``; raise ``TokenNotAllowedError`` if it is not allowed here."""
-        token_id = int(token_id)
+        token_id = as_token(token_id, self.index.vocab_size)
         if self.finished:
             raise TokenNotAllowedError.after_end(token_id)
         nxt = self._target(token_id)

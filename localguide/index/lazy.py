@@ -25,7 +25,7 @@ import numpy as np
 
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
-from ..errors import BudgetError, TokenNotAllowedError, check_max_tokens
+from ..errors import BudgetError, TokenNotAllowedError, as_token, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from ..vocabulary import Vocabulary
 from ..numba_tools import compiled
@@ -224,7 +224,7 @@ class LazyGuide:
             return self._inner.accepts(token_id)
         if self.finished:
             return False
-        nxt = self._target(int(token_id))
+        nxt = self._target(as_token(token_id, self.lazy.vocab_size))
         return nxt is not None and not self._over_budget(nxt)
 
     def _target(self, token_id: int):
@@ -241,7 +241,7 @@ class LazyGuide:
     def advance(self, token_id: int) -> None:
         if self._switch():
             return self._inner.advance(token_id)
-        token_id = int(token_id)
+        token_id = as_token(token_id, self.lazy.vocab_size)
         if self.finished:
             raise TokenNotAllowedError.after_end(token_id)
         nxt = self._target(token_id)

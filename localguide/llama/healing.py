@@ -116,9 +116,9 @@ class HealGuide:
         return bool(i < len(self.candidates) and self.candidates[i] == t and self._check(t))
 
     def advance(self, token_id: int) -> None:
-        from ..errors import TokenNotAllowedError
+        from ..errors import TokenNotAllowedError, as_token
 
-        token_id = int(token_id)
+        token_id = as_token(token_id, self.vocabulary.size)
         if self.rest is not None or not self.accepts(token_id):
             raise TokenNotAllowedError(f"token {token_id} does not start with the healed bytes {self.healed!r}"
                                        " or its remainder is not allowed by the constraint")

@@ -13,7 +13,7 @@ import llama_cpp
 import numpy as np
 
 from .. import cache
-from ..errors import BudgetError, LocalguideError, ModelFileError
+from ..errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
 from ..grammar import compile_grammar
 from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
@@ -97,6 +97,11 @@ class Model:
         given = [x is not None for x in (regex, choice, grammar, json_schema)]
         if sum(given) > 1:
             raise ValueError("give at most one of regex=, choice=, grammar= and json_schema=")
+        if isinstance(choice, (str, bytes)):
+            raise ArgumentError(f"choice= takes a list of strings, not one string ({choice!r}: "
+                                f"choice=[{choice!r}] for that one)")
+        if regex is not None and not isinstance(regex, str):
+            raise ArgumentError(f"regex= takes a str, not {type(regex).__name__}")
         if json_schema is not None:
             from ..json_schema import compile_json_schema
 
@@ -153,11 +158,7 @@ class Model:
                fast_forward: bool = False, heal: bool = True, stats: bool = False,
                cache_prompt: bool = True) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
-        options = {}
-        if json_schema is not None:
-            options = {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
-        elif grammar is not None:
-            options = {"max_ignored_run": max_ignored_run}
+        options = _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run)
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
         prompt_tokens, guide, healed = self.prepare_completion(prompt, index, max_tokens, heal=heal, chat=chat)
         counts = None
@@ -248,11 +249,7 @@ class Model:
         arguments as ``chat``."""
         from .chat import chat_stream
 
-        options = {}
-        if json_schema is not None:
-            options = {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
-        elif grammar is not None:
-            options = {"max_ignored_run": max_ignored_run}
+        options = _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run)
         constraint = {"regex": regex, "choice": choice, "grammar": grammar, "json_schema": json_schema}
         key = constraint_key(**constraint, **options) if any(v is not None for v in constraint.values()) else None
         return chat_stream(self, messages, tools=tools, tool_choice=tool_choice,
@@ -325,9 +322,18 @@ class Model:
         return value
 
     def tokenize_prompt(self, prompt: str, chat: bool = False) -> list[int]:
+        """``prompt``'s tokens (an empty prompt: the BOS token alone, generation from scratch)."""
+        if not isinstance(prompt, str):
+            raise ArgumentError(f"the prompt must be a str, not {type(prompt).__name__}")
         if chat:
             return self.tokenize_chat(self.apply_chat_template(prompt))
-        return self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        tokens = self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        if not tokens:
+            bos = self.llama.token_bos()
+            if bos < 0:
+                raise ArgumentError(f"the prompt is empty and {self.path.name} has no BOS token to start from")
+            tokens = [bos]
+        return tokens
 
     def tokenize_chat(self, text: str) -> list[int]:
         """A rendered chat prompt as tokens: its special tokens as such, and a BOS only where the
@@ -437,6 +443,10 @@ class Model:
         tokens after the prefix the KV cache holds from the last generation (False: empty it
         first). ``last_stats`` is updated as it goes.
         """
+        if not prompt_tokens:
+            raise ArgumentError("generation needs at least one prompt token (an empty prompt: the BOS token)")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise ArgumentError(f"max_tokens must be an int, 0 or more, got {max_tokens!r}")
         opportunistic = opportunistic and guide is not None and not guide.cheap_masks
         ctx = self.llama.ctx
         n_ctx = llama_cpp.llama_n_ctx(ctx)
@@ -539,3 +549,17 @@ class Model:
 
     def __repr__(self) -> str:
         return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"
+
+
+def _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run) -> dict:
+    """The constraint's options, refusing those that do not apply to it (``strict=True`` with a
+    regex would otherwise be silently ignored)."""
+    if json_schema is not None:
+        return {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
+    if strict or whitespace != "compact" or max_recursion != 3:
+        raise ArgumentError("strict=, whitespace= and max_recursion= apply to json_schema= only")
+    if grammar is not None:
+        return {"max_ignored_run": max_ignored_run}
+    if max_ignored_run != DEFAULT_MAX_IGNORED_RUN:
+        raise ArgumentError("max_ignored_run= applies to grammar= only")
+    return {}

@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import BudgetError, TokenNotAllowedError
+from ..errors import BudgetError, TokenNotAllowedError, as_token
 from ..protocol import Mask, MaskKind
 from .trigger import _trigger, min_tokens
 
@@ -130,13 +130,13 @@ class SeqGuide(_Cursor):
 
     def accepts(self, token_id: int) -> bool:
         n, calls, pos, inner = self._s
-        t = int(token_id)
+        t = as_token(token_id, self.vocabulary.size)
         if pos >= 0:
             return _has(self.spec.sep_trigger.forced(pos), t)
         return inner.accepts(t) or (self._may_part() and _has(self.spec.sep_trigger.forced(0), t))
 
     def advance(self, token_id: int) -> None:
-        t = int(token_id)
+        t = as_token(token_id, self.vocabulary.size)
         n, calls, pos, inner = self._s
         if pos < 0 and inner.accepts(t):  # (a token both could take continues the call)
             self._push((n + 1, calls, -1, inner))
@@ -218,7 +218,7 @@ class LeadGuide(_Cursor):
 
     def accepts(self, token_id: int) -> bool:
         branch, call = self._s
-        t = int(token_id)
+        t = as_token(token_id, self.vocabulary.size)
         if branch == 1:
             return True
         if branch == 2:
@@ -226,7 +226,7 @@ class LeadGuide(_Cursor):
         return (call is not None and call.accepts(t)) or _has(_free_first(self.vocabulary), t)
 
     def advance(self, token_id: int) -> None:
-        t = int(token_id)
+        t = as_token(token_id, self.vocabulary.size)
         branch, call = self._s
         if not self.accepts(t):
             raise TokenNotAllowedError(f"token {t} is not allowed here")

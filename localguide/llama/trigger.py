@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import BudgetError, TokenNotAllowedError
+from ..errors import BudgetError, TokenNotAllowedError, as_token
 from ..protocol import Mask, MaskKind
 
 GAP_TOKENS = 2  # whitespace-only tokens allowed between the trigger and the constraint
@@ -214,7 +214,7 @@ class TriggerGuide:
 
     def accepts(self, token_id: int) -> bool:
         n, q, phase, gap, inner = self._s
-        t = int(token_id)
+        t = as_token(token_id, self._t.vocabulary.size)
         if phase == 2:
             return inner is None or inner.accepts(t)
         if phase == 1:
@@ -232,7 +232,7 @@ class TriggerGuide:
         return bool(i < len(ws) and ws[i] == t)
 
     def advance(self, token_id: int) -> None:
-        t = int(token_id)
+        t = as_token(token_id, self._t.vocabulary.size)
         if not self.accepts(t):
             raise TokenNotAllowedError(f"token {t} is not allowed here ({self.phase})")
         n, q, phase, gap, inner = self._s

@@ -1,0 +1,128 @@
+"""Whatever the input, a clear error or a result: never a crash, a raw Python error or a value
+read as another (issue: reliability). Both models where a model is involved."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import localguide
+from localguide.errors import ArgumentError, GrammarError, LocalguideError, TokenNotAllowedError
+
+
+# -- the empty prompt -----------------------------------------------------------------------------
+
+def test_an_empty_prompt_generates_from_bos(model):
+    text = model.generate("", max_tokens=4, temperature=0)
+    assert isinstance(text, str)
+    assert re.fullmatch("a+", model.generate("", regex="a+", max_tokens=4))
+    assert model.tokenize_prompt("") == [model.llama.token_bos()]
+
+
+def test_an_empty_prompt_from_the_command_line():
+    from typer.testing import CliRunner
+
+    from localguide.cli import app
+
+    r = CliRunner().invoke(app, ["run", "", "--regex", "a", "--raw"])
+    assert r.exit_code == 0 and r.stdout.strip() == "a"
+
+
+# -- arguments out of range are named, never used ----------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,named", [
+    ({"choice": "yes"}, "choice"),
+    ({"temperature": math.nan}, "temperature"),
+    ({"temperature": math.inf}, "temperature"),
+    ({"temperature": -1}, "temperature"),
+    ({"top_p": 5}, "top_p"),
+    ({"top_k": -3}, "top_k"),
+    ({"top_k": 2.5}, "top_k"),
+    ({"min_p": 2}, "min_p"),
+    ({"max_tokens": -5}, "max_tokens"),
+    ({"seed": "x"}, "seed"),
+    ({"regex": "a", "strict": True}, "strict"),
+    ({"regex": "a", "max_ignored_run": 4}, "max_ignored_run"),
+    ({"regex": b"a"}, "regex"),
+])
+def test_arguments_out_of_range_are_named(smollm2, kwargs, named):
+    with pytest.raises(ArgumentError, match=named):
+        smollm2.generate("Hi", **{"max_tokens": 4, **kwargs})
+
+
+def test_a_prompt_that_is_not_text_is_named(smollm2):
+    with pytest.raises(ArgumentError, match="prompt"):
+        smollm2.generate(None)
+    with pytest.raises(ArgumentError, match="prompt"):
+        smollm2.generate(b"bytes")
+
+
+def _guides(model):
+    v = model.vocabulary
+    yield "regex", localguide.compile_regex(r"\d+", v).guide()
+    yield "schema", model.compile(json_schema={"type": "integer"}).guide(max_tokens=8)
+    yield "grammar", localguide.compile_grammar("json", v).guide(max_tokens=16)
+    from localguide.llama.trigger import TriggerGuide
+
+    yield "trigger", TriggerGuide(v, b"</think>", localguide.compile_regex(r"\d+", v), 32)
+
+
+@pytest.mark.parametrize("bad,what", [(48.7, "int id"), ("48", "int id"), (True, "int id"), (None, "int id"),
+                                      (-1, "not in the vocabulary"), (2 ** 63, "not in the vocabulary")])
+def test_advance_takes_token_ids_only(model, bad, what):
+    for kind, guide in _guides(model):
+        with pytest.raises(TokenNotAllowedError, match=what):
+            guide.copy().advance(bad)
+        with pytest.raises(TokenNotAllowedError, match="not in the vocabulary"):
+            guide.copy().advance(model.vocabulary.size)
+        ok = int(guide.allowed_token_ids()[0])
+        g = guide.copy()
+        g.advance(np.int64(ok))  # (numpy integers are ids)
+        assert g.checkpoint() == 1, kind
+
+
+# -- grammars: every error says where -----------------------------------------------------------
+
+@pytest.mark.parametrize("text", ['root ::= ""', "start:", "root ::="])
+def test_a_grammar_without_terminals_says_so(smollm2_vocab, text):
+    with pytest.raises(GrammarError, match="no terminals"):
+        localguide.compile_grammar(text, smollm2_vocab)
+
+
+def test_grammar_errors_name_line_and_column_once(smollm2_vocab):
+    with pytest.raises(GrammarError) as e:
+        localguide.compile_grammar('start: "a" |\n  | ) "b"', smollm2_vocab)
+    assert (e.value.line, e.value.column) == (2, 5)
+    assert str(e.value).count("line 2") == 1
+    with pytest.raises(GrammarError) as e:
+        localguide.compile_grammar('start: foo\nfoo: "a" "', smollm2_vocab)
+    assert e.value.line == 2 and e.value.column is not None and str(e.value).count("line 2") == 1
+    with pytest.raises(GrammarError) as e:
+        localguide.compile_grammar('start: "x" /[a/', smollm2_vocab)
+    assert "__ANON" not in str(e.value) and "/[a/" in str(e.value) and (e.value.line, e.value.column) == (1, 12)
+    with pytest.raises(GrammarError) as e:
+        localguide.compile_grammar("start: A\nA: /[a/", smollm2_vocab)
+    assert "terminal A" in str(e.value) and e.value.line == 2
+    with pytest.raises(GrammarError, match="%import cannot find") as e:
+        localguide.compile_grammar("%import foo.BAR\nstart: BAR", smollm2_vocab)
+    assert e.value.line == 1
+
+
+# -- regexes: case folding of every letter ------------------------------------------------------------
+
+@pytest.mark.parametrize("pattern,text,match", [
+    ("(?i)ß", "ß", True), ("(?i)straße", "STRASSE", False), ("ŉ", "ŉ", True), ("ﬁ", "ﬁ", True),
+    ("(?i)ﬁ", "FI", False), ("İ", "İ", True), ("(?i)ǅ", "ǅ", True), ("(?i)ǅ", "ǆ", True), ("(?i)ǅ", "Ǆ", True)])
+def test_case_folding_of_special_letters(pattern, text, match):
+    """ECMA-262 with the u flag (node agrees): simple case folding, so ß is not ss."""
+    from localguide.regex import regex_to_dfa
+
+    assert regex_to_dfa(pattern).matches(text.encode()) == match
+
+
+def test_every_error_is_a_localguide_error():
+    for cls in (ArgumentError, GrammarError, TokenNotAllowedError):
+        assert issubclass(cls, LocalguideError) and issubclass(cls, ValueError)
