@@ -252,8 +252,8 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
                 import readline  # noqa: F401 - line editing and history for input()
             except ImportError:
                 pass
-        err.print(f"[dim]{model.path.name}: type a prompt, Ctrl-D to leave"
-                  + ("; /reset, /system TEXT, /save FILE" if use_chat else "") + "[/dim]")
+        _say(f"{model.path.name}: type a prompt, Ctrl-D to leave"
+             + ("; /reset, /system TEXT, /save FILE" if use_chat else ""), "dim")
         while True:
             try:
                 line = input("> ") if interactive else sys.stdin.readline()
@@ -268,12 +268,12 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
                 except (KeyboardInterrupt, typer.Exit):
                     raise
                 except Exception as e:  # noqa: BLE001 - one line, and the session goes on
-                    err.print(f"[red]error:[/red] {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                              highlight=False, soft_wrap=True)
+                    _error_line("error", str(e) or type(e).__name__, problems=bool(getattr(e, "problems", None)))
         if interactive:
             print()
     except KeyboardInterrupt:
-        err.print("interrupted")
+        _end_line()
+        _say("interrupted")
         raise typer.Exit(130)
     except typer.BadParameter:
         raise
@@ -418,18 +418,18 @@ class _Session:
             cmd, _, arg = line.partition(" ")
             if cmd == "/reset":
                 self.messages = self._start()
-                err.print("[dim]history cleared[/dim]", highlight=False)
+                _say("history cleared", "dim")
             elif cmd == "/system":
                 self.system = arg or None
                 self.messages = self._start() + [m for m in self.messages if m["role"] != "system"]
-                err.print("[dim]system message set[/dim]", highlight=False)
+                _say("system message set", "dim")
             elif cmd == "/save":
                 import json
 
                 Path(arg).write_text(json.dumps(self.messages, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-                err.print(f"[dim]saved {len(self.messages)} messages to {arg}[/dim]", highlight=False)
+                _say(f"saved {len(self.messages)} messages to {arg}", "dim")
             else:
-                err.print("[dim]commands: /reset, /system TEXT, /save FILE[/dim]", highlight=False)
+                _say("commands: /reset, /system TEXT, /save FILE", "dim")
             return
         self.answer(line)
 
@@ -475,11 +475,41 @@ class _Session:
         return ChatMessage(content="".join(content) or None, tool_calls=calls or None).to_dict()
 
 
+_LAST = "\n"  # the last character written to stdout
+
+
 def _out(text: str) -> None:
+    global _LAST
     if _OPEN is not None:
         _OPEN.close()
     sys.stdout.write(text)
     sys.stdout.flush()
+    if text:
+        _LAST = text[-1]
+
+
+def _end_line() -> None:
+    """End the output's line (and take the status line down), so that what stderr says next starts
+    a line of its own."""
+    if _OPEN is not None:
+        _OPEN.close()
+    if _LAST != "\n":
+        _out("\n")
+
+
+def _say(text: str, style: str | None = None) -> None:
+    """One line on stderr, exactly as written (no markup: brackets in a pattern or a path stay)."""
+    err.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def _error_line(kind: str, message: str, problems: bool = False) -> None:
+    """``kind: message`` on stderr, exactly as written: its first line, or every line where each is a
+    problem of its own (an unsupported schema's JSON pointers); a pattern's caret display is not."""
+    from rich.text import Text
+
+    _end_line()
+    message = message if problems else message.splitlines()[0] if message else message
+    err.print(Text.assemble((f"{kind}:", "red"), " ", message), highlight=False, soft_wrap=True)
 
 
 def _quality_table(s) -> None:
@@ -500,13 +530,27 @@ def _fail(e: Exception) -> None:
     from .errors import LocalguideError
 
     kind = "error" if isinstance(e, (LocalguideError, ValueError, OSError)) else f"error ({type(e).__name__})"
-    message = str(e).splitlines()[0] if str(e) else type(e).__name__
-    err.print(f"[red]{kind}:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+    _error_line(kind, str(e) or type(e).__name__, problems=bool(getattr(e, "problems", None)))
     raise typer.Exit(1)
 
 
 def main() -> None:
-    app()
+    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")  # (click's, as typer has it)
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as e:  # (one line, as every error: not click's box)
+        message = e.format_message()
+        if message.strip() and type(e).__name__ != "NoArgsIsHelpError":  # (else the help is shown already)
+            sub = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.parent is not None else ""
+            _error_line("error", f"{message} (try 'localguide{sub} --help')")
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        _end_line()
+        _say("interrupted")
+        sys.exit(130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

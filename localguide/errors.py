@@ -22,9 +22,10 @@ class PatternError(LocalguideError, ValueError):
         self.reason = message
         where = f" at position {position}" if position is not None else ""
         caret = ""
-        if position is not None and len(pattern) <= 200:
+        shown = f"'{pattern}'" if pattern.isprintable() else repr(pattern)  # (as typed: no doubled backslashes)
+        if position is not None and len(pattern) <= 200 and pattern.isprintable():
             caret = f"\n    {pattern}\n    {' ' * position}^"
-        super().__init__(f"{message}{where} in pattern {pattern!r}{caret}")
+        super().__init__(f"{message}{where} in pattern {shown}{caret}")
 
 
 class UnsupportedPatternError(PatternError):

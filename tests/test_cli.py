@@ -251,3 +251,64 @@ def test_interactive_chat_through_a_terminal(smollm2, tmp_path):
     assert child.exitstatus == 0
     history = json.loads(saved.read_text())
     assert history == []
+
+
+# -- messages as typed (issue: reliability) ----------------------------------------------------------
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "localguide.cli", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_error_messages_keep_the_users_text(tmp_path):
+    r = run("run", "--regex", "[a-z]+(?=a)", "x")
+    assert r.exit_code == 1 and "in pattern '[a-z]+(?=a)'" in r.stderr
+    r = run("run", "--regex", r"a\d(", "x")
+    assert r"in pattern 'a\d('" in r.stderr and r"\\d" not in r.stderr
+    schema = {"type": "object", "properties": {"a": {"$dynamicRef": "#x"}, "b": {"$dynamicRef": "#y"}}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    r = run("run", "hi", "--json-schema", str(path))
+    lines = r.stderr.strip().splitlines()
+    assert "#/properties/a/$dynamicRef" in lines[1] and "#/properties/b/$dynamicRef" in lines[2]
+
+
+def test_usage_errors_are_one_line_from_the_command():
+    r = _cli("run", "--regex", "a", "--choice", "b", "x")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith("error: ") and "give at most one of --regex" in r.stderr and "╭" not in r.stderr
+    r = _cli("run", "--no-such-option")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: No such option: --no-such-option (try 'localguide run --help')"]
+
+
+def test_inspect_names_a_default_it_approximates_as_such(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    out = run("inspect", "--json-schema", str(path)).stdout
+    assert "#/additionalProperties" not in out and "additionalProperties (not given: its default)" in out
+
+
+def test_interrupted_starts_a_line_of_its_own(smollm2):
+    import os
+    import signal
+    import sys
+
+    import pexpect
+
+    env = {k: v for k, v in os.environ.items() if k != "LOCALGUIDE_COMPILE"}
+    child = pexpect.spawn(sys.executable, ["-m", "localguide.cli", "run", "--raw", "--max-tokens", "400",
+                                           "--regex", r" 4, 5, 6(, [0-9]{1,3}){1,300}", "Count: 1, 2, 3,"],
+                          env=dict(env, COLUMNS="200"), encoding="utf-8", timeout=120)
+    try:
+        child.expect("4, 5, 6")  # (the output has begun)
+        child.kill(signal.SIGINT)
+        child.expect(pexpect.EOF)
+        rest = child.before.replace("\r", "")
+        assert "\ninterrupted" in rest, rest
+    finally:
+        child.close()
+    assert child.exitstatus == 130

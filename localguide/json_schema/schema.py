@@ -350,8 +350,8 @@ def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
         out.append((json_pointer(ptr, kw), kw, status))
         seen.add((ptr, kw))
     for (ptr, kw), status in problems.status.items():
-        if (ptr, kw) not in seen and kw:
-            out.append((json_pointer(ptr, kw), kw, status))
+        if (ptr, kw) not in seen and kw:  # (a keyword the schema leaves out: its default is what is approximated)
+            out.append((json_pointer(ptr), f"{kw} (not given: its default)", status))
     return out
 
 
