@@ -305,3 +305,70 @@ def test_grammar_cache_token_ids_outside_the_vocabulary_are_left_out(fresh_cache
     on = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
     assert on.tolist() == [t for t in want if t not in gone]
     sources._COMPILED.clear()
+
+
+# -- bit flips (issue: reliability) ----------------------------------------------------------------
+
+_WORK = r"""
+import json, re, sys, warnings
+import localguide
+warnings.simplefilter("always")
+m = localguide.load(sys.argv[1])
+schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string", "maxLength": 6}},
+          "required": ["n", "s"]}
+out = {"regex": m.generate("Year:", regex=r"(19|20)\d{2}", max_tokens=6, seed=1),
+       "schema": m.generate("JSON:", json_schema=schema, max_tokens=40, seed=2),
+       "grammar": m.generate("1+1=", grammar="arithmetic", max_tokens=12, seed=3),
+       "free": m.generate("Hi", max_tokens=3, seed=4)}
+localguide.cache.flush()
+print(json.dumps(out))
+"""
+
+
+def test_random_bit_flips_in_every_cache_file_are_caught(tmp_path, smollm2_path):
+    """Every kind of cache file a generation leaves (vocabulary, trie, regex and schema indexes,
+    grammar, draft counts), with random bits flipped in its data: a fresh process warns, rebuilds,
+    and generates text the constraints accept, never a crash (a native read out of bounds would
+    end the process) or a wrong mask."""
+    import json
+    import os
+    import random
+    import re
+    import subprocess
+    import sys
+
+    from localguide import cache
+
+    env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path))
+    env.pop("LOCALGUIDE_COMPILE", None)
+
+    def work():
+        r = subprocess.run([sys.executable, "-c", _WORK, str(smollm2_path)], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert re.fullmatch(r"(19|20)\d{2}", out["regex"])
+        value = json.loads(out["schema"])
+        assert isinstance(value["n"], int) and len(value["s"]) <= 6
+        assert re.fullmatch(r"[0-9+\-*/(). ]+", out["grammar"].strip() or "0")
+        return r.stderr
+
+    work()
+    files = sorted(tmp_path.glob(f"*{cache.SUFFIX}"))
+    kinds = {f.name.split("-")[0] for f in files}
+    assert {"vocab", "regex", "json_schema", "grammar", "draft"} <= kinds, kinds
+    rng = random.Random(7)
+    for f in files:
+        data = bytearray(f.read_bytes())
+        start = int.from_bytes(data[8:16], "little")
+        if len(data) <= start:
+            continue
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(start, len(data))
+            data[i] ^= 1 << rng.randrange(8)
+        f.write_bytes(bytes(data))
+        with pytest.raises(cache.CorruptFileError, match="checksum"):
+            cache.read(f)
+    stderr = work()
+    assert "is corrupt" in stderr and "rebuilding" in stderr
+    work()  # (and rebuilt, it loads clean)
