@@ -72,6 +72,10 @@ class CorruptFileError(ValueError):
     """A cache file that is not in this format, or is cut short."""
 
 
+class StaleFileError(CorruptFileError):
+    """A cache file of an earlier format: replaced without a warning."""
+
+
 def _layout(arrays: dict[str, np.ndarray]) -> tuple[bytes, list[np.ndarray]]:
     """(header bytes, arrays to write after it, in order)."""
     entries, data, offset, crc = [], [], 0, 0
@@ -100,7 +104,10 @@ def _write(f, arrays: dict[str, np.ndarray]) -> None:
 
 def _read(path: Path) -> dict[str, np.ndarray]:
     with open(path, "rb") as f:
-        if f.read(len(_MAGIC)) != _MAGIC:
+        magic = f.read(len(_MAGIC))
+        if magic != _MAGIC:
+            if magic.startswith(b"LGARRAY"):
+                raise StaleFileError("an earlier format")
             raise CorruptFileError("not a localguide cache file")
         start = int.from_bytes(f.read(8), "little")
         try:
@@ -161,6 +168,9 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
         return None
     try:
         return _read(path)
+    except StaleFileError:
+        _unlink(path)
+        return None
     except (OSError, ValueError, EOFError, KeyError, TypeError) as e:
         _warn(f"localguide: cache file {path} is corrupt ({type(e).__name__}); rebuilding it")
         try:
@@ -254,6 +264,13 @@ def flush() -> None:
             return
         for t in threads:
             t.join()
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _warn(message: str) -> None:

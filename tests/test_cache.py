@@ -372,3 +372,19 @@ def test_random_bit_flips_in_every_cache_file_are_caught(tmp_path, smollm2_path)
     stderr = work()
     assert "is corrupt" in stderr and "rebuilding" in stderr
     work()  # (and rebuilt, it loads clean)
+
+
+def test_a_file_of_an_earlier_format_is_replaced_without_a_warning(tmp_path):
+    import warnings
+
+    from localguide import cache
+
+    path = tmp_path / f"x{cache.SUFFIX}"
+    cache.save(path, {"a": np.arange(5)})
+    data = bytearray(path.read_bytes())
+    data[:8] = b"LGARRAY1"
+    path.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.load(path) is None
+    assert not path.exists()
