@@ -10,7 +10,11 @@ rewritten in place (a file truncated under a running process would take the mapp
 pages away from it, as with any memory-mapped file).
 
 The directory is ``$LOCALGUIDE_CACHE_DIR`` or the user's cache directory. A file
-that cannot be read is rebuilt, with a single warning per process. Large files are
+that cannot be read is rebuilt, with a single warning per process. The directory is
+bounded: past ``$LOCALGUIDE_CACHE_MAX_BYTES`` (2 GiB by default) the files used least
+recently go (a load marks a file used), checked after a write at most once a minute; a
+``.tmp`` file older than an hour (a write whose process died) goes too. ``info()`` and
+``clear()`` are ``localguide cache info`` and ``localguide cache clear``. Large files are
 written by a background thread, so a fresh compile returns as soon as it is built;
 until the file is on disk, the same process is served the arrays from memory, and
 the interpreter waits for the writes at exit (``flush()`` waits now).
@@ -154,6 +158,121 @@ def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
             raise
     except OSError as e:  # a read-only or full disk costs speed, never correctness
         _warn(f"localguide: could not write cache file {path} ({e}); continuing without it")
+        return
+    _maybe_prune(path.parent)
+
+
+# -- the directory's bound ----------------------------------------------------------------------
+
+DEFAULT_MAX_BYTES = 2 << 30
+TMP_AGE = 3600.0  # seconds: an older .tmp file is a write whose process died
+_last_prune = 0.0
+
+
+def max_bytes() -> int:
+    """The directory's bound: ``$LOCALGUIDE_CACHE_MAX_BYTES`` (bytes), else 2 GiB."""
+    text = os.environ.get("LOCALGUIDE_CACHE_MAX_BYTES", "")
+    try:
+        return max(0, int(text)) if text.strip() else DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def _files(folder: Path) -> list[tuple[Path, float, int]]:
+    """(path, last use, bytes) of the cache files in ``folder``."""
+    out = []
+    for p in folder.glob(f"*{SUFFIX}"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        out.append((p, st.st_mtime, st.st_size))
+    return out
+
+
+def _maybe_prune(folder: Path) -> None:
+    global _last_prune
+    import time
+
+    now = time.monotonic()
+    if now - _last_prune < 60.0:
+        return
+    _last_prune = now
+    try:
+        prune(folder)
+    except OSError:
+        pass
+
+
+def prune(folder: Path | None = None, limit: int | None = None) -> int:
+    """Remove stale ``.tmp`` files, then the least recently used files until the folder holds at
+    most ``limit`` bytes (default ``max_bytes()``; files this process is writing stay). The bytes removed."""
+    import time
+
+    folder = folder or cache_dir()
+    limit = max_bytes() if limit is None else limit
+    removed = 0
+    for p in folder.glob("*.tmp"):
+        try:
+            st = p.stat()
+            if time.time() - st.st_mtime > TMP_AGE:
+                p.unlink()
+                removed += st.st_size
+        except OSError:
+            pass
+    files = sorted(_files(folder), key=lambda f: f[1])
+    total = sum(size for _, _, size in files)
+    with _lock:
+        busy = set(_pending)
+    for p, _, size in files:
+        if total <= limit:
+            break
+        if p in busy:
+            continue
+        try:
+            p.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed += size
+    return removed
+
+
+def info() -> dict:
+    """What the cache holds: its folder, its files and bytes (by kind), the bound, the kernels' bytes."""
+    folder = cache_dir()
+    kinds: dict[str, list[int]] = {}
+    for p, _, size in _files(folder):
+        k = kinds.setdefault(p.name.split("-")[0], [0, 0])
+        k[0] += 1
+        k[1] += size
+    kernels = sum(f.stat().st_size for f in (folder / "numba").rglob("*") if f.is_file()) \
+        if (folder / "numba").is_dir() else 0
+    return {"dir": folder, "files": sum(k[0] for k in kinds.values()), "bytes": sum(k[1] for k in kinds.values()),
+            "kinds": kinds, "max_bytes": max_bytes(), "kernel_bytes": kernels}
+
+
+def clear(kernels: bool = False) -> tuple[int, int]:
+    """Remove every cache file (and ``kernels``: numba's compiled kernels): (files, bytes) removed."""
+    import shutil
+
+    folder = cache_dir()
+    n = size = 0
+    for p, _, b in _files(folder):
+        try:
+            p.unlink()
+            n, size = n + 1, size + b
+        except OSError:
+            pass
+    for p in folder.glob("*.tmp"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    if kernels and (folder / "numba").is_dir():
+        size += info()["kernel_bytes"]
+        shutil.rmtree(folder / "numba", ignore_errors=True)
+    return n, size
 
 
 def read(path: Path) -> dict[str, np.ndarray]:
@@ -167,7 +286,12 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
     if not path.exists():
         return None
     try:
-        return _read(path)
+        arrays = _read(path)
+        try:
+            os.utime(path)  # (used now: the directory's bound removes the least recently used)
+        except OSError:
+            pass
+        return arrays
     except StaleFileError:
         _unlink(path)
         return None

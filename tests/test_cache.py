@@ -388,3 +388,64 @@ def test_a_file_of_an_earlier_format_is_replaced_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         assert cache.load(path) is None
     assert not path.exists()
+
+
+# -- bounds (issue: reliability) -------------------------------------------------------------------
+
+def test_bounded_cache_keeps_the_most_recent_within_entries_and_bytes():
+    from localguide.lru import BoundedCache
+
+    c = BoundedCache(entries=3, max_bytes=1000)
+    for i in range(5):
+        c.put(i, np.zeros(10, np.uint8))
+    assert len(c) == 3 and c.get(0) is None and c.get(4) is not None
+    c.get(2)  # (used: stays)
+    c.put("big", np.zeros(900, np.uint8))
+    assert c.get(2) is not None and c.get(3) is None and c.nbytes <= 1000
+
+
+def test_compiled_grammars_in_memory_are_bounded(smollm2_vocab):
+    from localguide.grammar import sources
+
+    for i in range(40):
+        localguide.compile_grammar(f'start: "w{i}" NUMBER\n%import common.NUMBER', smollm2_vocab)
+    assert len(sources._COMPILED) <= sources._COMPILED.entries
+
+
+def test_the_folder_is_pruned_to_its_bound(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from localguide import cache
+
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"regex-{i}{cache.SUFFIX}"
+        cache.save(p, {"a": np.zeros(100_000, np.uint8)})
+        os.utime(p, (1000 + i, 1000 + i))  # (older first)
+        paths.append(p)
+    cache.load(paths[0])  # (used now: the newest)
+    stale, fresh = tmp_path / "x.lgarrays123.tmp", tmp_path / "y.lgarrays456.tmp"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"y")
+    os.utime(stale, (time.time() - 2 * cache.TMP_AGE,) * 2)
+    cache.prune(tmp_path, limit=350_000)
+    left = sorted(p.name for p in tmp_path.glob(f"*{cache.SUFFIX}"))
+    assert left == sorted([paths[0].name, paths[4].name, paths[5].name]), left
+    assert not stale.exists() and fresh.exists()
+
+
+def test_cache_info_and_clear_from_the_command_line(tmp_path, monkeypatch, smollm2_vocab):
+    from typer.testing import CliRunner
+
+    from localguide.cli import app
+
+    monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
+    localguide.compile_regex(r"[a-z]{3}\d", smollm2_vocab)
+    localguide.cache.flush()
+    r = CliRunner().invoke(app, ["cache", "info"])
+    assert r.exit_code == 0 and str(tmp_path) in r.stdout and "regex" in r.stdout
+    r = CliRunner().invoke(app, ["cache", "clear"])
+    assert r.exit_code == 0 and "removed 1 files" in r.stdout
+    assert not list(tmp_path.glob("*.lgarrays"))

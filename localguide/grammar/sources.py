@@ -15,13 +15,15 @@ import os
 from pathlib import Path
 
 from .. import cache
+from ..lru import BoundedCache
 from ..progress import stage
 from .compiled import FORMAT, GrammarIndex
 from ..errors import GrammarError
 
 DEFAULT_MAX_IGNORED_RUN = 32
 
-_COMPILED: dict = {}
+# (compiled grammars kept in this process: bounded, least recently used out)
+_COMPILED = BoundedCache(entries=32, max_bytes=512 << 20)
 
 
 def grammars_dir() -> Path:
@@ -114,7 +116,8 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
 
             return normalize(to_cfg(text, kind, desc, start), max_ignored_run)
 
-        idx = _COMPILED[key] = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+        idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+        _COMPILED.put(key, idx)
     return idx
 
 

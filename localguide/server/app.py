@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
@@ -28,6 +26,7 @@ from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideE
 from ..llama.chat import ChatError, ChatRun
 from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
+from ..lru import BoundedCache
 from ..speculate import constraint_key
 from .api import ApiError, Job, Limits, parse_chat, parse_completion
 from .engine import Work
@@ -36,55 +35,25 @@ MAX_BODY = 4 * 1024 * 1024
 
 
 class CompileCache:
-    """Compiled constraints shared between requests: least recently used out past ``entries``
-    or ``max_bytes`` (the indexes' arrays, estimated)."""
+    """Compiled constraints shared between requests (``compile``'s arguments as the key): least
+    recently used out past ``entries`` or ``max_bytes`` (the indexes' arrays, estimated)."""
 
     def __init__(self, compile, entries: int = 64, max_bytes: int = 1 << 30):
-        self._compile, self.entries, self.max_bytes = compile, entries, max_bytes
-        self._items: OrderedDict = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._compile = compile
+        self._items = BoundedCache(entries, max_bytes)
 
     def __call__(self, **constraint):
         key = constraint_key(**constraint)
-        if key is not None:
-            with self._lock:
-                hit = self._items.get(key)
-                if hit is not None:
-                    self._items.move_to_end(key)
-                    return hit[0]
+        hit = self._items.get(key) if key is not None else None
+        if hit is not None:
+            return hit
         index = self._compile(**constraint)
         if key is not None and index is not None:
-            size = _nbytes(index)
-            with self._lock:
-                if key not in self._items:
-                    self._items[key] = (index, size)
-                    self._bytes += size
-                while self._items and (len(self._items) > self.entries or self._bytes > self.max_bytes):
-                    _, (_, old) = self._items.popitem(last=False)
-                    self._bytes -= old
+            self._items.put(key, index)
         return index
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-def _nbytes(obj, depth: int = 0) -> int:
-    """The bytes of the numpy arrays an index holds (two levels down)."""
-    import numpy as np
-
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if depth > 2:
-        return 0
-    if isinstance(obj, (list, tuple)):
-        return sum(_nbytes(x, depth + 1) for x in obj[:64])
-    if isinstance(obj, dict):
-        return sum(_nbytes(x, depth + 1) for x in list(obj.values())[:64])
-    fields = getattr(obj, "__dict__", None)
-    if fields is None:
-        return 0
-    return sum(_nbytes(v, depth + 1) for v in fields.values())
 
 
 def _api_error(e: BaseException, job: Job | None) -> ApiError:

@@ -263,14 +263,14 @@ def test_lazy_compile_writes_the_cache_when_complete(model, tmp_path, monkeypatc
     from localguide.grammar import sources
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(sources, "_COMPILED", {})
+    monkeypatch.setattr(sources, "_COMPILED", sources.BoundedCache(32, 1 << 30))
     idx = compile_grammar("sql", model.vocabulary)
     idx.guide().allowed_token_ids()
     cache.flush()
     assert idx.engine.complete_trees
     files = [f for f in tmp_path.iterdir() if f.name.startswith("grammar-")]
     assert len(files) == 1
-    monkeypatch.setattr(sources, "_COMPILED", {})
+    monkeypatch.setattr(sources, "_COMPILED", sources.BoundedCache(32, 1 << 30))
     loaded = compile_grammar("sql", model.vocabulary)
     assert loaded is not idx and loaded.engine.complete_trees
     g1, g2 = idx.guide(), loaded.guide()

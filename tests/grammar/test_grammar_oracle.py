@@ -242,7 +242,7 @@ def test_disk_cache_roundtrip(tmp_path, monkeypatch):
     from localguide.grammar import sources
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(sources, "_COMPILED", {})
+    monkeypatch.setattr(sources, "_COMPILED", sources.BoundedCache(32, 1 << 30))
     vocab = Vocabulary.from_tokens(JSON_TOKENS, stop_ids=[0])
     built = compile_grammar(JSONISH, vocab, max_ignored_run=3)
     cache.flush()  # a lazy index writes its file once its trees are complete
