@@ -17,7 +17,9 @@ rebuilds the index from them without parsing the grammar or walking the vocabula
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import threading
 
 from functools import cached_property
 
@@ -68,8 +70,25 @@ class GState:
         self.next: dict[int, GState | None] = {}
 
 
+_MISS = object()
+
+
+def _locked(method):
+    """The method under the index's lock: its caches (interned states, transitions, masks, the
+    budget planner) are filled as guides ask and emptied by ``flush``, whichever thread asks."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class GrammarIndex:
-    """A compiled grammar. ``guide()`` makes a cursor; shareable between guides (not threads)."""
+    """A compiled grammar. ``guide()`` makes a cursor; shared by any number of guides in any
+    number of threads (each guide a cursor of one thread): what the guides fill in, it fills
+    under its lock."""
 
     def __init__(self, cfg: CFG, vocabulary, description: str = "grammar", arrays: dict | None = None,
                  lazy: bool = False):
@@ -79,6 +98,7 @@ class GrammarIndex:
         now (``complete()`` builds the rest; ``arrays()`` does it first).
         """
         warmup.start()  # the kernels, unless compiled: meanwhile the numpy and Python paths answer
+        self._lock = threading.RLock()
         self.cfg = cfg
         self.grammar = Grammar(cfg, arrays)
         self.scanner = Scanner(self.grammar, arrays=arrays)
@@ -184,6 +204,7 @@ class GrammarIndex:
     def _viable(self, p, c: int, data: bytes) -> bool:
         return bool(data) and self._run(((p, c),), data) is not None
 
+    @_locked
     def step_bytes(self, st: GState, data: bytes) -> GState | None:
         """The guide state after ``data`` (None: no reading of the text survives)."""
         configs = self._run(st.configs, data)
@@ -224,6 +245,7 @@ class GrammarIndex:
         """(interned parser and guide states, bytes of cached masks) right now."""
         return self.grammar.n_states + len(self._states), self.engine.mask_bytes + self._stop_bytes
 
+    @_locked
     def flush(self) -> None:
         """Forget every cached state, transition and mask; guides in use stay valid.
 
@@ -257,16 +279,21 @@ class GrammarIndex:
             self.flush()
 
     def step(self, st: GState, token_id: int) -> GState | None:
-        try:
-            return st.next[token_id]
-        except KeyError:
-            pass
+        nxt = st.next.get(token_id, _MISS)  # (a memoized step needs no lock: flush swaps the dict whole)
+        return nxt if nxt is not _MISS else self._step(st, token_id)
+
+    @_locked
+    def _step(self, st: GState, token_id: int) -> GState | None:
+        nxt = st.next.get(token_id, _MISS)
+        if nxt is not _MISS:
+            return nxt
         self._bound_cache()
         data = self.vocabulary[token_id]
         res = self.step_bytes(st, data) if data else None
         st.next[token_id] = res
         return res
 
+    @_locked
     def only_stop(self, st: GState) -> bool:
         """True when nothing but a stop token may follow ``st`` (memoized on the state)."""
         if st._only_stop is None:
@@ -274,6 +301,11 @@ class GrammarIndex:
         return st._only_stop
 
     def accepting(self, st: GState) -> bool:
+        a = st._accepting
+        return a if a is not None else self._accepting(st)
+
+    @_locked
+    def _accepting(self, st: GState) -> bool:
         a = st._accepting
         if a is None:
             a = False
@@ -306,6 +338,7 @@ class GrammarIndex:
             k = st._gkey = self.engine.union_key(st.configs)
         return k
 
+    @_locked
     def state_key(self, st: GState) -> int:
         """A 63-bit key of ``st`` that holds across processes (the draft counts' key): its mask's
         key and its scanner states."""
@@ -316,6 +349,7 @@ class GrammarIndex:
             k = st.draft_key = int.from_bytes(h.digest(), "little") >> 1
         return k
 
+    @_locked
     def token_mask(self, st: GState) -> np.ndarray:
         """Allowed text tokens (stop ids excluded), sorted."""
         m = st._mask
@@ -323,6 +357,7 @@ class GrammarIndex:
             m = st._mask = self.engine.union_of(self._mask_key(st))
         return m
 
+    @_locked
     def token_bits(self, st: GState) -> np.ndarray:
         """``token_mask(st)`` as a bitset of the vocabulary (``MaskEngine.bits_of``)."""
         m = st._bits
@@ -330,6 +365,7 @@ class GrammarIndex:
             m = st._bits = self.engine.bits_of(self._mask_key(st))
         return m
 
+    @_locked
     def allowed_bits(self, st: GState) -> np.ndarray:
         """``allowed(st)`` as a bitset of the vocabulary: what the sampler applies."""
         bits = self.token_bits(st)  # first: its mask walk tells acceptance too
@@ -348,10 +384,16 @@ class GrammarIndex:
     def sampler_mask(self, st: GState) -> Mask:
         """``allowed_bits(st)`` as the guide protocol's ``Mask``, memoized on the state (the per-token path)."""
         m = st._sampler_mask
+        return m if m is not None else self._sampler_mask(st)
+
+    @_locked
+    def _sampler_mask(self, st: GState) -> Mask:
+        m = st._sampler_mask
         if m is None:
             m = st._sampler_mask = Mask(MaskKind.BITS, self.allowed_bits(st))
         return m
 
+    @_locked
     def allowed(self, st: GState) -> np.ndarray:
         tm = self.token_mask(st)  # first: its mask walk tells acceptance too
         if self.accepting(st):
@@ -365,6 +407,7 @@ class GrammarIndex:
             return m
         return tm  # never holds a stop id (their text is empty)
 
+    @_locked
     def budget_bound(self, st: GState) -> int:
         """A cheap upper bound on every group bound of ``budget_info(st)`` (cached on ``st``)."""
         b = st.bound
@@ -387,6 +430,7 @@ class GrammarIndex:
             st.bound = b
         return b
 
+    @_locked
     def budget_info(self, st: GState) -> tuple:
         """(largest bound, [(bound, group)] sorted, cache) for the kept groups of ``st``.
 
@@ -421,6 +465,7 @@ class GrammarIndex:
             info = st.budget = (pairs[-1][0] if pairs else 0, pairs, {})
         return info
 
+    @_locked
     def prepare_budget(self) -> None:
         """Build what budget-aware masks need (the ``Completer``, the compiled path's budget tables)
         now, when a guide with ``max_tokens`` is made, not in its first mask (tens of ms once per index)."""
@@ -430,6 +475,7 @@ class GrammarIndex:
             core.enable_budget(comp)
 
     @property
+    @_locked
     def completer(self):
         if self._budget is None:
             from .budget import Completer
@@ -438,17 +484,20 @@ class GrammarIndex:
         return self._budget
 
     # -- API --------------------------------------------------------------------------
+    @_locked
     def guide(self, max_tokens: int | None = None, opportunistic: bool = False):
         from .guide import GrammarGuide
 
         return GrammarGuide(self, max_tokens=max_tokens, opportunistic=opportunistic)
 
+    @_locked
     def matches(self, text) -> bool:
         """True when ``text`` (str or bytes) is a sentence of the grammar."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         st = self.step_bytes(self.initial, data) if data else self.initial
         return st is not None and self.accepting(st)
 
+    @_locked
     def is_prefix(self, text) -> bool:
         """True when ``text`` can be extended to a sentence of the grammar."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
