@@ -374,7 +374,7 @@ def _determinize(atoms: list, follow: list, first: set, last: set, nul: bool, ma
         fol_off, fol_flat, np.array([key[1] for key in exits], np.bool_), exit_off, exit_flat,
         np.array(sorted(int(goff[f]) for f in first), np.int64), bool(nul), int(max_states))
     if not ok:
-        raise TooLargeError(f"more than {max_states} automaton states")
+        raise TooLargeError(f"more than {max_states:,} states (or the work of {max_states:,})")
     return minimize(trans, acc)
 
 

@@ -464,16 +464,51 @@ def _anchor_positions(pattern: str) -> dict:
     return out
 
 
+MAX_STATES = 100_000  # automaton states of one pattern (and the work of building them: WORK_PER_STATE)
+
+
+def largest_repetition(pattern: str, node) -> int | None:
+    """The position in ``pattern`` of the quantifier of its largest counted repetition (the part
+    that makes an automaton large), where it can be found."""
+    from .ast import Rep, size_estimate
+
+    best, stack = None, [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Rep):
+            if (n.hi or 0) > 1 and (best is None or size_estimate(n) > size_estimate(best)):
+                best = n
+            stack.append(n.item)
+        else:
+            stack.extend(getattr(n, "items", ()))
+    if best is None:
+        return None
+    for text in (f"{{{best.lo},{best.hi}}}", f"{{{best.hi}}}"):
+        k = pattern.rfind(text)  # (the outermost of equal quantifiers comes last)
+        if k >= 0:
+            return k
+    return None
+
+
 @lru_cache(maxsize=256)
 def regex_to_dfa(pattern: str):
-    """The minimal byte DFA of the strings that fully match ``pattern``."""
+    """The minimal byte DFA of the strings that fully match ``pattern``: at most ``MAX_STATES``
+    states (else an ``UnsupportedPatternError`` naming the bound and the repetition at fault)."""
     from .ast_dfa import TooLargeError, ast_to_dfa
 
+    from .ast import Alt, Lit
+
     node = match_node(pattern)
+    if isinstance(node, Alt) and len(node.items) > 64 and all(isinstance(x, Lit) for x in node.items):
+        from ..automaton.literals import literals_dfa  # (a large alternation of words: built directly)
+
+        return literals_dfa([x.text.encode("utf-8") for x in node.items])
     try:
-        dfa = ast_to_dfa(node)
+        dfa = ast_to_dfa(node, MAX_STATES)
     except TooLargeError as e:
-        raise UnsupportedPatternError(f"the automaton is too large ({e})", pattern) from None
+        raise UnsupportedPatternError(f"the automaton needs {e}, over localguide's bound of {MAX_STATES:,} "
+                                      "states (localguide.regex.parser.MAX_STATES): make the repetition smaller",
+                                      pattern, largest_repetition(pattern, node)) from None
     if dfa.is_empty:
         raise EmptyLanguageError(f"pattern {pattern!r} matches no string at all")
     return dfa

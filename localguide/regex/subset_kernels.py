@@ -21,6 +21,9 @@ from ..numba_tools import _copy_into, _copy_rows, _grow
 # reads, for each accepting element, the starts of the instances that follow it.
 
 
+
+WORK_PER_STATE = 256  # rows read per state made, on average, before the construction gives up
+
 @njit(cache=True, inline="always")
 def _target(tabs, inst_tab, inst_goff, inst_final, inst_exit, g_inst, g, b):
     a = g_inst[g]
@@ -37,8 +40,10 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
                fol_off, fol, exit_acc, exit_off, exit_fol, start, start_acc, max_states):
     """(transitions int32[n, 256], accepting bool[n], ok): the subset construction described
     above, states numbered as first met (breadth-first, bytes in order); ``ok`` is False when
-    it would exceed ``max_states`` states."""
+    it would exceed ``max_states`` states, or its work (the rows its states read, summed)
+    ``WORK_PER_STATE * max_states``: nested repetitions make large sets long before many states."""
     none = np.int64(1) << 40
+    work, max_work = 0, np.int64(WORK_PER_STATE) * max_states
     # Bytes with equal columns in every sub-DFA lead to the same sets: one pass per class.
     cls, first, nc = _byte_classes(tabs)
     per_class = np.full(nc, -1, np.int32)
@@ -76,6 +81,9 @@ def subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, inst_l
                         a_ = True
                     rows, k = _append_range(rows, k, exit_fol, exit_off[e], exit_off[e + 1])
         acc[i] = a_
+        work += k
+        if work > max_work:
+            return trans[:n], acc[:n], False
         if len(buf) < k:
             buf = np.empty(2 * k, np.int64)
         per_class[:] = -1
@@ -177,6 +185,7 @@ def py_subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, ins
     ids: dict = {}
     keys: list = [None]
     rows_out, acc_out = [], []
+    work = 0
     i = 0
     while i < len(keys):
         if i == 0:
@@ -194,6 +203,9 @@ def py_subset_dfa(tabs, acc_tab, inst_tab, inst_goff, inst_final, inst_exit, ins
                     e = -1 - el
                     accepting = accepting or bool(exit_acc[e])
                     rows += exit_fol[exit_off[e]:exit_off[e + 1]].tolist()
+        work += len(rows)
+        if work > WORK_PER_STATE * max_states:
+            return (np.array(rows_out, np.int32).reshape(-1, 256), np.array(acc_out, bool), False)
         row = np.full(256, -1, np.int32)
         for b in range(256):
             key = tuple(sorted({t for t in (target(g, b) for g in rows) if t is not None}))
