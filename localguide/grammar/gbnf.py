@@ -19,6 +19,12 @@ from ..automaton.utf8 import complement_ranges, merge_ranges
 from .cfg import CFG, Terminal
 from ..errors import GrammarError
 
+
+def _digit(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes superscripts, which ``int`` refuses)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
 _ESC = {"t": "\t", "n": "\n", "r": "\r", "\\": "\\", '"': '"', "[": "[", "]": "]", "/": "/", "'": "'"}
 
 
@@ -178,7 +184,7 @@ class _Parser:
                     hi = lo
                     if self.peek(j) == ",":
                         j = self.space(j + 1, nested)
-                        if self.peek(j).isdigit():
+                        if _digit(self.peek(j)):
                             hi, j = self.integer(j)
                             j = self.space(j, nested)
                         else:
@@ -199,7 +205,7 @@ class _Parser:
 
     def integer(self, i: int) -> tuple[int, int]:
         j = i
-        while self.peek(j).isdigit():
+        while _digit(self.peek(j)):
             j += 1
         if j == i:
             raise self.error("expecting an integer", i)

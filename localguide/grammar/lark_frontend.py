@@ -251,6 +251,9 @@ def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, im
         line = int(m.group(1)) if m else None
         col = int(m.group(2)) if m and m.group(2) else None
         raise GrammarError(f"invalid Lark grammar: {_unplaced(msg)}", line, col, source) from None
+    except Exception as e:  # noqa: BLE001 - lark's own failure on odd input (say '%declare start')
+        raise GrammarError(f"invalid Lark grammar: lark could not read it ({type(e).__name__}: {e})",
+                           source=source) from None
     terminals: list[Terminal] = []
     index: dict[str, int] = {}
     for td in lk.terminals:

@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urldefrag, urljoin
 
+
+def _digit(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes superscripts, which ``int`` refuses)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
 DEFAULT_BASE = "https://localguide.invalid/schema.json"
 
 # Keywords whose value is a schema, a list of schemas, or a map of schemas.
@@ -143,7 +149,7 @@ class Registry:
                 part = unescape(part)
                 if isinstance(schema, dict) and part in schema:
                     schema = schema[part]
-                elif isinstance(schema, list) and part.isdigit() and int(part) < len(schema):
+                elif isinstance(schema, list) and _digit(part) and int(part) < len(schema):
                     schema = schema[int(part)]
                 else:
                     raise ResolveError(f"cannot resolve {ref!r}: no {part!r} at {ptr or '/'}")

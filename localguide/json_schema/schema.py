@@ -51,6 +51,15 @@ class CompiledSchema:
 
 
 def _load(schema):
+    """The schema as a JSON document, its shape checked (``shape.check_shape``)."""
+    from .shape import check_shape
+
+    doc = _load_doc(schema)
+    check_shape(doc)
+    return doc
+
+
+def _load_doc(schema):
     if isinstance(schema, (bytes, bytearray)):
         schema = schema.decode("utf-8")
     if isinstance(schema, str):

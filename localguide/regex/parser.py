@@ -28,6 +28,12 @@ from functools import lru_cache
 from ..errors import EmptyLanguageError, PatternError, UnsupportedPatternError
 from .ast import MAX_CP, Node, alt, cls, complement, norm_ranges, rep, seq
 
+
+def _digit(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes superscripts, which ``int`` refuses)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
 DIGITS = ((0x30, 0x39),)
 WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 SPACE = norm_ranges([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
@@ -154,7 +160,7 @@ class _Parser:
         """A valid ``{n}``, ``{n,}`` or ``{n,m}`` at ``self.i``: (n, m or None, length), else None."""
         j = self.i + 1
         k = j
-        while k < len(self.p) and self.p[k].isdigit():
+        while k < len(self.p) and _digit(self.p[k]):
             k += 1
         if k == j:
             return None
@@ -164,7 +170,7 @@ class _Parser:
         if k < len(self.p) and self.p[k] == ",":
             m = k + 1
             k = m
-            while k < len(self.p) and self.p[k].isdigit():
+            while k < len(self.p) and _digit(self.p[k]):
                 k += 1
             if k < len(self.p) and self.p[k] == "}":
                 return lo, (int(self.p[m:k]) if k > m else None), k + 1 - self.i
@@ -279,7 +285,7 @@ class _Parser:
             raise self.error("pattern ends with a lone backslash", pos)
         if c in "bB":
             raise self.unsupported(f"word boundary '\\{c}' is not supported", pos)
-        if c.isdigit() and c != "0":
+        if _digit(c) and c != "0":
             raise self.unsupported("backreferences are not supported", pos)
         if c == "k":
             raise self.unsupported("named backreferences are not supported", pos)
@@ -302,7 +308,7 @@ class _Parser:
         if c in "dDwWsS":
             return self.class_escape_set(c)
         if c == "0":
-            if self.peek().isdigit():
+            if _digit(self.peek()):
                 raise self.unsupported("octal escapes are not supported", pos)
             return fold(((0, 0),))
         if c in _CONTROL:
@@ -331,7 +337,7 @@ class _Parser:
             raise self.unsupported(f"Unicode property escapes '\\{c}{{...}}' are not supported", pos)
         if c.isascii() and not c.isalnum():
             return fold(((ord(c), ord(c)),))  # ^$\.*+?()[]{}|/ and any other punctuation
-        if in_class and c.isdigit():
+        if in_class and _digit(c):
             raise self.unsupported("octal escapes are not supported", pos)
         raise self.error(f"unknown escape '\\{c}'", pos)
 
