@@ -126,3 +126,49 @@ def test_case_folding_of_special_letters(pattern, text, match):
 def test_every_error_is_a_localguide_error():
     for cls in (ArgumentError, GrammarError, TokenNotAllowedError):
         assert issubclass(cls, LocalguideError) and issubclass(cls, ValueError)
+
+
+# -- large and deep JSON Schemas ------------------------------------------------------------------------
+
+def _nest(n):
+    s = {"type": "integer"}
+    for _ in range(n):
+        s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
+    return s
+
+
+def test_large_and_deep_schemas_compile_or_name_the_limit(smollm2_vocab):
+    import json
+
+    from localguide.errors import SchemaError
+    from localguide.json_schema.shape import MAX_NESTING
+
+    v = smollm2_vocab
+    props = {f"p{i}": {"type": "integer"} for i in range(500)}
+    assert localguide.compile_json_schema({"type": "object", "properties": props}, v).guide().allowed_token_ids().size
+    g = localguide.compile_json_schema(_nest(60), v).guide()  # (satisfiable: not "no document satisfies")
+    assert len(g.allowed_token_ids())
+    for n in (MAX_NESTING + 10, 5000):
+        with pytest.raises(SchemaError, match=f"more than {MAX_NESTING} levels deep") as e:
+            localguide.compile_json_schema(_nest(n), v)
+        assert "satisfies" not in str(e.value) and "a limit of localguide" in str(e.value)
+    values = [f"value-{i}" for i in range(5000)]
+    g = localguide.compile_json_schema({"enum": values}, v).guide()
+    for b in json.dumps("value-4321").encode():
+        g.advance(next(t for t in g.allowed_token_ids() if v[int(t)] == bytes([b])))
+    assert g.is_accepting()
+
+
+@pytest.mark.parametrize("schema,where", [
+    ({"type": "string", "minLength": -1}, "#/minLength"),
+    ({"properties": {"a": {"maxItems": "3"}}}, "#/properties/a/maxItems"),
+    ({"required": "a"}, "#/required"),
+    ({"anyOf": []}, "#/anyOf"),
+    ({"items": 5}, "#/items"),
+    ({"multipleOf": 0}, "#/multipleOf"),
+])
+def test_a_keyword_of_the_wrong_kind_is_named(smollm2_vocab, schema, where):
+    from localguide.errors import SchemaError
+
+    with pytest.raises(SchemaError, match=re.escape(where)):
+        localguide.compile_json_schema(schema, smollm2_vocab)

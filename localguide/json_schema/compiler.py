@@ -27,7 +27,7 @@ from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .resolve import Neg, ResolveError
 from .strings import ANY_STRING, PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length
 
-MAX_DEPTH = 48
+MAX_DEPTH = 300  # values within values (above shape.MAX_NESTING: a schema's own nesting is checked first)
 MAX_UNIQUE_SEQUENCES = 500
 ANY_STRING_JSON = seq(Lit('"'), star(any_json_char()), Lit('"'))
 

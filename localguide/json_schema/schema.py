@@ -18,7 +18,10 @@ with its JSON pointer; nothing is silently ignored.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+import threading
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
@@ -48,6 +51,44 @@ class CompiledSchema:
         if self._regex is None:
             self._regex = to_regex(self.node)
         return self._regex
+
+
+_RECURSION = 20_000  # Python frames the compilers may use (they recurse along the schema and its AST)
+_deep_lock = threading.Lock()
+_deep_count = 0
+_deep_saved = 0
+
+
+@contextlib.contextmanager
+def deep_recursion():
+    """Python's recursion limit raised to ``_RECURSION`` while a schema compiles (restored after the
+    last compile in any thread ends): a schema of 500 optional properties makes an AST that deep.
+    Python-to-Python calls keep their frames off the C stack (3.11), so this is safe."""
+    global _deep_count, _deep_saved
+    with _deep_lock:
+        if _deep_count == 0:
+            _deep_saved = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_deep_saved, _RECURSION))
+        _deep_count += 1
+    try:
+        yield
+    finally:
+        with _deep_lock:
+            _deep_count -= 1
+            if _deep_count == 0:
+                sys.setrecursionlimit(_deep_saved)
+
+
+def _deep(fn):
+    """``fn`` under ``deep_recursion``."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with deep_recursion():
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def _load(schema):
@@ -88,6 +129,7 @@ _LEVELS = (
 )
 
 
+@_deep
 def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int | None = 3,
                   any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
                   resources: dict | None = None, _problems: Problems | None = None) -> CompiledSchema:
@@ -137,6 +179,7 @@ def build_dfa(schema, *, max_states: int = DEFAULT_MAX_STATES, **options):
     return dfa, compiled
 
 
+@_deep
 def build_automaton(schema, *, max_states: int = DEFAULT_MAX_STATES, grammar: bool = True, **options):
     """(ByteDFA or None, CFG or None, CompiledSchema): how ``schema`` is best enforced.
 
@@ -244,7 +287,7 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     """
     from ..gcpause import paused
 
-    with paused():
+    with paused(), deep_recursion():
         return _compile_json_schema(schema, vocabulary, strict=strict, whitespace=whitespace,
                                     max_recursion=max_recursion, any_depth=any_depth, max_length=max_length,
                                     max_items=max_items, resources=resources, max_states=max_states, lazy=lazy)
@@ -338,6 +381,7 @@ def pattern_length(node) -> int:
 
 # -- inspection ---------------------------------------------------------------------------------
 
+@_deep
 def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
     """(JSON pointer, keyword, status) for every keyword of the schema, in document order.
 

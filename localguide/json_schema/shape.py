@@ -27,13 +27,23 @@ def _number(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
+MAX_NESTING = 256  # schemas within schemas: past it, a limit error (the compilers recurse along it)
+
+
 def check_shape(doc) -> None:
-    """Raise ``SchemaError`` at the first keyword whose value is not of its kind."""
+    """Raise ``SchemaError`` at the first keyword whose value is not of its kind, or where
+    schemas nest deeper than ``MAX_NESTING``."""
     stack = [(doc, "")]
     while stack:
         node, ptr = stack.pop()
         if isinstance(node, bool):
             continue
+        if ptr.count("/") > 2 * MAX_NESTING and _depth(ptr) > MAX_NESTING:
+            where = json_pointer(ptr)
+            raise SchemaError(f"{where if len(where) <= 80 else where[:77] + '...'}: the schema nests more than "
+                              f"{MAX_NESTING} levels deep, over "
+                              "localguide's bound (localguide.json_schema.shape.MAX_NESTING; a limit of "
+                              "localguide, not of the schema)")
         if not isinstance(node, dict):
             raise SchemaError(f"{json_pointer(ptr)}: a schema must be an object or a boolean, "
                               f"not {type(node).__name__}")
@@ -101,6 +111,17 @@ def check_shape(doc) -> None:
                 for k, x in v.items():
                     if not isinstance(x, list):
                         stack.append((x, f"{sub}/{k}"))
+
+
+def _depth(ptr: str) -> int:
+    """Schemas within schemas along ``ptr`` (a keyword and, for maps and lists, a name or index each)."""
+    parts = ptr.split("/")[1:]
+    depth, i = 0, 0
+    while i < len(parts):
+        depth += 1
+        i += 2 if parts[i] in _SCHEMA_MAPS + _SCHEMA_LISTS + ("items", "dependencies") and i + 1 < len(parts) \
+            and (parts[i] != "items" or parts[i + 1].isdigit()) else 1
+    return depth
 
 
 def json_dumps(v) -> str:

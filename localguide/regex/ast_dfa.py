@@ -128,6 +128,10 @@ class Builder:
             d = _lit_dfa(node.text)
         elif isinstance(node, Cls):
             d = _cls_dfa(node.ranges)
+        elif isinstance(node, Alt) and len(node.items) > 64 and all(isinstance(x, Lit) for x in node.items):
+            from ..automaton.literals import literals_dfa  # (an enum or choice of many words: built directly)
+
+            d = literals_dfa([x.text.encode("utf-8", "surrogatepass") for x in node.items])
         else:
             atoms: list[ByteDFA] = []
             follow: list[set] = []

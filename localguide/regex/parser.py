@@ -508,7 +508,7 @@ def regex_to_dfa(pattern: str):
     if isinstance(node, Alt) and len(node.items) > 64 and all(isinstance(x, Lit) for x in node.items):
         from ..automaton.literals import literals_dfa  # (a large alternation of words: built directly)
 
-        return literals_dfa([x.text.encode("utf-8") for x in node.items])
+        return literals_dfa([x.text.encode("utf-8", "surrogatepass") for x in node.items])
     try:
         dfa = ast_to_dfa(node, MAX_STATES)
     except TooLargeError as e:
