@@ -172,3 +172,34 @@ def test_a_keyword_of_the_wrong_kind_is_named(smollm2_vocab, schema, where):
 
     with pytest.raises(SchemaError, match=re.escape(where)):
         localguide.compile_json_schema(schema, smollm2_vocab)
+
+
+def test_unique_items_over_a_small_integer_range_is_exact(smollm2_vocab):
+    from localguide.json_schema.schema import inspect_schema
+
+    v = smollm2_vocab
+    schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "uniqueItems": True,
+              "minItems": 2}
+    index = localguide.compile_json_schema(schema, v)
+    for text, ok in ((b"[0,1]", True), (b"[3,2,1,0]", True), (b"[1,1]", False), (b"[1]", False)):
+        g = index.guide()
+        took = True
+        for b in text:
+            nxt = [t for t in g.allowed_token_ids() if v[int(t)] == bytes([b])]
+            if not nxt:
+                took = False
+                break
+            g.advance(nxt[0])
+        assert (took and g.is_accepting()) == ok, text
+    assert ("#/uniqueItems", "uniqueItems", "enforced") in inspect_schema(schema)
+
+
+def test_unsatisfiable_is_said_only_when_it_is(smollm2_vocab):
+    from localguide.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="^no JSON document satisfies"):
+        localguide.compile_json_schema({"type": "integer", "minimum": 5, "maximum": 4}, smollm2_vocab)
+    with pytest.raises(SchemaError, match="approximation of this schema accepts no document") as e:
+        localguide.compile_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True,
+                                        "minItems": 2}, smollm2_vocab)
+    assert "#/uniqueItems" in str(e.value) and "no JSON document satisfies" not in str(e.value)

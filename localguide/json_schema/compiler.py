@@ -452,9 +452,11 @@ class Compiler:
         for f in flats:
             if f.enum is not None:
                 vals = [v for v in f.enum if self.accepts(f, v)]
-            elif f.types <= {"null", "boolean"}:
+            elif f.types <= {"null", "boolean", "integer"} and (
+                    "integer" not in f.types or _small_range(f) is not None):
                 vals = [v for v in ([None] if "null" in f.types else []) + (
-                    [True, False] if "boolean" in f.types else []) if self.accepts(f, v)]
+                    [True, False] if "boolean" in f.types else []) + (
+                    _small_range(f) if "integer" in f.types else []) if self.accepts(f, v)]
             else:
                 return None
             for v in vals:
@@ -800,3 +802,19 @@ def _format_dfa(name: str):
     if d is None:
         d = _format_dfas[name] = ast_to_dfa(format_node(name))
     return d
+
+
+SMALL_RANGE = 16  # integers of a bounded range up to this many: uniqueItems over them is exact
+
+
+def _small_range(f) -> list | None:
+    """The integers a bounded ``minimum``..``maximum`` allows, when there are at most ``SMALL_RANGE``."""
+    import math
+
+    if f.lo is None or f.hi is None:
+        return None
+    lo = math.floor(f.lo) + 1 if f.lo_x and float(f.lo).is_integer() else math.ceil(f.lo)
+    hi = math.ceil(f.hi) - 1 if f.hi_x and float(f.hi).is_integer() else math.floor(f.hi)
+    if hi - lo + 1 > SMALL_RANGE:
+        return None
+    return list(range(lo, hi + 1))

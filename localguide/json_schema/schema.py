@@ -156,8 +156,11 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
     if problems.unsupported and _problems is None:
         raise UnsupportedSchemaError(problems.unsupported)
     if node is EMPTY and _problems is None:
-        raise SchemaError("no JSON document satisfies this schema" + (
-            " within the nesting limits" if problems.approximated else ""))
+        if problems.approximated:  # (then it is localguide's bounds that leave nothing, not the schema)
+            where = "; ".join(f"{json_pointer(p, k)}: {r}" for p, k, r in problems.approximated[:4])
+            raise SchemaError("localguide's approximation of this schema accepts no document (the schema itself "
+                              f"may be satisfiable): {where}")
+        raise SchemaError("no JSON document satisfies this schema")
     return CompiledSchema(node, list(problems.approximated), dict(problems.status), rules=compiler.rules)
 
 
