@@ -203,3 +203,14 @@ def test_unsatisfiable_is_said_only_when_it_is(smollm2_vocab):
         localguide.compile_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True,
                                         "minItems": 2}, smollm2_vocab)
     assert "#/uniqueItems" in str(e.value) and "no JSON document satisfies" not in str(e.value)
+
+
+def test_the_budget_planner_follows_long_texts(smollm2_vocab):
+    """(a RecursionError once came after about 1,000 '-' tokens with max_tokens=2000)"""
+    index = localguide.compile_grammar("arithmetic", smollm2_vocab)
+    g = index.guide(max_tokens=2000)
+    minus = next(t for t in range(smollm2_vocab.size) if smollm2_vocab[t] == b"-")
+    for _ in range(1500):
+        assert minus in set(g.allowed_token_ids().tolist())
+        g.advance(minus)
+    assert len(g.allowed_token_ids()) and not g.is_accepting()
