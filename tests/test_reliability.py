@@ -214,3 +214,15 @@ def test_the_budget_planner_follows_long_texts(smollm2_vocab):
         assert minus in set(g.allowed_token_ids().tolist())
         g.advance(minus)
     assert len(g.allowed_token_ids()) and not g.is_accepting()
+
+
+def test_pattern_properties_left_out_are_reported():
+    """Overlapping patterns whose schemas no value satisfies together: what is left out is said."""
+    from localguide.json_schema.schema import inspect_schema
+
+    schema = {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
+              "additionalProperties": False}
+    assert ("#/patternProperties", "patternProperties", "approximated") in inspect_schema(schema)
+    apart = {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}},
+             "additionalProperties": False}
+    assert ("#/patternProperties", "patternProperties", "enforced") in inspect_schema(apart)

@@ -634,6 +634,12 @@ class Compiler:
                     if overlap:
                         value_subs += qsubs
             v = self.value(value_subs, d1)
+            if v is EMPTY and len(value_subs) > len(subs) and self.value(list(subs), d1) is not EMPTY:
+                # (the keys both patterns match need both schemas, and none satisfies them: the keys
+                # of this pattern alone are lost too, as the key language is not split here)
+                P.approx(f.ptr, "patternProperties",
+                         f"pattern {p!r}: keys that another pattern may also match, with a schema no value "
+                         "satisfies together with this one, are left out, and with them this pattern's other keys")
             if v is not EMPTY and key is not EMPTY:
                 parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
         # additional properties: keys outside the listed names (and, conservatively, values that
