@@ -130,16 +130,15 @@ def _known(body: dict, known: set) -> None:
         if key not in known and key not in _IGNORED:
             raise ApiError(f"unknown field {key!r} (localguide's extensions: regex, grammar, choice, after, "
                            "max_reasoning_tokens, top_k, min_p, stats)", key)
-    n = body.get("n", 1)
-    if n != 1:
+    if body.get("n") not in (None, 1):
         raise ApiError("n: only one choice per request is supported", "n")
     for key in ("frequency_penalty", "presence_penalty"):
         if body.get(key) not in (None, 0, 0.0):
             raise ApiError(f"{key} is not supported (leave it out or 0)", key)
-    if body.get("logprobs") not in (None, False, 0) or body.get("echo") or body.get("suffix") or \
-            body.get("best_of") not in (None, 1):
-        key = next(k for k in ("logprobs", "echo", "suffix", "best_of") if body.get(k) not in (None, False, 0, 1))
-        raise ApiError(f"{key} is not supported", key)
+    for key, unset in (("logprobs", (None, False, 0)), ("top_logprobs", (None, 0)), ("echo", (None, False)),
+                       ("suffix", (None, "")), ("best_of", (None, 1))):
+        if body.get(key) not in unset or isinstance(body.get(key), bool) and key in ("top_logprobs", "best_of"):
+            raise ApiError(f"{key} is not supported", key)
     if body.get("logit_bias"):
         raise ApiError("logit_bias is not supported", "logit_bias")
 

@@ -191,6 +191,8 @@ def test_completions_with_stop_strings(served):
     ({"messages": ASK, "temperature": "hot"}, 400, "temperature"),
     ({"messages": ASK, "top_p": 5}, 400, "top_p"),
     ({"messages": ASK, "n": 3}, 400, "n"),
+    ({"messages": ASK, "logprobs": True}, 400, "logprobs"),
+    ({"messages": ASK, "logprobs": 1}, 400, "logprobs"),
     ({"messages": ASK, "wibble": 1}, 400, "wibble"),
     ({"messages": ASK, "regex": "a", "choice": ["b"]}, 400, "choice"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, 400, "messages"),
