@@ -360,10 +360,10 @@ class Model:
             n += 1
         if n == len(said) or n == len(tokens):
             return tokens
-        data, pos, j = text.encode("utf-8"), 0, 0
+        data, pos = text.encode("utf-8"), 0
         bos = self.llama.token_bos()
-        if said[0] == tokens[0] == bos and not data.startswith(self._piece(bos)):
-            j = 1  # (a BOS the template did not write)
+        # (a BOS the template did not write stands for no bytes)
+        j = 1 if said[0] == tokens[0] == bos and not data.startswith(self._piece(bos)) else 0
         while j < len(said):
             piece = self._piece(said[j])
             if not piece or not data.startswith(piece, pos):
@@ -371,12 +371,11 @@ class Model:
             pos, j = pos + len(piece), j + 1
         if j <= n:
             return tokens
-        spliced = said[:j] + self.llama.tokenize(data[pos:], add_bos=False, special=True)
+        tail = self.llama.tokenize(data[pos:], add_bos=False, special=True)
         # (a tokenizer that puts a space before a text's start would change the text: then not)
-        lead = 1 if spliced[0] == bos and not data.startswith(self._piece(bos)) else 0
-        if b"".join(self._piece(t) for t in spliced[lead:]) != data:
+        if b"".join(self._piece(t) for t in tail) != data[pos:]:
             return tokens
-        return spliced
+        return said[:j] + tail
 
     def _piece(self, token: int) -> bytes:
         """The bytes ``token`` stands for in a rendered prompt (a control token's text included)."""
