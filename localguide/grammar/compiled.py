@@ -31,11 +31,18 @@ from ..protocol import Mask, MaskKind
 from . import arena, warmup
 from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
-from ..errors import GrammarError
 from .lexer import Scanner
-from .masks import BITS_KEYS, TREE_KEYS, MaskEngine, bits_with, build_trees
+from ..errors import GrammarError
+from .masks import BITS_KEYS, MAX_READINGS, TREE_KEYS, MaskEngine, bits_with, build_trees
 
-MAX_CONFIGS = 4096
+# Past this many readings of a text, those that share a scanner state are pooled into one
+# parser set (``Grammar.union``): exact, and it keeps the readings of a lexically ambiguous
+# grammar (names and words of the same letters, cut anywhere) from doubling at every byte.
+MERGE_READINGS = 64
+# A grammar whose terminals cut the text at the start of a sentence in more than
+# ``masks.MAX_READINGS`` ways for more than this many tokens is refused at compile time:
+# each such token is checked by running the parser over every cut, seconds per mask.
+MAX_AMBIGUOUS_TOKENS = 256
 # What an index keeps between flushes (``GrammarIndex.flush``): interned parser and guide
 # states, and the bytes of cached masks. Masks of sql or c take 0.2-0.4 MB per new
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
@@ -131,6 +138,32 @@ class GrammarIndex:
         self.initial = GState(((g0, sc.start),), ((g0.uid, sc.start),), initial=True)
         self._budget = None
 
+    def check_lexing(self) -> None:
+        """Refuse a grammar whose terminals cut the start of a text in too many ways
+        (``MAX_AMBIGUOUS_TOKENS``): ``GrammarError``. Builds the trees the first mask needs
+        (``compile_grammar`` calls it, so that the refusal comes before any generation)."""
+        eng = self.engine
+        trees = sorted({eng.tree_of[r] for r in eng.state_readings(self.scanner.start)})
+        for t in trees:
+            eng.root(t)
+        tokens = {x for t in trees for x in eng.unresolved.get(t, ())}
+        if len(tokens) <= MAX_AMBIGUOUS_TOKENS:
+            return
+        vocab = self.vocabulary
+        example = max(tokens, key=lambda x: (len(vocab[x].strip()), -x))
+        text = vocab[example].strip()
+        names = [t.name for t in self.cfg.terminals if t.dfa.matches(text)]
+        if len(names) < 2:  # the terminals that match pieces of it
+            names = [t.name for t in self.cfg.terminals
+                     if any(t.dfa.matches(text[i:j]) for i in range(len(text)) for j in range(i + 2, len(text) + 1))]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise GrammarError(
+            f"the grammar is lexically too ambiguous to follow: its terminals ({shown}) match the same text, so "
+            f"{len(tokens)} tokens at the start of a text, such as {vocab[example].decode('utf-8', 'replace')!r}, "
+            f"can each be cut into terminals in more than {MAX_READINGS} ways (the limit is "
+            f"{MAX_AMBIGUOUS_TOKENS} such tokens); give text that two terminals match to one of them",
+            source=self.description)
+
     @property
     def fingerprint(self) -> str:
         return self.vocabulary.fingerprint
@@ -201,8 +234,29 @@ class GrammarIndex:
             st = self._states[key] = GState(tuple(configs[k] for k in key), key)
         return st
 
-    def _viable(self, p, c: int, data: bytes) -> bool:
-        return bool(data) and self._run(((p, c),), data) is not None
+    def _viable(self, p, c: int, texts: list) -> list:
+        """For each of ``texts`` (bytes), whether it continues configuration (``p``, ``c``).
+
+        In byte order, so that texts sharing a prefix share its run: the tokens a tree leaves
+        unresolved are those of an ambiguous grammar, thousands at once, mostly alike."""
+        out = [False] * len(texts)
+        path = [((p, c),)]  # path[k]: the configurations after the first k bytes of ``prev``
+        prev = b""
+        for i in sorted(range(len(texts)), key=texts.__getitem__):
+            data = texts[i]
+            k = 0
+            n = min(len(data), len(prev), len(path) - 1)
+            while k < n and data[k] == prev[k]:
+                k += 1
+            del path[k + 1:]
+            cfg = path[k]
+            while cfg is not None and k < len(data):
+                cfg = self._run(cfg, data[k:k + 1])
+                path.append(cfg)
+                k += 1
+            out[i] = cfg is not None and len(data) > 0
+            prev = data
+        return out
 
     @_locked
     def step_bytes(self, st: GState, data: bytes) -> GState | None:
@@ -234,11 +288,25 @@ class GrammarIndex:
                         nxt[(p2.uid, c3)] = (p2, c3)
             if not nxt:
                 return None
-            if len(nxt) > MAX_CONFIGS:
-                raise GrammarError(f"the text has more than {MAX_CONFIGS} live readings; the grammar is "
-                                   f"too ambiguous to follow")
-            configs = list(nxt.values())
+            configs = list(nxt.values()) if len(nxt) <= MERGE_READINGS else self._pooled(nxt.values())
         return configs
+
+    def _pooled(self, configs) -> list:
+        """``configs`` with the parser sets of each scanner state pooled (``Grammar.union``).
+
+        The initial set stays apart: its acceptance is told by identity."""
+        init = self.grammar.initial
+        by_c: dict = {}
+        out = []
+        for p, c in configs:
+            if p is init:
+                out.append((p, c))
+            else:
+                by_c.setdefault(c, []).append(p)
+        union = self.grammar.union
+        for c, ps in by_c.items():
+            out.append((ps[0] if len(ps) == 1 else union(ps), c))
+        return out
 
     # -- cache bounds -------------------------------------------------------------------
     def cache_size(self) -> tuple[int, int]:

@@ -108,6 +108,7 @@ class Grammar:
         self._dstate_ids: dict = {}
         self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
         self._table: dict = {}
+        self._unions: dict = {}  # uids of pooled sets -> their union (``union``)
         self._uid = 0
         self.initial = None
         self._dfa = None  # the explored ε-DFA as arrays (``dfa_tables``)
@@ -369,6 +370,22 @@ class Grammar:
             self._table[ckey] = st
         return st
 
+    def union(self, states) -> "PState":
+        """One set whose future is the union of ``states``' futures (none of them the initial set).
+
+        Sets of readings that end at the same point of the terminal sequence (the same next
+        terminal, since their configurations share a scanner state) differ only in what they
+        started where: their entries can be pooled, each entry "started here" meaning the
+        same next terminal for all, and every origin kept by reference. Feeding the union is
+        the union of feeding each, so the readings of a lexically ambiguous text stay one set
+        per scanner state instead of one per way of cutting it into lexemes.
+        """
+        key = frozenset(p.uid for p in states)
+        got = self._unions.get(key)
+        if got is None:
+            got = self._unions[key] = self._make([e for p in states for e in p.entries])
+        return got
+
     def _project(self, o: "PState", d: int) -> "PState":
         """``o`` cut down to what an entry (``d``, ``o``) can ask of it.
 
@@ -436,6 +453,7 @@ class Grammar:
             st.budget = None
         init = self.initial
         self._table = {_content_key(init.entries): init}
+        self._unions = {}
 
 
 def _nullable(rules, n_terminals: int) -> set[int]:
@@ -582,40 +600,53 @@ class PState:
             pk[t] = a
         return a
 
-    def climb(self, sym: int, active: set | None = None) -> int:
-        """Terminals allowed right after nonterminal ``sym``, completed from this set, ends here."""
+    def climb(self, sym: int) -> int:
+        """Terminals allowed right after nonterminal ``sym``, completed from this set, ends here.
+
+        The terminals of every (set, nonterminal) that completing ``sym`` here climbs to, found
+        by one walk that visits each once (a cycle of unit rules adds nothing new): memoizing
+        only whole answers keeps a cut-off cycle's partial answer out of the memo, and the walk
+        keeps an ambiguous grammar's nested climbs from being redone at every level.
+        """
         c = self._climb
         if c is None:
             c = self._climb = {}
         a = c.get(sym)
         if a is not None:
             return a
-        key = (self.uid, sym)
-        top = active is None
-        if top:
-            active = set()
-        elif key in active:
-            return 0  # a cycle of unit rules: its terminals come in through the other path
-        active.add(key)
+        dstates = self.g.dstates
         a = 0
-        g = self.g
-        for d2, o2 in self.waiting(sym):
-            a |= _reach(g, d2, o2, active)
-        active.discard(key)
-        if top:
-            c[sym] = a
+        seen = {(self.uid, sym)}
+        todo = [(self, sym)]
+        while todo:
+            o, s = todo.pop()
+            for d2, o2 in o.waiting(s):
+                st = dstates[d2]
+                a |= st.allowed
+                if st.pred >= 0:
+                    a |= dstates[st.pred].allowed
+                if st.complete:
+                    memo = o2._climb
+                    for b in st.complete:
+                        got = None if memo is None else memo.get(b)
+                        if got is not None:
+                            a |= got
+                        elif (o2.uid, b) not in seen:
+                            seen.add((o2.uid, b))
+                            todo.append((o2, b))
+        c[sym] = a
         return a
 
     def __repr__(self) -> str:
         return f"PState({self.uid}, {len(self.entries)} entries, accepting={self.accepting})"
 
 
-def _reach(g: Grammar, d: int, o: PState, active: set | None = None) -> int:
+def _reach(g: Grammar, d: int, o: PState) -> int:
     """Terminals allowed after entry (DFA state ``d``, origin ``o``) is added to a new set."""
     st = g.dstates[d]
     a = st.allowed
     if st.pred >= 0:
         a |= g.dstates[st.pred].allowed
     for b in st.complete:
-        a |= o.climb(b, active)
+        a |= o.climb(b)
     return a

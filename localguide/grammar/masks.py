@@ -176,7 +176,7 @@ class MaskEngine:
     def __init__(self, scanner, vocabulary, arrays: dict | None, viable=None, grammar=None):
         sc = self.scanner = scanner
         self.grammar = grammar  # ``earley.Grammar``: with it, masks come from the compiled path when they can
-        self.viable = viable  # viable(p, c, data) -> bool, for tokens left unresolved
+        self.viable = viable  # viable(p, c, texts) -> [bool], for tokens left unresolved
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
         self.ign = sc.ign
@@ -464,9 +464,9 @@ class MaskEngine:
                         keep(s2, al2, (q, t))
         if tree in self.unresolved:
             vocab = self.vocabulary
-            c = self.single[r]
-            for t in self.unresolved[tree]:
-                if self.viable(p, c, vocab[t]):
+            toks = self.unresolved[tree]
+            for t, ok in zip(toks, self.viable(p, self.single[r], [vocab[t] for t in toks])):
+                if ok:
                     out.append(-1 - t)
                     nodes.append(None)
                     visits.append((-1 - t, None))

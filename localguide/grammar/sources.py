@@ -130,9 +130,12 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
     with paused():
         arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
         if arrays is not None:
-            return GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
+            idx = GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
+            idx.check_lexing()  # (a file written before the check existed)
+            return idx
         with stage(f"compiling {description}"):
             idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
+            idx.check_lexing()
     if lazy:
         cache.save_later(path, lambda: idx.arrays(seed))
     else:
