@@ -134,7 +134,7 @@ def run(
                       help="JSON: newlines and indentation instead of compact output.")] = False,
     exact_recursion: Annotated[bool, typer.Option(
         "--exact-recursion", rich_help_panel=CONSTRAINTS,
-        help="JSON Schema: recursive $ref to any depth (a grammar), not expanded 3 levels.")] = False,
+        help="JSON Schema: recursive $ref and free values to any depth (a grammar), not 3 levels.")] = False,
     max_ignored_run: Annotated[Optional[int], typer.Option(
         "--max-ignored-run", min=0, rich_help_panel=CONSTRAINTS, show_default=False,
         help="Grammars: the longest run of %ignore'd text (whitespace), in bytes; 0: no limit "

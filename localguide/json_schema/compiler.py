@@ -172,6 +172,8 @@ class Compiler:
 
     # -- any JSON value, bounded --------------------------------------------------------------------
     def any_value(self, r: int, depth: int) -> Node:
+        if self.exact_recursion:
+            return self._any_rule("value")
         key = (r, depth if self.pretty else 0)
         hit = self._any.get(key)
         if hit is not None:
@@ -181,7 +183,26 @@ class Compiler:
         self._any[key] = node
         return node
 
+    def _any_rule(self, kind: str) -> Node:
+        """With exact recursion: a ``Ref`` to the rule of any JSON value (object, array), nested to
+        any depth (compact whitespace only, which exact recursion requires)."""
+        key = ("any JSON", kind)
+        if key not in self.rules:
+            value = Ref(("any JSON", "value"))
+            sep = self.sep(0)
+            member = seq(ANY_STRING_JSON, self.colon(), value)
+            obj = self.wrap("{", "}", seq(member, star(seq(sep, member))), True, 0)
+            arr = self.wrap("[", "]", seq(value, star(seq(sep, value))), True, 0)
+            scalars = alt(Lit("null"), Lit("true"), Lit("false"), number_node()[0], ANY_STRING_JSON)
+            self.rules[("any JSON", "object")] = obj
+            self.rules[("any JSON", "array")] = arr
+            self.rules[("any JSON", "value")] = alt(scalars, Ref(("any JSON", "object")),
+                                                      Ref(("any JSON", "array")))
+        return Ref(key)
+
     def any_object(self, r: int, depth: int) -> Node:
+        if self.exact_recursion:
+            return self._any_rule("object")
         if r <= 0:
             return Lit("{}")
         member = seq(ANY_STRING_JSON, self.colon(), self.any_value(r - 1, depth + 1))
@@ -189,6 +210,8 @@ class Compiler:
         return self.wrap("{", "}", content, True, depth)
 
     def any_array(self, r: int, depth: int) -> Node:
+        if self.exact_recursion:
+            return self._any_rule("array")
         if r <= 0:
             return Lit("[]")
         item = self.any_value(r - 1, depth + 1)
@@ -196,6 +219,8 @@ class Compiler:
         return self.wrap("[", "]", content, True, depth)
 
     def note_any(self, ptr: str, kw: str) -> None:
+        if self.exact_recursion:
+            return self.problems.ok(ptr, kw)
         self.problems.approx(ptr, kw, f"any JSON value is allowed here, nested at most {self.any_depth} levels")
 
     # -- literals (enum, const) ------------------------------------------------------------------
@@ -654,8 +679,9 @@ class Compiler:
                                                             "every patternProperties schema")
                 if not subs or all(s.schema is True for s in subs):
                     if not f.has_additional:
-                        self.problems.approx(f.ptr, "additionalProperties", "properties not listed may hold any "
-                                             f"JSON value nested at most {self.extra_depth} levels")
+                        if not self.exact_recursion:
+                            self.problems.approx(f.ptr, "additionalProperties", "properties not listed may hold "
+                                                 f"any JSON value nested at most {self.extra_depth} levels")
                         v = self.any_value(self.extra_depth, d1)
                     else:
                         self.note_any(f.ptr, "additionalProperties")

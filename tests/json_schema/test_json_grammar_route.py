@@ -185,6 +185,30 @@ MUTUAL = {"$defs": {
     "properties": {"main": {"$ref": "#/$defs/expr"}, "note": {"$ref": "#/$defs/call", "maxProperties": 2}}}
 
 
+# values the schema leaves free (a label selector's values, an object's other properties)
+FREE = {"type": "object", "required": ["selector"], "properties": {
+    "selector": {"type": "object", "properties": {"matchLabels": {}}},
+    "n": {"type": "integer"}}}
+
+
+def random_json(rng: random.Random, depth: int):
+    r = rng.random()
+    if depth == 0 or r < 0.25:
+        return rng.choice([None, True, 1, -2.5, "x", "é\n"])
+    if r < 0.65:
+        return {rng.choice("abcd"): random_json(rng, depth - 1) for _ in range(rng.choice([0, 1, 2]))}
+    return [random_json(rng, depth - 1) for _ in range(rng.choice([0, 1, 2]))]
+
+
+def random_free(rng: random.Random, depth: int):
+    doc = {"selector": {"matchLabels": random_json(rng, depth)}, "other": random_json(rng, depth)}
+    if rng.random() < 0.1:
+        doc["n"] = "not an integer"
+    elif rng.random() < 0.05:
+        del doc["selector"]
+    return doc
+
+
 def random_tree(rng: random.Random, depth: int):
     n = {"v": rng.randrange(-9, 10) if rng.random() < 0.97 else 10}  # now and then out of range
     if depth > 0 and rng.random() < 0.85:
@@ -200,8 +224,9 @@ def random_expr(rng: random.Random, depth: int):
 
 
 @pytest.mark.parametrize("schema,make", [(TREE, lambda r: random_tree(r, 7)),
-                                         (MUTUAL, lambda r: {"main": random_expr(r, 7)})],
-                         ids=["tree", "mutual"])
+                                         (MUTUAL, lambda r: {"main": random_expr(r, 7)}),
+                                         (FREE, lambda r: random_free(r, 7))],
+                         ids=["tree", "mutual", "free values"])
 def test_exact_recursion_is_the_schemas_language(smollm2_vocab, schema, make):
     """At any depth, a document is accepted exactly when jsonschema says it is valid."""
     idx = compile_json_schema(schema, smollm2_vocab, max_recursion=None)
@@ -233,6 +258,8 @@ def test_exact_recursion_notes_and_limits():
     from localguide.json_schema.schema import SchemaError, inspect_schema, schema_to_ast
 
     assert not schema_to_ast(TREE, max_recursion=None).approximated
+    assert not schema_to_ast(FREE, max_recursion=None).approximated  # free values: any depth
+    assert schema_to_ast(FREE).approximated
     assert schema_to_ast(TREE).approximated  # bounded by default
     statuses = {(p, k): s for p, k, s in inspect_schema(TREE, max_recursion=None)}
     assert "approximated" not in statuses.values()
