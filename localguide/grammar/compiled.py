@@ -143,7 +143,7 @@ class GrammarIndex:
         (``MAX_AMBIGUOUS_TOKENS``): ``GrammarError``. Builds the trees the first mask needs
         (``compile_grammar`` calls it, so that the refusal comes before any generation)."""
         eng = self.engine
-        trees = sorted({eng.tree_of[r] for r in eng._readings(self.grammar.initial, self.scanner.start)})
+        trees = sorted({eng.tree_of[r] for r in eng.readings(self.grammar.initial, self.scanner.start)})
         for t in trees:
             eng.root(t)
         tokens = {x for t in trees for x in eng.unresolved.get(t, ())}

@@ -622,9 +622,7 @@ class PState:
             o, s = todo.pop()
             for d2, o2 in o.waiting(s):
                 st = dstates[d2]
-                a |= st.allowed
-                if st.pred >= 0:
-                    a |= dstates[st.pred].allowed
+                a |= _shifted(dstates, st)
                 if st.complete:
                     memo = o2._climb
                     for b in st.complete:
@@ -641,12 +639,15 @@ class PState:
         return f"PState({self.uid}, {len(self.entries)} entries, accepting={self.accepting})"
 
 
+def _shifted(dstates, st: DState) -> int:
+    """Terminals that DFA state ``st`` and its predicted companion shift."""
+    return st.allowed | (dstates[st.pred].allowed if st.pred >= 0 else 0)
+
+
 def _reach(g: Grammar, d: int, o: PState) -> int:
     """Terminals allowed after entry (DFA state ``d``, origin ``o``) is added to a new set."""
     st = g.dstates[d]
-    a = st.allowed
-    if st.pred >= 0:
-        a |= g.dstates[st.pred].allowed
+    a = _shifted(g.dstates, st)
     for b in st.complete:
         a |= o.climb(b)
     return a

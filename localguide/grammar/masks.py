@@ -572,7 +572,7 @@ class MaskEngine:
     def _compiled_for(self, p, c: int) -> bool:
         """Whether the compiled path computes ``mask_key(p, c)``: it exists, and the Python walks of
         the readings are not all done already (budget bounds)."""
-        return self._compiled() is not None and (not p.rkept or not all(r in p.rkept for r in self._readings(p, c)))
+        return self._compiled() is not None and (not p.rkept or not all(r in p.rkept for r in self.readings(p, c)))
 
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
@@ -589,7 +589,7 @@ class MaskEngine:
             self._core_tried = True
         return self.core
 
-    def _readings(self, p, c: int) -> list:
+    def readings(self, p, c: int) -> list:
         """The readings of scanner state ``c`` whose terminal ``p`` allows (or the ignored run)."""
         al = p.allowed | self.ign_bit
         r_term = self.r_term
@@ -598,7 +598,7 @@ class MaskEngine:
     def mask_key_python(self, p, c: int) -> bytes:
         """``mask_key`` by the Python path only (the compiled path's twin); not cached as a mask."""
         kept = []
-        for r in self._readings(p, c):
+        for r in self.readings(p, c):
             kept += self.kept(p, r)
         return key_of(set(kept))
 
