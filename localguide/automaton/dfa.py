@@ -137,23 +137,60 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     return ByteDFA(trans, acc)
 
 
-def combine(dfas: list[ByteDFA], accept) -> ByteDFA:
-    """The DFA run of ``dfas`` side by side (product construction), accepting where
-    ``accept(flags)`` holds for the tuple of the parts' accepting flags (a dead part reads
-    False). ``accept`` must be False when every part is dead, so the product stays finite
-    and trimmed after ``minimize``; union and difference are ``any(f)`` and ``f[0] and not f[1]``."""
-    start = tuple(0 for _ in dfas)
-    ids = {start: 0}
-    order = [start]
+def product(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
+    """The DFAs run side by side: (transitions int32[n, 256] over the tuples of their states reachable
+    from the start, not all dead, and flags bool[n, len(dfas)]: which parts accept there)."""
+    k = len(dfas)
+    total = 1
+    for d in dfas:
+        total *= d.n_states + 1
+    if total >= 2 ** 62:
+        return _product_tuples(dfas)
+    # a dead part as state n_i, so that a tuple of states is one number (mixed radix)
+    radix = np.array([d.n_states + 1 for d in dfas], np.int64)
+    weights = np.ones(k, np.int64)
+    for i in range(k - 2, -1, -1):
+        weights[i] = weights[i + 1] * radix[i + 1]
+    tables = [np.vstack([np.where(d.transitions < 0, d.n_states, d.transitions),
+                         np.full((1, 256), d.n_states, np.int32)]).astype(np.int64) for d in dfas]
+    accs = [np.append(d.accepting, False) for d in dfas]
+    dead = int(np.dot(radix - 1, weights))
+    ids = {0: 0}
+    order = [np.zeros(k, np.int64)]
     rows = []
-    acc = []
     i = 0
     while i < len(order):
         st = order[i]
         i += 1
-        acc.append(bool(accept(tuple(s >= 0 and bool(d.accepting[s]) for s, d in zip(st, dfas)))))
+        codes = np.zeros(256, np.int64)
+        for j in range(k):
+            codes += tables[j][st[j]] * weights[j]
+        cols, inverse = np.unique(codes, return_inverse=True)
+        targets = np.full(len(cols), -1, np.int32)
+        for c, code in enumerate(cols.tolist()):
+            if code == dead:
+                continue
+            tgt = ids.get(code)
+            if tgt is None:
+                tgt = ids[code] = len(order)
+                order.append(np.array([(code // weights[j]) % radix[j] for j in range(k)], np.int64))
+            targets[c] = tgt
+        rows.append(targets[inverse.reshape(-1)])
+    flags = np.array([[accs[j][st[j]] for j in range(k)] for st in order], bool).reshape(len(order), k)
+    return np.stack(rows), flags
+
+
+def _product_tuples(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
+    """``product`` keyed by tuples (where the tuples of states outnumber an int64)."""
+    start = tuple(0 for _ in dfas)
+    ids = {start: 0}
+    order = [start]
+    rows = []
+    i = 0
+    while i < len(order):
+        st = order[i]
+        i += 1
         nxt = np.stack([d.transitions[s] if s >= 0 else np.full(256, -1, np.int32) for s, d in zip(st, dfas)])
-        # bytes with the same tuple of successors share one target
         cols, inverse = np.unique(nxt.T, axis=0, return_inverse=True)
         targets = np.full(len(cols), -1, np.int32)
         for j, col in enumerate(map(tuple, cols.tolist())):
@@ -164,6 +201,15 @@ def combine(dfas: list[ByteDFA], accept) -> ByteDFA:
                 tgt = ids[col] = len(order)
                 order.append(col)
             targets[j] = tgt
-        row = targets[inverse.reshape(-1)]
-        rows.append(row)
-    return minimize(np.stack(rows), np.array(acc, dtype=bool))
+        rows.append(targets[inverse.reshape(-1)])
+    flags = np.array([[s >= 0 and bool(d.accepting[s]) for s, d in zip(st, dfas)] for st in order], bool)
+    return np.stack(rows), flags.reshape(len(order), len(dfas))
+
+
+def combine(dfas: list[ByteDFA], accept) -> ByteDFA:
+    """The DFA run of ``dfas`` side by side (product construction), accepting where
+    ``accept(flags)`` holds for the tuple of the parts' accepting flags (a dead part reads
+    False). ``accept`` must be False when every part is dead, so the product stays finite
+    and trimmed after ``minimize``; union and difference are ``any(f)`` and ``f[0] and not f[1]``."""
+    trans, flags = product(dfas)
+    return minimize(trans, np.array([bool(accept(tuple(bool(x) for x in row))) for row in flags], dtype=bool))

@@ -18,15 +18,24 @@ import json
 from dataclasses import replace
 from itertools import permutations
 
+from ..errors import SchemaError, json_pointer
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, cls, opt, rep, seq, star
 from ..regex.ast_dfa import TooLargeError, ast_to_dfa, dfa_intersects
 from .encoding import any_json_char, encode_content, json_string_literal, not_in_strings
 from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, json_eq, type_atom
-from .flattener import Flattener
+from .flattener import Flattener, patterns_only
 from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .resolve import Neg, ResolveError
 from .strings import ANY_STRING, PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length
 
+# Subschema compiles for one schema (about a millisecond each). On MaskBench: at most 700 with exact
+# recursion, which compiles each once; 1,400 bounded (max_recursion=N), except where definitions that
+# refer to each other are expanded on every way into them (six schemas, past 20,000 in 30 s).
+MAX_EXPANSIONS = 20_000
+# keywords without effect on validity, whatever their value (not $id, $anchor, $defs: a $ref may use them)
+_NO_EFFECT = {"title", "description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
+              "$comment"}
+MAX_SPLIT_PATTERNS = 6  # patternProperties of one object whose keys are split exactly (2^6 key regions)
 MAX_DEPTH = 300  # values within values (above shape.MAX_NESTING: a schema's own nesting is checked first)
 MAX_UNIQUE_SEQUENCES = 500
 ANY_STRING_JSON = seq(Lit('"'), star(any_json_char()), Lit('"'))
@@ -56,6 +65,11 @@ class Compiler:
         # it max_recursion levels.
         self.exact_recursion = exact_recursion
         self.rules: dict = {}
+        self.expansions = 0  # _value calls (MAX_EXPANSIONS)
+        self._exact_values: dict = {}  # with exact_recursion: conjunction -> (node, subs)
+        self._structures: dict = {}  # id(schema) -> (its keywords as text, schema): _distinct
+        self._key_regions: dict = {}  # (patterns, listed names) -> key nodes (key_regions)
+        self._open: dict = {}  # with exact_recursion: the conjunctions being compiled (see _conj_rule)
 
     # -- whitespace --------------------------------------------------------------------------
     def sep(self, depth: int) -> Node:
@@ -85,12 +99,25 @@ class Compiler:
         is reused wherever the way here holds none of the targets it followed: a shared
         definition expanded in many places is compiled once.
         """
+        if len(subs) > 1:
+            subs = self._distinct(subs)
         targets = [self._bare_ref_target(x) for x in subs]
         if self.exact_recursion and len(subs) == 1 and targets[0] is not None:
             ref = self._recursive_ref(subs[0], targets[0], depth)
             if ref is not None:
                 return ref
-        key = (tuple(_memo_key(x if t is None else t, t is not None) for x, t in zip(subs, targets)), depth)
+        # (exact recursion, compact whitespace: a value's language does not depend on its depth)
+        key = (tuple(_memo_key(x if t is None else t, t is not None) for x, t in zip(subs, targets)),
+               0 if self.exact_recursion else depth)
+        if self.exact_recursion:
+            conj = ("conj",) + key[0]
+            if conj in self.rules:
+                return Ref(conj)
+            if conj in self._open:
+                return self._conj_rule(conj, subs)
+            hit = self._exact_values.get(conj)
+            if hit is not None:  # (exact: the same language whatever the way here)
+                return hit[0]
         outer = {r for x in subs for r in x.refs}
         entries = self._values.get(key)
         if entries is not None:
@@ -101,16 +128,60 @@ class Compiler:
                     return node
         stack = self.fl.followed
         stack.append(set())
+        if self.exact_recursion:
+            self._open[conj] = self._open.get(conj, 0) + 1
         try:
             node = self._value(subs, depth)
         finally:
             followed = stack.pop()
+            if self.exact_recursion:
+                self._open[conj] -= 1
+                if not self._open[conj]:
+                    del self._open[conj]
         if stack:
             stack[-1] |= followed
-        if outer.isdisjoint(followed):
+        if self.exact_recursion:
+            self._exact_values[conj] = (node, subs)  # (``subs`` kept alive with it: its ids stay unique)
+        elif outer.isdisjoint(followed):
             # ``subs`` kept alive with the entry: its ids stay unique
             self._values.setdefault(key, []).append((frozenset(followed), node, subs))
         return node
+
+    def _distinct(self, subs: list) -> list:
+        """``subs`` without repeats (a conjunction is idempotent): the same subschema met twice, or
+        two with the same keywords but annotations (a property's schema and a pattern property's
+        schema for its name, both naming one definition). Repeats multiply the alternatives of
+        their ``anyOf`` at every level below. With exact recursion the way there (``Sub.refs``)
+        makes no difference to the language; else the longest way is kept, the one whose bounded
+        expansion ends soonest."""
+        seen: dict = {}
+        for x in subs:
+            k = (self._structure(x.schema), x.base, x.draft)
+            if k not in seen or (not self.exact_recursion and len(x.refs) > len(seen[k].refs)):
+                seen[k] = x
+        return list(seen.values()) if len(seen) < len(subs) else subs
+
+    def _structure(self, schema):
+        """The keywords of ``schema`` but annotations, as text (its identity where it is not JSON)."""
+        hit = self._structures.get(id(schema))
+        if hit is None:
+            body = {k: v for k, v in schema.items() if k not in _NO_EFFECT} if isinstance(schema, dict) else schema
+            try:
+                text = json.dumps(body, sort_keys=True)
+            except (TypeError, ValueError):
+                text = ("object", id(schema))
+            hit = self._structures[id(schema)] = (text, schema)  # (schema kept alive: its id stays its own)
+        return hit[0]
+
+    def _conj_rule(self, conj: tuple, subs: list) -> Node:
+        """With exact recursion: the conjunction ``subs``, met again inside its own compile (a
+        recursion through ``$ref`` merged with other keywords, or through several schemas applying
+        to one value), as a rule compiled once, whatever the way to it. Expanding it on every way
+        in would cost a compile per path through the schemas that refer to each other."""
+        self.rules[conj] = EMPTY  # (a Ref to it while its body compiles)
+        # (every conjunction still open on the way here becomes a rule too where the body meets it)
+        self.rules[conj] = self._value([replace(x, refs=()) for x in subs], 0)  # (depth 0: see _recursive_ref)
+        return Ref(conj)
 
     def _bare_ref_target(self, sub):
         """The target of ``sub`` when it is a bare ``$ref`` (nothing but annotations beside it), else None."""
@@ -125,18 +196,32 @@ class Compiler:
 
     def _recursive_ref(self, sub, t, depth: int):
         """A ``Ref`` when the bare ``$ref`` ``sub`` (to ``t``) leads back into a definition being expanded."""
+        key = _memo_key(t)
+        if key in self.rules:
+            # Once a rule, always the rule: re-expanding a definition of a recursive cluster on every
+            # way into it costs a compile per path through the cluster (exponential on large ones).
+            self.problems.ok(sub.ptr, "$ref")
+            return Ref(key)
         if self.fl.followed:
             self.fl.followed[-1].add(t.ptr)  # the answer depends on the way here
         if t.ptr not in sub.refs:
             return None
-        key = _memo_key(t)
-        if key not in self.rules:
-            self.problems.ok(sub.ptr, "$ref")
-            self.rules[key] = EMPTY  # a reference to itself while it compiles is a Ref too
-            self.rules[key] = self._value([replace(t, refs=(t.ptr,))], depth)
+        self.problems.ok(sub.ptr, "$ref")
+        self.rules[key] = EMPTY  # a reference to itself while it compiles is a Ref too
+        # (at depth 0: in compact whitespace, which exact recursion requires, the language of a
+        # value does not depend on its depth, and the rule serves every depth)
+        self.rules[key] = self._value([replace(t, refs=(t.ptr,))], 0)
         return Ref(key)
 
     def _value(self, subs: list, depth: int) -> Node:
+        self.expansions += 1
+        if self.expansions > MAX_EXPANSIONS:
+            ptr = json_pointer(subs[0].ptr) if subs else "#"
+            why = "" if self.exact_recursion else (
+                f": definitions that refer to each other are expanded {self.fl.max_recursion} levels on every way "
+                "into them; max_recursion=None (the default, exact) compiles each once")
+            raise SchemaError(f"the schema needs more than {MAX_EXPANSIONS:,} subschema compiles (the bound "
+                              f"compiler.MAX_EXPANSIONS; at {ptr}){why}")
         if depth > MAX_DEPTH:
             ptr = subs[0].ptr if subs else ""
             self.problems.approx(ptr, "", f"nesting deeper than {MAX_DEPTH} levels is rejected")
@@ -596,6 +681,8 @@ class Compiler:
             name_flats = self.fl._conj_subs(f.prop_names)
         g = f.copy()
         g.additional = additional
+        if f.groups is not None and additional is not f.additional:  # strict: no part says otherwise
+            g.groups = f.groups + [(patterns_only(f.groups), additional)]
         entries = []
         d1 = depth + 1
         for name in names:
@@ -630,12 +717,79 @@ class Compiler:
 
     def extras(self, f: Flat, g: Flat, additional: list, names: list, name_flats, d1: int) -> Node:
         """Entries for the properties not listed: pattern properties, then additional ones."""
+        if f.patprops and name_flats is None:
+            regions = self.key_regions(g.key_groups(), names)
+            if regions is not None:
+                parts = []
+                for key, matched, subs in regions:
+                    v = self.value(subs, d1) if matched else self.additional_value(f, subs, [], d1)
+                    if v is not EMPTY:
+                        parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
+                return alt(*parts)
+        return self.extras_approximated(f, g, additional, names, name_flats, d1)
+
+    def key_regions(self, groups: list, names: list):
+        """The keys of an object's unlisted properties, split exactly by the patterns they match:
+        [(key node, whether a pattern matches them, the schemas their values satisfy)], or None
+        where the split is not built (too many patterns, an automaton too large to write back as a
+        regex: ``extras_approximated`` then). ``groups``: ``Flat.groups``. A key takes the schemas
+        of every pattern that matches it; in a part where none does, the part's
+        ``additionalProperties``. The listed names are left out of every region."""
+        atoms: dict[str, int] = {}  # pattern -> its place
+        pats, nodes = [], []
+        for patprops, _ in groups:
+            for p, ptr, _ in patprops:
+                if p in atoms:
+                    continue
+                try:
+                    pats.append(_pattern_dfa(p))
+                    nodes.append(pattern_node(p))
+                    atoms[p] = len(atoms)
+                except PatternUnsupported as e:
+                    self.problems.error(ptr, "patternProperties", str(e))
+        k = len(pats)
+        if k > MAX_SPLIT_PATTERNS:
+            return None
+        cache_key = (tuple(atoms), tuple(names))
+        keys = self._key_regions.get(cache_key)
+        if keys is None:
+            keys = self._key_regions[cache_key] = _key_nodes(pats, names, nodes)
+        if keys is None:
+            return None
+        out = []
+        for which, node in keys:
+            subs = []
+            for patprops, additional in groups:
+                mine = [x for p, _, ss in patprops if p in atoms and which >> atoms[p] & 1 for x in ss]
+                hit = any(p in atoms and which >> atoms[p] & 1 for p, _, _ in patprops)
+                subs += mine if hit else additional
+            out.append((node, bool(which), subs))
+        return out
+
+    def additional_value(self, f: Flat, additional: list, pattern_subs: list, d1: int) -> Node:
+        """The value of a property that no listed name covers (``additional``, and ``pattern_subs``
+        where the keys are not split from the patterns' keys)."""
+        subs = list(additional) + pattern_subs
+        if not subs or all(s.schema is True for s in subs):
+            if not f.has_additional:
+                if not self.exact_recursion:
+                    self.problems.approx(f.ptr, "additionalProperties", "properties not listed may hold "
+                                         f"any JSON value nested at most {self.extra_depth} levels")
+                return self.any_value(self.extra_depth, d1)
+            self.note_any(f.ptr, "additionalProperties")
+            return self.any_value(self.any_depth - 1, d1)
+        return self.value(subs, d1)
+
+    def extras_approximated(self, f: Flat, g: Flat, additional: list, names: list, name_flats, d1: int) -> Node:
+        """``extras`` without splitting the keys: keys that a listed name or another pattern also
+        matches are narrowed (reported)."""
         P = self.problems
         parts = []
         pattern_subs = [s for _, _, ss in f.patprops for s in ss]
         for i, (p, ptr, subs) in enumerate(f.patprops):
             if name_flats is not None:
-                P.approx(ptr, "patternProperties", "with propertyNames: no other property may match it")
+                P.approx(f.ptr, "patternProperties", f"pattern {p!r}, with propertyNames: no other property may "
+                                                     "match it")
                 continue
             try:
                 key = pattern_node(p)
@@ -646,8 +800,8 @@ class Compiler:
             clash = [n for n in names if dfa.matches(n.encode("utf-8", "surrogatepass"))]
             if clash:
                 key, _ = restrict_length(key, max(len(n) for n in clash) + 1, None)
-                P.approx(ptr, "patternProperties", "keys matching a listed property name must be longer "
-                                                   "than those names")
+                P.approx(f.ptr, "patternProperties", f"pattern {p!r}: keys matching a listed property name must "
+                                                     "be longer than those names")
             # a key may match several patterns: its value must satisfy each that may apply
             value_subs = list(subs)
             for j, (q, qptr, qsubs) in enumerate(f.patprops):
@@ -659,12 +813,12 @@ class Compiler:
                     if overlap:
                         value_subs += qsubs
             v = self.value(value_subs, d1)
-            if v is EMPTY and len(value_subs) > len(subs) and self.value(list(subs), d1) is not EMPTY:
-                # (the keys both patterns match need both schemas, and none satisfies them: the keys
-                # of this pattern alone are lost too, as the key language is not split here)
+            if len(value_subs) > len(subs):
+                # (the keys of this pattern alone take the other pattern's schema too, as the key
+                # language is not split here; and all of them are lost where no value satisfies both)
                 P.approx(f.ptr, "patternProperties",
-                         f"pattern {p!r}: keys that another pattern may also match, with a schema no value "
-                         "satisfies together with this one, are left out, and with them this pattern's other keys")
+                         f"pattern {p!r}: keys that another pattern also matches must hold values valid for both, "
+                         "and so must this pattern's other keys")
             if v is not EMPTY and key is not EMPTY:
                 parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
         # additional properties: keys outside the listed names (and, conservatively, values that
@@ -673,21 +827,10 @@ class Compiler:
         if a_flats:
             key = self.additional_key(f, names, name_flats)
             if key is not EMPTY:
-                subs = list(additional) + pattern_subs
                 if pattern_subs:
                     P.approx(f.ptr, "additionalProperties", "values of other properties must also satisfy "
                                                             "every patternProperties schema")
-                if not subs or all(s.schema is True for s in subs):
-                    if not f.has_additional:
-                        if not self.exact_recursion:
-                            self.problems.approx(f.ptr, "additionalProperties", "properties not listed may hold "
-                                                 f"any JSON value nested at most {self.extra_depth} levels")
-                        v = self.any_value(self.extra_depth, d1)
-                    else:
-                        self.note_any(f.ptr, "additionalProperties")
-                        v = self.any_value(self.any_depth - 1, d1)
-                else:
-                    v = self.value(subs, d1)
+                v = self.additional_value(f, additional, pattern_subs, d1)
                 if v is not EMPTY:
                     parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
         return alt(*parts)
@@ -782,6 +925,54 @@ class Compiler:
                     new[k] = alt(new.get(k, EMPTY), x)
             by = new
         return alt(*[x for c, x in by.items() if c >= max(lo, 1)])
+
+
+def _key_nodes(pats: list, names: list, nodes: list | None = None):
+    """[(which, key node)]: the keys (not in ``names``) that exactly the patterns of the bit set
+    ``which`` match (a DFA each, in ``pats``' order), where there are any; None when one is too
+    large to write as a regex (``dfa_to_node``). One product of the automata serves every set."""
+    import numpy as np
+
+    from ..automaton import minimize, product
+    from ..automaton.literals import literals_dfa
+    from ..regex.dfa_ast import dfa_to_node
+
+    k = len(pats)
+    parts = pats + [_any_key_dfa()]
+    if names:
+        parts.append(literals_dfa([n.encode("utf-8", "surrogatepass") for n in names]))
+    trans, flags = product(parts)
+    key = flags[:, k] & ~flags[:, k + 1] if names else flags[:, k]
+    which_of = (flags[:, :k].astype(np.int64) << np.arange(k, dtype=np.int64)).sum(axis=1) if k else \
+        np.zeros(len(flags), np.int64)
+    out = []
+    for which in range(1 << k):  # the patterns a key matches (none: an additional property)
+        region = minimize(trans, key & (which_of == which))
+        node = None
+        if nodes is not None and which and which & (which - 1) == 0:
+            # exactly one pattern, and all its keys: the pattern's own node (minimal DFAs are
+            # numbered breadth-first, so equal languages have equal arrays)
+            mine = pats[which.bit_length() - 1]
+            if region.n_states == mine.n_states and np.array_equal(region.transitions, mine.transitions) \
+                    and np.array_equal(region.accepting, mine.accepting):
+                node = nodes[which.bit_length() - 1]
+        if node is None:
+            node = dfa_to_node(region)
+        if node is None:
+            return None
+        if node is not EMPTY:
+            out.append((which, node))
+    return out
+
+
+_ANY_KEY: list = []
+
+
+def _any_key_dfa():
+    """The automaton of every key (``ANY_STRING``), built once."""
+    if not _ANY_KEY:
+        _ANY_KEY.append(ast_to_dfa(ANY_STRING))
+    return _ANY_KEY[0]
 
 
 def _memo_key(sub, via_ref: bool = False) -> tuple:

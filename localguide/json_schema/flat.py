@@ -75,7 +75,7 @@ class Flat:
     __slots__ = ("types", "enum", "not_enum", "lo", "lo_x", "hi", "hi_x", "mult", "min_len", "max_len",
                  "patterns", "formats", "prefix", "items", "has_items", "min_items", "max_items", "unique",
                  "contains", "props", "required", "additional", "has_additional", "patprops", "min_props",
-                 "max_props", "prop_names", "noeval", "noeval_items", "uneval_items", "ptr")
+                 "max_props", "prop_names", "noeval", "noeval_items", "uneval_items", "ptr", "groups")
 
     def __init__(self, ptr: str = ""):
         self.types = ALL_TYPES
@@ -104,6 +104,16 @@ class Flat:
         self.noeval_items = False  # prefix/items from a negation (they evaluate nothing)
         self.uneval_items = False  # ``items`` hold only unevaluatedItems (items that ``contains`` matches escape it)
         self.ptr = ptr
+        # After a merge: the (patprops, additional) of each part, for keys no part lists. A key's
+        # value satisfies, per part, the part's patterns that match the key, or else the part's
+        # additional schemas. (``patprops`` and ``additional`` of a merged flat are narrower: a
+        # pattern's keys there take the other parts' additional schemas too.) None: one part,
+        # (patprops, additional). A merged flat's ``props`` hold all that applies to each name.
+        self.groups: list | None = None
+
+    def key_groups(self) -> list:
+        """[(patprops, additional)] per part (see ``groups``)."""
+        return self.groups if self.groups is not None else [(self.patprops, self.additional)]
 
     def copy(self) -> "Flat":
         f = Flat.__new__(Flat)
@@ -199,6 +209,7 @@ def merge(a: Flat, b: Flat, fl) -> Flat | None:
     f.has_additional = a.has_additional or b.has_additional
     f.patprops = ([(p, ptr, s + b.additional) for p, ptr, s in a.patprops]
                   + [(p, ptr, s + a.additional) for p, ptr, s in b.patprops])
+    f.groups = a.key_groups() + b.key_groups()
     f.min_props = max(a.min_props, b.min_props)
     f.max_props = _min_opt(a.max_props, b.max_props)
     f.prop_names = a.prop_names + b.prop_names

@@ -34,18 +34,24 @@ class Flattener:
         """The conjunction of subschemas that ``f`` applies to the value of property ``name``."""
         if name in f.props:
             out = list(f.props[name])
-            for p, ptr, subs in f.patprops:
+            if f.groups is None:  # (a merged flat's props hold every part's patterns already)
+                for p, ptr, subs in f.patprops:
+                    if self.pattern_match(p, ptr, name):
+                        out += subs
+            return out
+        return self.unlisted(f.key_groups(), name)
+
+    def unlisted(self, groups: list, name: str) -> list:
+        """What ``groups`` (``Flat.groups``) apply to the value of a property no part lists."""
+        out = []
+        for patprops, additional in groups:
+            matched = False
+            for p, ptr, subs in patprops:
                 if self.pattern_match(p, ptr, name):
                     out += subs
-            return out
-        out = []
-        matched = False
-        for p, ptr, subs in f.patprops:
-            if self.pattern_match(p, ptr, name):
-                out += subs
-                matched = True
-        if not matched:
-            out += f.additional
+                    matched = True
+            if not matched:
+                out += additional
         return out
 
     def pattern_match(self, pattern: str, ptr: str, text: str) -> bool:
@@ -144,6 +150,8 @@ class Flattener:
                     f.props[name] = f.props[name] + u
                 f.noeval = set()
                 if not f.has_additional:
+                    if f.groups is not None:  # (keys that no part's pattern matches: see Flat.groups)
+                        f.groups = f.groups + [(patterns_only(f.groups), u)]
                     f.additional = f.additional + u
                     f.has_additional = True
         if "unevaluatedItems" in s:
@@ -628,3 +636,8 @@ def _count(v) -> int:
     if isinstance(v, float) and math.isinf(v):
         raise ValueError("expected a finite integer")
     return int(v)
+
+
+def patterns_only(groups: list) -> list:
+    """Every pattern of ``groups``, with no schema: a part that only tells which keys they match."""
+    return [(p, ptr, []) for patprops, _ in groups for p, ptr, _ in patprops]
