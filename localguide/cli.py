@@ -132,9 +132,11 @@ def run(
                       help="JSON Schema: objects allow only their listed properties.")] = False,
     pretty: Annotated[bool, typer.Option("--pretty", rich_help_panel=CONSTRAINTS,
                       help="JSON: newlines and indentation instead of compact output.")] = False,
-    exact_recursion: Annotated[bool, typer.Option(
-        "--exact-recursion", rich_help_panel=CONSTRAINTS,
-        help="JSON Schema: recursive $ref and free values to any depth (a grammar), not 3 levels.")] = False,
+    max_recursion: Annotated[Optional[int], typer.Option(
+        "--max-recursion", min=1, rich_help_panel=CONSTRAINTS, show_default=False,
+        help="JSON Schema: expand recursive $ref N levels deep (an automaton; free values nest 3 levels) "
+             "instead of exactly, to any depth (a grammar: the default).")] = None,
+    exact_recursion: Annotated[bool, typer.Option("--exact-recursion", hidden=True)] = False,
     max_ignored_run: Annotated[Optional[int], typer.Option(
         "--max-ignored-run", min=0, rich_help_panel=CONSTRAINTS, show_default=False,
         help="Grammars: the longest run of %ignore'd text (whitespace), in bytes; 0: no limit "
@@ -193,6 +195,7 @@ def run(
                      max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx)
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
+             max_recursion,
              max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
              speculate, fast_forward, stats, heal, **chat_args)
     from . import cache
@@ -203,6 +206,7 @@ def run(
 
 
 def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
+         max_recursion,
          max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
          speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, parallel_tool_calls, after,
          max_reasoning_tokens, min_p, n_ctx) -> None:
@@ -222,12 +226,13 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
         if not use_chat and (system is not None or tools is not None or after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")
         constraint = {"regex": regex, "choice": choice or None, "grammar": grammar, "json_schema": schema}
-        if exact_recursion and json_schema is None:
-            raise typer.BadParameter("--exact-recursion applies to --json-schema only")
+        if (exact_recursion or max_recursion is not None) and json_schema is None:
+            raise typer.BadParameter("--max-recursion applies to --json-schema only")
+        if exact_recursion and max_recursion is not None:
+            raise typer.BadParameter("--exact-recursion (the default) and --max-recursion exclude each other")
         if schema is not None:
-            constraint.update(strict=strict, whitespace="pretty" if pretty else "compact")
-            if exact_recursion:
-                constraint.update(max_recursion=None)
+            constraint.update(strict=strict, whitespace="pretty" if pretty else "compact",
+                              max_recursion=max_recursion)
         if grammar is not None and max_ignored_run is not None:
             constraint.update(max_ignored_run=max_ignored_run or None)
         model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
@@ -324,14 +329,20 @@ def _read_json(path: Path):
 def inspect(
     json_schema: Annotated[Path, typer.Option("--json-schema", "-j", help="The JSON Schema file to inspect.")],
     strict: Annotated[bool, typer.Option("--strict")] = False,
-    exact_recursion: Annotated[bool, typer.Option("--exact-recursion")] = False,
+    pretty: Annotated[bool, typer.Option("--pretty", help="As run --pretty (bounds nesting).")] = False,
+    max_recursion: Annotated[Optional[int], typer.Option(
+        "--max-recursion", min=1, show_default=False, help="As run --max-recursion.")] = None,
+    exact_recursion: Annotated[bool, typer.Option("--exact-recursion", hidden=True)] = False,
 ) -> None:
     """Print, for every keyword of a JSON Schema, whether it is enforced, approximated or unsupported."""
+    if exact_recursion and max_recursion is not None:
+        raise typer.BadParameter("--exact-recursion (the default) and --max-recursion exclude each other")
     try:
         from .json_schema import format_inspection, inspect_schema
 
-        options = {"max_recursion": None} if exact_recursion else {}
-        print(format_inspection(inspect_schema(_read_json(json_schema), strict=strict, **options)))
+        print(format_inspection(inspect_schema(_read_json(json_schema), strict=strict,
+                                               whitespace="pretty" if pretty else "compact",
+                                               max_recursion=max_recursion)))
     except Exception as e:  # noqa: BLE001
         _fail(e)
 

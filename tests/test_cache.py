@@ -317,7 +317,8 @@ m = localguide.load(sys.argv[1])
 schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string", "maxLength": 6}},
           "required": ["n", "s"]}
 out = {"regex": m.generate("Year:", regex=r"(19|20)\d{2}", max_tokens=6, seed=1),
-       "schema": m.generate("JSON:", json_schema=schema, max_tokens=40, seed=2),
+       "schema": m.generate("JSON:", json_schema=schema, max_tokens=40, seed=2),  # (exact: a grammar)
+       "bounded": m.generate("JSON:", json_schema=schema, max_recursion=3, max_tokens=40, seed=2),  # (an Index)
        "grammar": m.generate("1+1=", grammar="arithmetic", max_tokens=12, seed=3),
        "free": m.generate("Hi", max_tokens=3, seed=4)}
 localguide.cache.flush()
@@ -348,15 +349,16 @@ def test_random_bit_flips_in_every_cache_file_are_caught(tmp_path, smollm2_path)
         assert r.returncode == 0, r.stderr[-3000:]
         out = json.loads(r.stdout.strip().splitlines()[-1])
         assert re.fullmatch(r"(19|20)\d{2}", out["regex"])
-        value = json.loads(out["schema"])
-        assert isinstance(value["n"], int) and len(value["s"]) <= 6
+        for key in ("schema", "bounded"):
+            value = json.loads(out[key])
+            assert isinstance(value["n"], int) and len(value["s"]) <= 6
         assert re.fullmatch(r"[0-9+\-*/(). ]+", out["grammar"].strip() or "0")
         return r.stderr
 
     work()
     files = sorted(tmp_path.glob(f"*{cache.SUFFIX}"))
     kinds = {f.name.split("-")[0] for f in files}
-    assert {"vocab", "regex", "json_schema", "grammar", "draft"} <= kinds, kinds
+    assert {"vocab", "regex", "json_schema", "json_schema_grammar", "grammar", "draft"} <= kinds, kinds
     rng = random.Random(7)
     for f in files:
         data = bytearray(f.read_bytes())

@@ -44,18 +44,22 @@ def test_json_schema_file(smollm2, tmp_path):
     assert 1 <= json.loads(r.stdout)["n"] <= 9
 
 
-def test_exact_recursion(smollm2, tmp_path):
+def test_exact_recursion_by_default(smollm2, tmp_path):
     schema = {"$defs": {"n": {"type": "object", "additionalProperties": False, "required": ["v"], "properties": {
         "v": {"enum": [1, 2]}, "k": {"type": "array", "maxItems": 1, "items": {"$ref": "#/$defs/n"}}}}},
         "$ref": "#/$defs/n"}
     path = tmp_path / "tree.json"
     path.write_text(json.dumps(schema))
-    r = run("run", "--json-schema", str(path), "--exact-recursion", "--seed", "0", "A tree:")
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["v"] in (1, 2)
-    bounded, exact = run("inspect", "-j", str(path)), run("inspect", "-j", str(path), "--exact-recursion")
+    for extra in ([], ["--exact-recursion"], ["--max-recursion", "2"]):  # exact (the default), or bounded
+        r = run("run", "--json-schema", str(path), *extra, "--seed", "0", "A tree:")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["v"] in (1, 2)
+    exact, bounded = run("inspect", "-j", str(path)), run("inspect", "-j", str(path), "--max-recursion", "2")
     assert "approximated" in bounded.stdout and "approximated" not in exact.stdout
-    assert "--exact-recursion applies" in run("run", "--regex", "a", "--exact-recursion", "x").stderr
+    assert "approximated" in run("inspect", "-j", str(path), "--pretty").stdout  # (pretty: bounded)
+    assert "--max-recursion applies" in run("run", "--regex", "a", "--max-recursion", "2", "x").stderr
+    r = run("run", "--json-schema", str(path), "--exact-recursion", "--max-recursion", "2", "x")
+    assert r.exit_code == 2 and "exclude" in r.stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -288,7 +292,7 @@ def test_usage_errors_are_one_line_from_the_command():
 def test_inspect_names_a_default_it_approximates_as_such(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}))
-    out = run("inspect", "--json-schema", str(path)).stdout
+    out = run("inspect", "--json-schema", str(path), "--max-recursion", "2").stdout  # (bounded free values)
     assert "#/additionalProperties" not in out and "additionalProperties (not given: its default)" in out
 
 

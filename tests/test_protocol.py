@@ -39,7 +39,7 @@ def indexes(smollm2_vocab, gemma3_vocab):
     for name, v in (("smollm2", smollm2_vocab), ("gemma3", gemma3_vocab)):
         out[name] = {
             "regex": localguide.compile_regex(r"[a-z]{1,6}( [0-9]{1,3}){0,3}\.?", v),
-            "schema": localguide.compile_json_schema(SCHEMA, v),
+            "schema": localguide.compile_json_schema(SCHEMA, v, max_recursion=3),  # (the automaton's Index)
             "lazy": _held_lazy(v),
             "grammar": localguide.compile_grammar("arithmetic", v),
         }

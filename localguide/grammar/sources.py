@@ -26,6 +26,17 @@ DEFAULT_MAX_IGNORED_RUN = 32
 _COMPILED = BoundedCache(entries=32, max_bytes=512 << 20)
 
 
+def remembered(key):
+    """The compiled grammar index this process holds under ``key`` (``_COMPILED``), or None."""
+    return _COMPILED.get(key)
+
+
+def remember(key, idx) -> None:
+    """Hold ``idx`` in memory under ``key`` (least recently used out, past the cache's bounds): its
+    masks, computed as parser states are met, serve the next guides too."""
+    _COMPILED.put(key, idx)
+
+
 def grammars_dir() -> Path:
     """The folder of the shipped grammars (``localguide.grammars``)."""
     try:

@@ -129,6 +129,9 @@ _LEVELS = (
 )
 
 
+PRETTY_RECURSION = 3  # with whitespace="pretty", how deep max_recursion=None expands recursion and free values
+
+
 @_deep
 def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int | None = 3,
                   any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
@@ -142,8 +145,9 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
     root = registry.add_document(doc, DEFAULT_BASE, "", 2020)
     exact = max_recursion is None
     if exact and whitespace != "compact":
-        raise SchemaError("exact recursion (max_recursion=None) needs whitespace='compact': pretty output "
-                          "indents each level differently")
+        # Pretty output indents each level differently: to any depth, no grammar says that (the
+        # bounded expansion's notes tell inspect_schema what is approximated).
+        exact, max_recursion = False, PRETTY_RECURSION
     # With exact recursion, only a $ref merged with other keywords is still expanded (3 levels).
     flattener = Flattener(registry, problems, max_recursion=3 if exact else max_recursion)
     compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
@@ -260,7 +264,7 @@ def schema_dfa(schema, **options):
 
 
 def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace: str = "compact",
-                        max_recursion: int | None = 3, any_depth: int = 3, max_length: int = 128,
+                        max_recursion: int | None = None, any_depth: int = 3, max_length: int = 128,
                         max_items: int = 32, resources: dict | None = None, max_states: int = DEFAULT_MAX_STATES,
                         lazy: bool | None = None):
     """The Index of the JSON documents valid for ``schema``, over ``vocabulary`` (cached on disk).
@@ -276,8 +280,11 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     ``strict``: objects that list properties allow no others unless the schema says so
     (``additionalProperties`` defaults to false). ``whitespace``: ``"compact"`` (one
     optional space after ``,`` and ``:``) or ``"pretty"`` (``json.dumps(x, indent=2)``).
-    ``max_recursion``: how deep a recursive ``$ref`` is expanded (None: exactly, to any depth,
-    by the grammar engine: a bare ``$ref`` back into a definition is a rule); ``any_depth``: how deep
+    ``max_recursion``: None (the default): recursive ``$ref`` and the values the schema leaves
+    free are exact to any depth (rules of the grammar engine, which such a schema then takes); N:
+    both are expanded N levels deep, into an automaton (a subset, reported by ``inspect_schema``).
+    With ``whitespace="pretty"`` they are always bounded (each level is indented differently, which
+    no grammar says to any depth): N, or 3 for None. ``any_depth``: with N, how deep
     a value left free by the schema may nest; ``max_length``/``max_items``: the largest
     ``maxLength``/``maxItems`` tracked exactly (larger bounds are lowered to these).
     ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:
@@ -319,6 +326,11 @@ def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursio
 
     grammar_path = cache.key_path("json_schema_grammar", f"{GRAMMAR_FORMAT}.{ARRAYS_FORMAT}", key,
                                   vocabulary.fingerprint)
+    from ..grammar.sources import remembered
+
+    held = remembered(("json_schema", str(grammar_path)))
+    if held is not None:
+        return held
     if cache.available(grammar_path):  # a corrupt file is rebuilt
         return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
                               vocabulary, description, lazy is not False)
@@ -342,7 +354,7 @@ GRAMMAR_FORMAT = 2
 
 def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):
     """The grammar engine's index of ``make_cfg()``, from the disk cache at ``path`` when there."""
-    from ..grammar.sources import cached_index
+    from ..grammar.sources import cached_index, remember
 
     def cfg():
         got = make_cfg()
@@ -350,7 +362,10 @@ def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):
             raise SchemaError("this schema's cached grammar no longer applies; clear the cache")
         return got
 
-    return cached_index(path, cfg, vocabulary, description, lazy)
+    idx = cached_index(path, cfg, vocabulary, description, lazy)
+    # held in memory as compiled grammars are: the masks it computes serve the next guides
+    remember(("json_schema", str(path)), idx)
+    return idx
 
 
 MAX_PATTERN = 50_000_000
@@ -393,6 +408,7 @@ def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
     """
     doc = _load(schema)
     problems = Problems()
+    options.setdefault("max_recursion", None)  # (compile_json_schema's default)
     try:
         schema_to_ast(doc, _problems=problems, **options)
     except RecursionError:

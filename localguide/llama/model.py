@@ -119,7 +119,7 @@ class Model:
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                  json_schema=None, strict: bool = False, whitespace: str = "compact",
-                 max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                 max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                  max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
@@ -127,7 +127,8 @@ class Model:
                  cache_prompt: bool = True) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it.
 
-        ``strict``, ``whitespace``, ``max_recursion`` (None: exact): JSON Schema options;
+        ``strict``, ``whitespace``, ``max_recursion`` (None, the default: exact; N: recursion
+        and free values N levels deep): JSON Schema options;
         ``max_ignored_run``: for a grammar, the longest run of ``%ignore``d text in bytes
         (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
         ``speculate``: drafts from the constraint, verified by the model (exact: the same
@@ -151,7 +152,7 @@ class Model:
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
-               max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+               max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
@@ -237,7 +238,7 @@ class Model:
 
     def chat_stream(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
                     json_schema=None, strict: bool = False, whitespace: str = "compact",
-                    max_recursion: int | None = 3, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                    max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
                     tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
                     after: str | None = None, max_reasoning_tokens: int | None = None,
                     chat_template: str | None = None, template_variables: dict | None = None,
@@ -555,7 +556,7 @@ def _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignore
     regex would otherwise be silently ignored)."""
     if json_schema is not None:
         return {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
-    if strict or whitespace != "compact" or max_recursion != 3:
+    if strict or whitespace != "compact" or max_recursion is not None:
         raise ArgumentError("strict=, whitespace= and max_recursion= apply to json_schema= only")
     if grammar is not None:
         return {"max_ignored_run": max_ignored_run}

@@ -208,7 +208,7 @@ def constraint_key(schema: dict) -> str:
     """The draft counts' key of a tool-call schema (as for any JSON Schema)."""
     from ..speculate import constraint_key as key
 
-    return key(json_schema=schema, strict=True, whitespace="compact", max_recursion=3)
+    return key(json_schema=schema, strict=True, whitespace="compact", max_recursion=None)
 
 
 def parse_calls(text: str, fmt: ToolFormat = HERMES) -> list[dict]:

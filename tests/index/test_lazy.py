@@ -128,26 +128,27 @@ def test_not_allowed_token_and_finished_guide(vocab, fresh_cache):
 
 
 def test_large_schema_gets_a_lazy_index_then_the_cache(vocab, fresh_cache):
-    index = compile_json_schema(SCHEMA, vocab, lazy=True)
+    index = compile_json_schema(SCHEMA, vocab, max_recursion=3, lazy=True)
     assert isinstance(index, LazyIndex)
     assert isinstance(index.guide(), LazyGuide)
     whole = index.index()
     assert isinstance(whole, Index)
     assert isinstance(index.guide(), localguide.Guide)  # built: the Index's own guide
     cache.flush()
-    again = compile_json_schema(SCHEMA, vocab)  # now in the cache: the Index itself
+    again = compile_json_schema(SCHEMA, vocab, max_recursion=3)  # now in the cache: the Index itself
     assert isinstance(again, Index)
     np.testing.assert_array_equal(again.mask_tokens, whole.mask_tokens)
 
 
 def test_small_schema_is_indexed_at_once(vocab, fresh_cache):
     assert isinstance(compile_json_schema({"type": "boolean"}, vocab), Index)
-    assert isinstance(compile_json_schema(SCHEMA, vocab, lazy=False), Index)
+    assert isinstance(compile_json_schema(SCHEMA, vocab, max_recursion=3, lazy=False), Index)
 
 
 def test_generation_through_a_lazy_index(smollm2, fresh_cache):
-    index = compile_json_schema(SCHEMA, smollm2.vocabulary, lazy=True)
-    out = smollm2.generate("A person as JSON:", json_schema=SCHEMA, max_tokens=60, temperature=1.0, seed=3)
+    index = compile_json_schema(SCHEMA, smollm2.vocabulary, max_recursion=3, lazy=True)
+    out = smollm2.generate("A person as JSON:", json_schema=SCHEMA, max_recursion=3, max_tokens=60,
+                         temperature=1.0, seed=3)
     doc = json.loads(out)
     assert isinstance(doc["name"], str) and 0 <= doc["age"] <= 130
     index.index()

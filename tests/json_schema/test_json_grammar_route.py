@@ -87,7 +87,9 @@ def test_route_does_not_depend_on_laziness(smollm2_vocab):
     for lazy in (False, True, None):
         assert isinstance(compile_json_schema(WIDE, smollm2_vocab, max_states=SMALL_BUDGET, lazy=lazy), GrammarIndex)
         assert isinstance(compile_json_schema(TREE, smollm2_vocab, max_recursion=None, lazy=lazy), GrammarIndex)
-    assert not isinstance(compile_json_schema(WIDE, smollm2_vocab, lazy=False), GrammarIndex)
+    # bounded, WIDE fits an automaton; exact (the default), its unlisted properties need the grammar
+    assert not isinstance(compile_json_schema(WIDE, smollm2_vocab, max_recursion=3, lazy=False), GrammarIndex)
+    assert isinstance(compile_json_schema(WIDE, smollm2_vocab), GrammarIndex)
 
 
 def test_same_language_as_the_automaton(smollm2_vocab):
@@ -135,6 +137,10 @@ def test_tokenizations_accepted_and_walks_valid(model):
 def test_generation_and_cache(model):
     idx = model.compile(json_schema=WIDE, max_states=SMALL_BUDGET)
     assert isinstance(idx, GrammarIndex)
+    from localguide.grammar import sources
+
+    assert model.compile(json_schema=WIDE, max_states=SMALL_BUDGET) is idx  # held in memory
+    sources._COMPILED.clear()  # (as a new process)
     again = model.compile(json_schema=WIDE, max_states=SMALL_BUDGET)  # from the disk cache
     assert again.initial is not idx.initial and again.allowed(again.initial).tolist() == \
         idx.allowed(idx.initial).tolist()
@@ -185,6 +191,13 @@ MUTUAL = {"$defs": {
     "properties": {"main": {"$ref": "#/$defs/expr"}, "note": {"$ref": "#/$defs/call", "maxProperties": 2}}}
 
 
+# recursion through a $ref merged with another keyword, and through a property that a pattern
+# property also covers (two schemas for one value, both naming the definition)
+MERGED = {"$defs": {"node": {"type": "object", "additionalProperties": False, "properties": {
+    "v": {"type": "integer"},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node", "maxProperties": 2}}},
+    "patternProperties": {"^k": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+    "$ref": "#/$defs/node"}
 # values the schema leaves free (a label selector's values, an object's other properties)
 FREE = {"type": "object", "required": ["selector"], "properties": {
     "selector": {"type": "object", "properties": {"matchLabels": {}}},
@@ -216,6 +229,17 @@ def random_tree(rng: random.Random, depth: int):
     return n
 
 
+def random_merged(rng: random.Random, depth: int):
+    n = {}
+    if rng.random() < 0.8:
+        n["v"] = rng.randrange(-9, 10) if rng.random() < 0.97 else "x"
+    if depth > 0 and rng.random() < 0.85:
+        n["kids"] = [random_merged(rng, depth - 1) for _ in range(rng.choice([1, 2]))]
+    if depth > 0 and rng.random() < 0.1:  # a third property: its parent's maxProperties fails
+        n["kx"] = [random_merged(rng, depth - 1)]
+    return n
+
+
 def random_expr(rng: random.Random, depth: int):
     if depth == 0 or rng.random() < 0.2:
         return rng.randrange(-99, 100) if rng.random() < 0.97 else rng.choice(["x", 1.5])
@@ -225,12 +249,17 @@ def random_expr(rng: random.Random, depth: int):
 
 @pytest.mark.parametrize("schema,make", [(TREE, lambda r: random_tree(r, 7)),
                                          (MUTUAL, lambda r: {"main": random_expr(r, 7)}),
-                                         (FREE, lambda r: random_free(r, 7))],
-                         ids=["tree", "mutual", "free values"])
+                                         (FREE, lambda r: random_free(r, 7)),
+                                         (MERGED, lambda r: random_merged(r, 6))],
+                         ids=["tree", "mutual", "free values", "merged refs"])
 def test_exact_recursion_is_the_schemas_language(smollm2_vocab, schema, make):
-    """At any depth, a document is accepted exactly when jsonschema says it is valid."""
-    idx = compile_json_schema(schema, smollm2_vocab, max_recursion=None)
+    """By default, at any depth, a document is accepted exactly when jsonschema says it is valid,
+    and ``inspect`` calls nothing approximated."""
+    from localguide.json_schema.schema import inspect_schema
+
+    idx = compile_json_schema(schema, smollm2_vocab)
     assert isinstance(idx, GrammarIndex)
+    assert "approximated" not in {status for _, _, status in inspect_schema(schema)}
     bounded = build_dfa(schema)[0]
     validator = jsonschema.Draft202012Validator(schema)
     rng = random.Random(2)
@@ -263,13 +292,50 @@ def test_exact_recursion_notes_and_limits():
     assert schema_to_ast(TREE).approximated  # bounded by default
     statuses = {(p, k): s for p, k, s in inspect_schema(TREE, max_recursion=None)}
     assert "approximated" not in statuses.values()
-    with pytest.raises(SchemaError, match="compact"):
-        schema_to_ast(TREE, max_recursion=None, whitespace="pretty")
+    # pretty output indents each level differently: bounded even with None, and reported
+    pretty = schema_to_ast(TREE, max_recursion=None, whitespace="pretty")
+    assert not pretty.rules and any("expanded 3 levels" in note for _, _, note in pretty.approximated)
+    statuses = {(p, k): s for p, k, s in inspect_schema(TREE, whitespace="pretty")}
+    assert "approximated" in statuses.values()
     with pytest.raises(SchemaError, match="grammar"):
         build_dfa(TREE, max_recursion=None)
     # no recursion: the automaton as usual
     dfa, cfg, _ = build_automaton({"type": "array", "items": {"type": "integer"}}, max_recursion=None)
     assert dfa is not None and cfg is None
+
+
+def cluster(n: int) -> dict:
+    """``n`` definitions that each refer to the next two, every reference made twice over (a
+    property's schema and a pattern property's schema that covers its name, alike but for their
+    titles), as in the Washington Post's ANS schemas."""
+    defs = {}
+    for i in range(n):
+        items = {"anyOf": [{"$ref": f"#/$defs/d{(i + 1) % n}"}, {"$ref": f"#/$defs/d{(i + 2) % n}"}]}
+        defs[f"d{i}"] = {"type": "object", "properties": {
+            "id": {"type": "string"}, **{p: {"type": "array", "items": items, "title": p} for p in ("p1", "p2")}},
+            "patternProperties": {"^p": {"type": "array", "items": items}}}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
+def test_definitions_that_refer_to_each_other_compile_once(monkeypatch, smollm2_vocab):
+    """Exact recursion compiles each definition of a recursive cluster once; a bounded expansion
+    expands it on every way in, and past ``MAX_EXPANSIONS`` says so instead of running on."""
+    from localguide.json_schema import compiler
+    from localguide.json_schema.schema import SchemaError, schema_to_ast
+
+    monkeypatch.setattr(compiler, "MAX_EXPANSIONS", 3000)
+    schema = cluster(24)
+    exact = schema_to_ast(schema, max_recursion=None)
+    assert exact.rules and not exact.approximated
+    with pytest.raises(SchemaError, match=r"more than 3,000 subschema compiles \(the bound compiler.MAX_EXPANSIONS; "
+                                          r"at #/\$defs/.*max_recursion=None"):
+        schema_to_ast(schema, max_recursion=3)
+    idx = compile_json_schema(schema, smollm2_vocab)
+    validator = jsonschema.Draft202012Validator(schema)
+    deep = {"id": "a", "p1": [{"p1": [{"p2": [{"px": [{"id": "z", "p1": [{"p2": [{"p9": [], "q": 1}]}]}]}]}]}]}
+    for doc in (deep, {"p1": [{"p2": [{"p3": [{"p1": [{"id": 5}]}]}]}]}, {"p1": [{"px": [{"id": 1}]}]},
+                {"p1": [{"p2": [{"pz": [{"p1": {}}]}]}]}):
+        assert idx.matches(json.dumps(doc)) == validator.is_valid(doc), doc
 
 
 def test_exact_recursion_on_the_model(model):
@@ -423,3 +489,14 @@ def test_hopeless_automaton_is_not_tried(monkeypatch):
     assert cfg is not None and not tried
     dfa, cfg, _ = build_automaton(WIDE, max_states=positions // GRAMMAR_POSITIONS + 1)
     assert cfg is not None and tried  # attempted, too large all the same
+
+
+def test_schema_grammars_are_held_in_memory(smollm2_vocab):
+    """A schema on the grammar route is one index per process, as a compiled grammar is: the masks
+    its guides computed serve the next generation (a fresh load from disk would start over)."""
+    first = compile_json_schema(FREE, smollm2_vocab)
+    g = first.guide(max_tokens=64)
+    g.allowed_token_ids()
+    again = compile_json_schema(json.loads(json.dumps(FREE)), smollm2_vocab)
+    assert again is first
+    assert compile_json_schema(FREE, smollm2_vocab, strict=True) is not first
