@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Per-token masks of MaskBench schemas that take the grammar route by default (exact recursion and
+free values), first pass, against the grammar targets (p50 ≤ 50 µs, p99 ≤ 1 ms).
+
+    python benchmarks/schema_masks.py [--models smollm2,gemma] [--schemas 30] [--no-budget]
+
+For each model: the first ``--schemas`` MaskBench schemas (a fixed shuffle, seed 0) that compile
+to a ``GrammarIndex``. Each is compiled, its cache file written, and loaded again (every tree
+built, no mask computed yet: the first pass of ``grammar_masks.py``); then the model's own
+tokenization of up to two of its valid documents is walked through fresh guides (budget: the
+document's tokens + 64, as ``Model.generate`` gives one; ``--no-budget``: none), timing
+``mask()`` before each token (CPU time). p50/p90/p99 over all masks, and the slowest schemas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+MASKBENCH = ROOT.parent / "shared" / "corpora" / "maskbench"
+
+
+def measure(path: Path, n: int, budget: bool) -> dict:
+    import localguide
+    from localguide.grammar import sources
+    from localguide.grammar.compiled import GrammarIndex
+
+    model = localguide.load(path)
+    files = sorted(glob.glob(str(MASKBENCH / "*" / "*.json")))
+    random.Random(0).shuffle(files)
+    times, guides, slow, used = [], [], {}, 0
+    for f in files:
+        if used >= n:
+            break
+        d = json.loads(Path(f).read_text())
+        try:
+            idx = localguide.compile_json_schema(d["schema"], model.vocabulary)
+        except localguide.LocalguideError:
+            continue
+        if not isinstance(idx, GrammarIndex):
+            continue
+        localguide.cache.flush()
+        sources._COMPILED.clear()  # (as a new process: the index from its cache file)
+        idx = localguide.compile_json_schema(d["schema"], model.vocabulary)
+        docs = [json.dumps(t["data"]) for t in d["tests"] if t["valid"]]
+        docs = [x for x in docs if idx.matches(x)]
+        if not docs:
+            continue
+        used += 1
+        for doc in docs[:2]:
+            tokens = model.llama.tokenize(doc.encode(), add_bos=False, special=False)
+            t0 = time.process_time()
+            g = idx.guide(max_tokens=len(tokens) + 64 if budget else None)
+            guides.append(time.process_time() - t0)
+            for t in tokens:
+                t0 = time.process_time()
+                g.mask()
+                times.append(time.process_time() - t0)
+                if times[-1] > 1e-3:
+                    slow[Path(f).name] = slow.get(Path(f).name, 0) + 1
+                try:
+                    g.advance(t)
+                except localguide.LocalguideError:
+                    break
+    us = np.array(times) * 1e6
+    return {"schemas": used, "masks": len(us), "p50": np.percentile(us, 50), "p90": np.percentile(us, 90),
+            "p99": np.percentile(us, 99), "max_ms": us.max() / 1e3, "first_guide_ms": np.median(guides) * 1e3,
+            "slowest": sorted(slow.items(), key=lambda kv: -kv[1])[:5]}
+
+
+def main() -> int:
+    from common import model_paths
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="smollm2,gemma")
+    ap.add_argument("--schemas", type=int, default=30)
+    ap.add_argument("--no-budget", action="store_true")
+    args = ap.parse_args()
+    os.environ["LOCALGUIDE_CACHE_DIR"] = tempfile.mkdtemp(prefix="localguide-schema-masks-")
+    for name, path in model_paths(args.models.split(","), []).items():
+        r = measure(path, args.schemas, not args.no_budget)
+        print(f"{name}: {r['schemas']} schemas, {r['masks']} masks, first pass: p50 {r['p50']:.0f} µs, "
+              f"p90 {r['p90']:.0f} µs, p99 {r['p99']:.0f} µs, max {r['max_ms']:.1f} ms; first guide p50 "
+              f"{r['first_guide_ms']:.1f} ms; masks over 1 ms by schema: {r['slowest']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
