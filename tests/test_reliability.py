@@ -219,17 +219,17 @@ def test_the_budget_planner_follows_long_texts(smollm2_vocab):
 def test_pattern_properties_left_out_are_reported():
     """Overlapping patterns are split exactly (tests/json_schema/test_pattern_properties.py); past
     the split's bound, what is left out is said."""
-    from localguide.json_schema import compiler
+    from localguide.json_schema import objects
     from localguide.json_schema.schema import inspect_schema
 
     schema = {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
               "additionalProperties": False}
     assert ("#/patternProperties", "patternProperties", "enforced") in inspect_schema(schema)
-    saved, compiler.MAX_SPLIT_PATTERNS = compiler.MAX_SPLIT_PATTERNS, 1
+    saved, objects.MAX_SPLIT_PATTERNS = objects.MAX_SPLIT_PATTERNS, 1
     try:
         assert ("#/patternProperties", "patternProperties", "approximated") in inspect_schema(schema)
     finally:
-        compiler.MAX_SPLIT_PATTERNS = saved
+        objects.MAX_SPLIT_PATTERNS = saved
     apart = {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}},
              "additionalProperties": False}
     assert ("#/patternProperties", "patternProperties", "enforced") in inspect_schema(apart)
