@@ -137,6 +137,18 @@ def minimize(transitions: np.ndarray, accepting: np.ndarray) -> ByteDFA:
     return ByteDFA(trans, acc)
 
 
+def row_runs(row: np.ndarray, lo: int = 0, hi: int = 256):
+    """(first, last, target) for each run of equal entries of ``row[lo:hi]`` (-1 runs included)."""
+    b = lo
+    while b < hi:
+        t = int(row[b])
+        e = b
+        while e + 1 < hi and row[e + 1] == t:
+            e += 1
+        yield b, e, t
+        b = e + 1
+
+
 def product(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
     """The DFAs run side by side: (transitions int32[n, 256] over the tuples of their states reachable
     from the start, not all dead, and flags bool[n, len(dfas)]: which parts accept there)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..automaton import ByteDFA, ByteNFA, minimize
+from ..automaton import ByteDFA, ByteNFA, minimize, row_runs
 from ..distance import byte_distances
 from ..errors import GrammarError
 
@@ -120,16 +120,9 @@ def ignored_run_dfa(dfas, max_run: int | None) -> tuple[ByteDFA, np.ndarray]:
         nfa.add_epsilon(start, base)
         trans = dfa.transitions
         for q in range(dfa.n_states):
-            row = trans[q]
-            b = 0
-            while b < 256:
-                t = int(row[b])
-                e = b
-                while e + 1 < 256 and row[e + 1] == t:
-                    e += 1
+            for b, e, t in row_runs(trans[q]):
                 if t >= 0:
                     nfa.add_range(base + q, b, e, base + t)
-                b = e + 1
             if dfa.accepting[q]:
                 nfa.add_epsilon(base + q, final)
     nfa.accepting = {final}

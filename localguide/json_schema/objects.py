@@ -81,7 +81,7 @@ class Objects:
                     if v is not EMPTY:
                         parts.append(seq(Lit('"'), encode_content(key), Lit('"'), self.colon(), v))
                 return alt(*parts)
-        return self.extras_approximated(f, g, additional, names, name_flats, d1)
+        return self.extras_approximated(f, additional, names, name_flats, d1)
 
     def key_regions(self, groups: list, names: list):
         """The keys of an object's unlisted properties, split exactly by the patterns they match:
@@ -135,7 +135,7 @@ class Objects:
             return self.any_value(self.any_depth - 1, d1)
         return self.value(subs, d1)
 
-    def extras_approximated(self, f: Flat, g: Flat, additional: list, names: list, name_flats, d1: int) -> Node:
+    def extras_approximated(self, f: Flat, additional: list, names: list, name_flats, d1: int) -> Node:
         """``extras`` without splitting the keys: keys that a listed name or another pattern also
         matches are narrowed (reported)."""
         P = self.problems

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..automaton import ByteDFA
+from ..automaton import ByteDFA, row_runs
 from .ast import EMPTY, EPS, Node, alt, cls, seq, star
 
 # (first bytes, bits the first byte carries, continuation bytes, smallest code point) per length
@@ -35,21 +35,10 @@ def char_edges(dfa: ByteDFA) -> list[dict[int, list]]:
         if got is not None:
             return got
         span = 64 ** (k - 1)
-        row = trans[m, 0x80:0xC0]
         out = []
-        x = 0
-        while x < 64:
-            t = int(row[x])
-            y = x
-            while y + 1 < 64 and row[y + 1] == t:
-                y += 1
+        for x, y, t in row_runs(trans[m], 0x80, 0xC0):
             if t >= 0:
-                sub = cont(t, k - 1)
-                if len(sub) == 1 and sub[0][0] == 0 and sub[0][1] == span - 1:
-                    out.append((x * span, y * span + span - 1, sub[0][2]))
-                else:
-                    out += [(z * span + lo, z * span + hi, u) for z in range(x, y + 1) for lo, hi, u in sub]
-            x = y + 1
+                out += _spread(x - 0x80, y - 0x80, cont(t, k - 1), span)
         got = memo[(m, k)] = _merge(out)
         return got
 
@@ -59,26 +48,22 @@ def char_edges(dfa: ByteDFA) -> list[dict[int, list]]:
         to: dict[int, list] = {}
         for firsts, bits, k, least in _LENGTHS:
             span = 64 ** k
-            b, end = firsts.start, firsts.stop
-            while b < end:  # runs of first bytes with one target
-                t = int(row[b])
-                c = b
-                while c + 1 < end and row[c + 1] == t:
-                    c += 1
+            for b, c, t in row_runs(row, firsts.start, firsts.stop):  # first bytes with one target
                 if t >= 0:
-                    sub = cont(t, k)
-                    if len(sub) == 1 and sub[0][0] == 0 and sub[0][1] == span - 1:
-                        runs = [((b & bits) * span, (c & bits) * span + span - 1, sub[0][2])]
-                    else:
-                        runs = [((x & bits) * span + lo, (x & bits) * span + hi, u)
-                                for x in range(b, c + 1) for lo, hi, u in sub]
-                    for lo, hi, u in runs:
+                    for lo, hi, u in _spread(b & bits, c & bits, cont(t, k), span):
                         lo, hi = max(lo, least), min(hi, 0x10FFFF)
                         if lo <= hi:
                             to.setdefault(u, []).append((lo, hi))
-                b = c + 1
         edges.append({u: _merge([(a, b, 0) for a, b in rs], ranges=True) for u, rs in to.items()})
     return edges
+
+
+def _spread(first: int, last: int, sub: list, span: int) -> list:
+    """(lo, hi, target) for the values ``digit * span + rest``, ``digit`` in first..last and
+    ``rest`` in the intervals of ``sub`` (one interval when ``sub`` covers all of ``span`` alike)."""
+    if len(sub) == 1 and sub[0][0] == 0 and sub[0][1] == span - 1:
+        return [(first * span, last * span + span - 1, sub[0][2])]
+    return [(z * span + lo, z * span + hi, u) for z in range(first, last + 1) for lo, hi, u in sub]
 
 
 def _merge(items: list, ranges: bool = False) -> list:
