@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..automaton import ByteNFA
 from ..automaton.utf8 import complement_ranges, merge_ranges
-from .cfg import CFG, Terminal
+from .cfg import CFG, Repeats, Terminal
 from ..errors import GrammarError
 
 
@@ -244,6 +244,7 @@ class _Converter:
         self.term_ids: dict = {}
         self.out_rules: list = []
         self.fresh = 0
+        self.repeats = Repeats(lambda: self.new_nt("rep"), self.out_rules)
 
     def regular(self, node) -> bool:
         kind = node[0]
@@ -332,19 +333,10 @@ class _Converter:
         _, x, lo, hi = node  # a repetition of something recursive
         xs = self.symbol(x, hint) if not self.regular(x) else self.terminal((x,))
         nt = self.new_nt(hint)
-        tail = ()
         if hi is None:
-            star = self.new_nt(hint)
-            self.out_rules += [(star, ()), (star, (star, xs))]
-            tail = (star,)
+            self.out_rules.append((nt, (xs,) * lo + (self.repeats.star((xs,)),)))
         else:
-            prev = None
-            for _ in range(hi - lo):
-                opt = self.new_nt(hint)
-                self.out_rules += [(opt, ()), (opt, (xs,) + ((prev,) if prev else ()))]
-                prev = opt
-            tail = (prev,) if prev else ()
-        self.out_rules.append((nt, (xs,) * lo + tail))
+            self.out_rules.append((nt, self.repeats.bounded((xs,), lo, hi)))
         return nt
 
     def sequence(self, seq, hint: str) -> tuple:

@@ -11,7 +11,9 @@ engine (``localguide.grammar``) then guides generation with the same language.
 
 from __future__ import annotations
 
-from ..grammar.cfg import CFG, Terminal
+import itertools
+
+from ..grammar.cfg import CFG, Repeats, Terminal, inline_single_uses
 from ..regex.ast import EPS, Alt, Cls, Lit, Node, Ref, Rep, Seq
 from ..regex.ast_dfa import Builder
 
@@ -91,6 +93,8 @@ def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON sch
         return t
 
     ref_names: dict = {}
+    names = itertools.count()
+    repeats = Repeats(lambda: f"rep{next(names)}", rules)
     stack = [(root, False)] + [(n, False) for n in rules_of.values()]
     while stack:
         node, ready = stack.pop()
@@ -121,16 +125,10 @@ def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON sch
             else:
                 item = () if parts[0] is None else (parts[0],)
                 head = item * node.lo
-                if node.hi is None:  # x{lo,}: x^lo tail, tail -> ε | tail x (left recursion suits Earley)
-                    tail = name + "_more"
-                    rules += [(tail, ()), (tail, (tail,) + item), (name, head + (tail,))]
-                else:  # x{lo,hi}: x^lo then nested optionals (x (x ...)?)?
-                    opt = ()
-                    for i in range(node.hi - node.lo):
-                        o = f"{name}_opt{i}"
-                        rules += [(o, ()), (o, item + opt)]
-                        opt = (o,)
-                    rules.append((name, head + opt))
+                if node.hi is None:  # x{lo,}: x^lo x*
+                    rules.append((name, head + ((repeats.star(item),) if item else ())))
+                else:  # x{lo,hi}: x^lo then flat or blocked alternatives (``Repeats``)
+                    rules.append((name, repeats.bounded(item, node.lo, node.hi)))
             sym[k] = name
         keep.append(node)
     for key, name in ref_names.items():
@@ -140,5 +138,5 @@ def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON sch
     if not isinstance(start, str):
         start = "document"
         rules.append((start, () if sym[id(root)] is None else (sym[id(root)],)))
-    return CFG(terminals, rules, start, source=source)
+    return CFG(terminals, inline_single_uses(rules, start), start, source=source)
 
