@@ -22,8 +22,8 @@ import numpy as np
 
 from . import arena_kernels, masks_kernels
 from .arena_kernels import (
-    AR_FEED_KEYS, AR_FEED_SETS, AR_FINISH, AR_META, AR_SCRATCH, AR_SET_HASH, AR_SET_KEYS, AR_SET_OFF, DF_ALLOWED,
-    META_KEYS, META_SETS, META_INITIAL,
+    AR_AFTER, AR_FEED_KEYS, AR_FEED_SETS, AR_FINISH, AR_META, AR_SCRATCH, AR_SET_HASH, AR_SET_KEYS, AR_SET_OFF,
+    DF_ALLOWED, META_KEYS, META_SETS, META_INITIAL,
 )
 from ..distance import UNREACHABLE
 from ..numba_tools import read_only
@@ -31,7 +31,8 @@ from .earley import int_words
 
 MAX_RULES = 5_000
 MAX_DSTATES = 20_000
-MAX_BUDGET_SYMBOLS = 256  # each arena set holds a finish length per nonterminal and a completion per terminal
+MAX_BUDGET_SYMBOLS = 1024  # each arena set holds a finish length per nonterminal and a completion per terminal
+# (8 KB a set at 1024 nonterminals: ``budget_bytes`` counts them against the index's cache bound)
 # The seed: arena sets made at compile time from the initial set, breadth first, and kept
 # in the cache file, so that the first masks of a loaded index (the start of every text,
 # where closures are largest) find their sets made.
@@ -268,6 +269,15 @@ class CompiledMasks:
     @property
     def n_sets(self) -> int:
         return int(self.A[AR_META][META_SETS])
+
+    @property
+    def budget_bytes(self) -> int:
+        """Bytes of the budget tables' rows of the sets made so far (a row per set, as wide as
+        the grammar's nonterminals and terminals: counted against the index's cache bound)."""
+        if not self.budget:
+            return 0
+        fin, aft = self.A[AR_FINISH], self.A[AR_AFTER]
+        return self.n_sets * (fin.shape[1] * fin.itemsize + aft.shape[1] * aft.itemsize)
 
     def _grow(self) -> None:
         """Double what is at least half full (the entry keys when nothing else is); rehash."""

@@ -343,7 +343,8 @@ class GrammarIndex:
         states, nbytes = self.cache_size()
         core = self.engine.core  # its arena sets count apart: it copies states in again after a flush
         if (states > self.max_cached_states or nbytes > self.max_cached_mask_bytes
-                or core is not None and core.n_sets > self.max_cached_states):
+                or core is not None and (core.n_sets > self.max_cached_states
+                                         or core.budget_bytes > self.max_cached_mask_bytes)):
             self.flush()
 
     def step(self, st: GState, token_id: int) -> GState | None:

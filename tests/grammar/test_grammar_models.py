@@ -280,3 +280,30 @@ def test_lazy_compile_writes_the_cache_when_complete(model, tmp_path, monkeypatc
         g2.advance(t)
     eager = compile_grammar("c", model.vocabulary, lazy=False)
     assert eager.engine.complete_trees
+
+
+def test_budget_tables_count_against_the_cache_bound(model):
+    """The compiled budget tables hold a row per arena set, as wide as the grammar's symbols:
+    past ``max_cached_mask_bytes`` of them the index flushes, as for masks."""
+    from localguide.grammar.compiled import GrammarIndex
+
+    ref = compile_grammar("sql", model.vocabulary)
+    idx = GrammarIndex.from_arrays(ref.arrays(), model.vocabulary, "sql")
+    toks = model.llama.tokenize(SAMPLES["sql"][0].encode(), add_bos=False, special=False)
+    g = idx.guide(max_tokens=len(toks) + 3)
+    for t in toks:
+        g.allowed_token_ids()
+        g.advance(t)
+    core = idx.engine.core
+    if core is None or not core.budget:
+        pytest.skip("the compiled path is not built here (kernels still compiling)")
+    used = core.budget_bytes
+    assert used >= core.n_sets * 8 * idx.grammar.n_nonterminals > 0
+    idx.cache_size = lambda: (0, 0)  # only the arena's tables count now
+    idx.max_cached_states = 10 ** 9
+    idx.max_cached_mask_bytes = used
+    idx._bound_cache()
+    assert idx.flushes == 0
+    idx.max_cached_mask_bytes = used - 1
+    idx._bound_cache()
+    assert idx.flushes == 1
