@@ -201,6 +201,57 @@ def inline_single_uses(rules: list, start: str) -> list:
     return [(lhs, rhs) for lhs, alts in by.items() for rhs in alts]
 
 
+def merge_equal_rules(rules: list, start: str) -> list:
+    """``rules`` with nonterminals whose rules are the same (as a set) merged into one, until
+    none are: generated grammars repeat structures (the same property schema in many objects)
+    that the schema's AST did not share. Each merge rewrites only the rules that use the
+    merged nonterminal (a large schema's grammar has 10⁴ rules, some with 10³ alternatives)."""
+    by: dict[str, dict] = {}
+    for lhs, rhs in rules:
+        by.setdefault(lhs, {})[tuple(rhs)] = None  # (an ordered set)
+    users: dict[str, set] = {}
+    for lhs, alts in by.items():
+        for rhs in alts:
+            for x in rhs:
+                if isinstance(x, str):
+                    users.setdefault(x, set()).add(lhs)
+    key = {lhs: frozenset(alts) for lhs, alts in by.items()}
+    first: dict = {}  # rule set -> the nonterminal that keeps it
+    todo = []
+    for lhs in by:
+        if lhs != start and first.setdefault(key[lhs], lhs) != lhs:
+            todo.append(lhs)
+    while todo:
+        b = todo.pop()
+        if b not in by:
+            continue
+        a = first.get(key[b])
+        if a is None or a not in by or a == b:
+            first[key[b]] = b
+            continue
+        del by[b]
+        for u in users.pop(b, ()):
+            if u not in by:
+                continue
+            if u != start and first.get(key[u]) == u:
+                del first[key[u]]
+            by[u] = dict.fromkeys(tuple(a if x == b else x for x in rhs) for rhs in by[u])
+            key[u] = frozenset(by[u])
+            users.setdefault(a, set()).add(u)
+            if u != start and first.setdefault(key[u], u) != u:
+                todo.append(u)
+    return [(lhs, rhs) for lhs, alts in by.items() for rhs in alts]
+
+
+def simplify_generated(rules: list, start: str) -> list:
+    """``merge_equal_rules`` and ``inline_single_uses`` until neither changes the grammar."""
+    while True:
+        n = len(rules)
+        rules = inline_single_uses(merge_equal_rules(rules, start), start)
+        if len(rules) == n:
+            return rules
+
+
 def literal_dfa(text: str, ignore_case: bool = False) -> ByteDFA:
     """The DFA of exactly ``text`` (UTF-8), case-insensitively if asked."""
     nfa = ByteNFA()

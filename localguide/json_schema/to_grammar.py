@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..grammar.cfg import CFG, Repeats, Terminal, inline_single_uses
+from ..grammar.cfg import CFG, Repeats, Terminal, simplify_generated
 from ..regex.ast import EPS, Alt, Cls, Lit, Node, Ref, Rep, Seq
 from ..regex.ast_dfa import Builder
 
@@ -138,5 +138,5 @@ def ast_to_cfg(root: Node, rules_of: dict | None = None, source: str = "JSON sch
     if not isinstance(start, str):
         start = "document"
         rules.append((start, () if sym[id(root)] is None else (sym[id(root)],)))
-    return CFG(terminals, inline_single_uses(rules, start), start, source=source)
+    return CFG(terminals, simplify_generated(rules, start), start, source=source)
 

@@ -10,7 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localguide.errors import GrammarError
-from localguide.grammar.cfg import CFG, REPEAT_BLOCK, Repeats, Terminal, inline_single_uses, literal_dfa, normalize
+from localguide.grammar.cfg import (
+    CFG, REPEAT_BLOCK, Repeats, Terminal, inline_single_uses, literal_dfa, merge_equal_rules, normalize,
+    simplify_generated,
+)
 from localguide.grammar.earley import Grammar
 
 LETTERS = "abc"
@@ -106,17 +109,32 @@ def words(n: int):
 
 
 @settings(max_examples=200, deadline=None)
-@given(grammars)
-def test_inlining_keeps_the_language(rules):
+@given(grammars, st.sampled_from([inline_single_uses, merge_equal_rules, simplify_generated]))
+def test_rewrites_keep_the_language(rules, rewrite):
     rules = [("S", rules[0][1])] + rules
     before = recognizer(rules, "S")
-    after = recognizer(inline_single_uses(rules, "S"), "S")
+    after = recognizer(rewrite(rules, "S"), "S")
     if before is None:
         assert after is None
         return
     assert after is not None
     for w in words(5):
         assert before[0](w) == after[0](w), (rules, w)
+
+
+def test_equal_rules_are_merged():
+    rules = [("S", ("A", "B")), ("A", (0, "C")), ("B", (0, "D")), ("C", (1,)), ("C", ()), ("D", ()), ("D", (1,))]
+    out = merge_equal_rules(rules, "S")
+    assert {a for a, _ in out} == {"S", "A", "C"} and ("S", ("A", "A")) in out, out
+    assert len(simplify_generated(rules, "S")) < len(rules)
+    # merges cascade: C and D merged make A and B alike (not E, whose second rule differs)
+    rules = [("S", ("A", "B", "E")), ("A", (0, "C")), ("A", (1,)), ("B", (0, "D")), ("B", (1,)),
+             ("E", (0, "D")), ("E", (2,)), ("C", (2,)), ("C", ()), ("D", ()), ("D", (2,))]
+    out = merge_equal_rules(rules, "S")
+    assert {a for a, _ in out} == {"S", "A", "C", "E"}, out
+    accepts = recognizer(out, "S")[0]
+    want = recognizer(rules, "S")[0]
+    assert all(accepts(w) == want(w) for w in words(5))
 
 
 def test_inlining_removes_aliases_and_single_uses():
