@@ -316,7 +316,8 @@ def full_report(results, notes, mach, cfg, command, started, elapsed) -> str:
 
 
 # Sections that other scripts write into BENCHMARKS.md (cold_start.py's); a full run keeps them.
-KEPT_SECTIONS = ("## Speculative decoding", "## Cold start", "## Quality", "## Conversations", "## Server")
+KEPT_SECTIONS = ("## JSON Schema on the grammar route", "## Speculative decoding", "## Cold start", "## Quality",
+                 "## Conversations", "## Server")
 
 
 def keep_sections(report: str, old: str) -> str:
