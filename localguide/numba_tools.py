@@ -176,8 +176,8 @@ def _grow(a, n):
 # buffer that grows) at every iteration of that loop, atomically: most of the time of the
 # tree walks (masks, and the subterminal trees of a compile). A kernel allocates such
 # buffers into a list ``keep`` (one per dtype), which holds them for the call, and works on
-# views without a count; it clears ``keep`` after its last use of the views, and returns
-# copies, never the views.
+# views without a count; it empties ``keep`` (``_release``) after its last use of the views, and
+# returns copies, never the views.
 
 
 @njit(cache=True, inline="always")
@@ -200,6 +200,14 @@ def _work2(keep, rows, cols):
     a = np.full((rows, cols), -1, keep[0].dtype)
     keep.append(a)
     return _bare(a)
+
+
+@njit(cache=True, inline="always")
+def _release(keep):
+    """Free ``keep``'s work arrays now (after the last use of their views). One by one: numba's
+    ``list.clear()`` on a list of arrays does not release them (a leak of every work array)."""
+    while len(keep):
+        keep.pop()
 
 
 @njit(cache=True, inline="always")

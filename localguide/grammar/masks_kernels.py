@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _copy_into, _grow, _lowest_bit, _sort_ints, _work, _work_grown
+from ..numba_tools import _copy_into, _grow, _lowest_bit, _release, _sort_ints, _work, _work_grown
 from .arena_kernels import (
     AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, DF_IGNORED, EARLEY_GROW, EARLEY_NEED_TREE,
     EARLEY_UNRESOLVED, META_INITIAL, TR_R_ACC, TR_R_TERM, _ctx_tables, _feed_slot, earley_feed, earley_intern,
@@ -195,7 +195,7 @@ def earley_mask_groups(ctx, p0, sc, ign, gmarks, do_bound, gcost):
         res = np.empty(nout if status == 0 else 0, np.int64)
         _copy_into(res, 0, out, len(res))
         _sort_ints(res, len(res))
-    keep.clear()  # the work arrays die here, after the last use of their views
+    _release(keep)  # the work arrays die here, after the last use of their views
     return status, res, bound
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..numba_tools import (
-    _argsort_stable, _copy_rows, _counting_order, _radix_sort, _sort_ints, _work, _work2, _work_grown,
+    _argsort_stable, _copy_rows, _counting_order, _radix_sort, _release, _sort_ints, _work, _work2, _work_grown,
 )
 
 # --- grammar engine: DOMINO's vocabulary-aligned subterminal trees ---------------------
@@ -306,9 +306,9 @@ def grammar_trees(node_byte, node_depth, subtree_end, tok_start, tok_count, orde
     out = (seq_parent[:n_gseq].copy(), seq_term[:n_gseq].copy(), tree_seq, grp_seq[:n_grp].copy(),
            grp_state[:n_grp].copy(), grp_lead[:n_grp].copy(), grp_off[:n_grp + 1].copy(),
            grp_tok[:n_gtok].copy(), unres_off, unres_tok[:n_unres].copy())
-    k32.clear()  # the work arrays die here, after the copies
-    k64.clear()
-    k2.clear()
+    _release(k32)  # the work arrays die here, after the copies
+    _release(k64)
+    _release(k2)
     return out
 
 
