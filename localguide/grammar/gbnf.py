@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..automaton import ByteNFA
 from ..automaton.utf8 import complement_ranges, merge_ranges
-from .cfg import CFG, Repeats, Terminal
+from .cfg import CFG, Terminal
+from .rewrites import Repeats
 from ..errors import GrammarError
 
 

@@ -349,7 +349,7 @@ def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursio
 
 
 LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
-GRAMMAR_FORMAT = 5  # 5: bounded repetitions as flat or blocked alternatives (``grammar.cfg.Repeats``), rules simplified (``simplify_generated``)
+GRAMMAR_FORMAT = 5  # 5: bounded repetitions as flat or blocked alternatives (``grammar.rewrites.Repeats``), rules simplified (``simplify_generated``)
 
 
 def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):

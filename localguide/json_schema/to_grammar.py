@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import itertools
 
-from ..grammar.cfg import CFG, Repeats, Terminal, simplify_generated
+from ..grammar.cfg import CFG, Terminal
+from ..grammar.rewrites import Repeats, simplify_generated
 from ..regex.ast import EPS, Alt, Cls, Lit, Node, Ref, Rep, Seq
 from ..regex.ast_dfa import Builder
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localguide.errors import GrammarError
-from localguide.grammar.cfg import (
-    CFG, REPEAT_BLOCK, Repeats, Terminal, inline_single_uses, literal_dfa, merge_equal_rules, normalize,
-    simplify_generated,
+from localguide.grammar.cfg import CFG, Terminal, literal_dfa, normalize
+from localguide.grammar.rewrites import (
+    REPEAT_BLOCK, Repeats, inline_single_uses, merge_equal_rules, simplify_generated,
 )
 from localguide.grammar.earley import Grammar
 
