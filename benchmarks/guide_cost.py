@@ -40,9 +40,12 @@ def replay_sampler(make_sampler, seqs, n_vocab, repeats):
         for seq in seqs:
             owner, ptr = make_sampler()
             try:
+                prepare = getattr(owner, "prepare", None)  # localguide: the guide's mask, before apply
                 for tok in seq:
                     arr.size, arr.selected, arr.sorted = n_vocab, -1, False
                     t0 = time.perf_counter_ns()
+                    if prepare is not None:
+                        prepare()
                     apply(ptr, ref)
                     accept(ptr, tok)
                     dt = time.perf_counter_ns() - t0
@@ -88,6 +91,8 @@ def replay_chain_delta(model, prompt_tokens, make_guide, seqs, repeats, sampling
     def once(chain, tok):
         arr.size, arr.selected, arr.sorted = n_vocab, -1, False
         t0 = time.perf_counter_ns()
+        if chain.guide_sampler is not None:
+            chain.guide_sampler.prepare()
         apply(chain.pointer, ref)
         accept(chain.pointer, tok)
         dt = time.perf_counter_ns() - t0

@@ -60,6 +60,8 @@ def as_token(token, size: int) -> int:
     """``token`` as a token id of a ``size``-token vocabulary: an int (or numpy integer) from 0 to
     ``size - 1``; anything else (a float, a string, a bool, an id outside) is a
     ``TokenNotAllowedError`` that says so, never read as another token."""
+    if type(token) is int and 0 <= token < size:  # (the per-token path: a plain int in range)
+        return token
     if isinstance(token, bool) or not isinstance(token, numbers.Integral):
         raise TokenNotAllowedError(f"a token is an int id, not {type(token).__name__} {token!r}")
     t = int(token)

@@ -112,6 +112,7 @@ class GrammarIndex:
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
         self.stop_ids = vocabulary.stop_ids
+        self.stop_set = frozenset(self.stop_ids.tolist())
         self.description = description
         if arrays is not None:
             trees = {k: arrays[k] for k in TREE_KEYS + BITS_KEYS}
@@ -362,9 +363,13 @@ class GrammarIndex:
         st.next[token_id] = res
         return res
 
-    @_locked
     def only_stop(self, st: GState) -> bool:
         """True when nothing but a stop token may follow ``st`` (memoized on the state)."""
+        o = st._only_stop
+        return o if o is not None else self._only_stop(st)
+
+    @_locked
+    def _only_stop(self, st: GState) -> bool:
         if st._only_stop is None:
             st._only_stop = not self.token_bits(st).any()
         return st._only_stop
@@ -476,9 +481,13 @@ class GrammarIndex:
             return m
         return tm  # never holds a stop id (their text is empty)
 
-    @_locked
     def budget_bound(self, st: GState) -> int:
         """A cheap upper bound on every group bound of ``budget_info(st)`` (cached on ``st``)."""
+        b = st.bound
+        return b if b is not None else self._budget_bound(st)
+
+    @_locked
+    def _budget_bound(self, st: GState) -> int:
         b = st.bound
         if b is None:
             comp = self.completer

@@ -117,7 +117,7 @@ class GrammarGuide:
             return False
         token_id = as_token(token_id, self.index.vocab_size)
         index = self.index
-        if token_id in set(index.stop_ids.tolist()):
+        if token_id in index.stop_set:
             return index.accepting(self.state)
         if self.remaining is not None:
             m = self._budget_mask()
@@ -130,7 +130,7 @@ class GrammarGuide:
         if self.finished:
             raise TokenNotAllowedError.after_end(token_id)
         index = self.index
-        if token_id in index.stop_ids:
+        if token_id in index.stop_set:
             if not index.accepting(self.state):
                 raise TokenNotAllowedError(f"a stop token is not allowed: the text so far is not a "
                                            f"complete sentence of {index.description}")

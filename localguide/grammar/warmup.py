@@ -37,13 +37,13 @@ _started = False
 
 def kernels() -> list:
     """Every grammar kernel that Python calls (their callees are compiled into them)."""
-    from ..llama import candidates_kernels
+    from ..llama import candidates_kernels, native_kernels
     from . import arena_kernels, lexer_kernels, masks_kernels, trees_kernels
 
     return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,
             trees_kernels.union_bits, arena_kernels.earley_intern, arena_kernels.earley_seed,
             arena_kernels.earley_rehash, arena_kernels.earley_restore, candidates_kernels.mask_candidates_bits,
-            masks_kernels.earley_masks]
+            masks_kernels.earley_masks, native_kernels.prepared_apply, native_kernels.prepared_accept]
 
 
 def ready() -> bool:
@@ -218,17 +218,28 @@ def _walk(idx, vocab) -> None:
 
 
 def _sample(mask, n: int) -> None:
-    """The sampler's kernel on a grammar mask, over a candidate array as llama.cpp lays it out."""
+    """The sampler's kernels on a grammar mask, over a candidate array as llama.cpp lays it out:
+    the Python callbacks' and the prepared block's (``GuideSampler``), whose C callbacks are
+    compiled too."""
     import numpy as np
 
-    from ..llama import candidates_kernels
+    from ..llama import candidates_kernels, native_kernels
     from ..protocol import MaskKind
 
-    if mask.kind == MaskKind.BITS:
+    def candidates():
         data = np.zeros((n, 3), np.int32)
         data[:, 0] = np.arange(n)
-        header = np.array([data.ctypes.data, n, -1, 0], np.int64)
+        return data, np.array([data.ctypes.data, n, -1, 0], np.int64)
+
+    if mask.kind == MaskKind.BITS:
+        data, header = candidates()
         candidates_kernels.mask_candidates_bits(header.ctypes.data, mask.data)
+    words = np.ascontiguousarray(mask.data, np.uint64 if mask.kind == MaskKind.BITS else np.int32)
+    data, header = candidates()
+    block = np.array([int(mask.kind), words.ctypes.data, len(words), -1, 0], np.int64)
+    native_kernels.prepared_apply(block, header.ctypes.data)
+    native_kernels.prepared_accept(block, np.int32(0))
+    native_kernels.prepared_callbacks()
 
 
 def main(argv: list[str]) -> int:

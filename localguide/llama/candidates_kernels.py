@@ -233,12 +233,14 @@ def mask_candidates_bits(array_address, words):
     than half of them, the others' logits set to -inf (``mark_bits_in_id_order``: a grammar mask
     that allows any identifier keeps most of the vocabulary, and moving those rows took longer
     than the rest of the mask). The new size, or -1 (size unchanged) if the array was not in
-    token-id order."""
+    token-id order, or 0 (size unchanged) if the mask allows no token."""
     header = carray(_voidptr(array_address), (2,), np.int64)
     data = carray(_voidptr(header[0]), (header[1], 3), np.int32)
     kept = np.uint64(0)
     for w in range(len(words)):
         kept += _popcount(words[w])
+    if kept == 0:
+        return 0  # (the size stays: llama.cpp aborts on an empty array; the caller reports it)
     if 2 * np.int64(kept) > header[1]:
         return mark_bits_in_id_order(data, words)
     k = keep_bits_in_id_order(data, words)

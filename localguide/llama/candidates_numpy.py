@@ -56,8 +56,10 @@ def mask_candidates_at(array_address: int, tokens: np.ndarray, exclude: bool) ->
 
 def mask_candidates_bits(array_address: int, words: np.ndarray) -> int:
     """``candidates_kernels.mask_candidates_bits``: the new size, or -1 if the array was not in
-    token-id order."""
+    token-id order, or 0 (size unchanged) if the mask allows no token."""
     header, data = _rows(array_address)
+    if not words.any():
+        return 0
     if not _in_id_order(data):
         return -1
     n = len(data)

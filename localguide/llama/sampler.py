@@ -15,6 +15,7 @@ import numbers
 from dataclasses import dataclass
 
 import llama_cpp
+import numpy as np
 
 from ..errors import ArgumentError, LocalguideError
 from ..protocol import MaskKind
@@ -60,6 +61,8 @@ class _SamplerInterface(ctypes.Structure):
 
 
 assert ctypes.sizeof(_SamplerInterface) == ctypes.sizeof(llama_cpp.llama_sampler_i)
+assert (native_kernels.P_KIND, native_kernels.P_ADDRESS, native_kernels.P_LENGTH, native_kernels.P_TOKEN,
+        native_kernels.P_ERROR) == (0, 1, 2, 3, 4)  # (GuideSampler.prepare writes them in this order)
 _APPLY = ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP)
 _ACCEPT = ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_int32)
 
@@ -70,44 +73,105 @@ def _mask_bits():
     return kernel if compiled(kernel) else candidates_numpy.mask_candidates_bits
 
 
+def _prepared_ready() -> bool:
+    """Whether the prepared-block callbacks can be had without compiling them here: the grammar
+    kernels' warm-up compiles them with the rest (``localguide.grammar.warmup``)."""
+    global _PREPARED
+    if not _PREPARED:
+        from ..grammar import warmup
+
+        _PREPARED = warmup.ready()
+    return _PREPARED
+
+
+_PREPARED = False
+
+# Mask arrays handed to prepared blocks, by id: (array, its contiguous copy or itself, kind,
+# address, length). Guides hand out the same array each time a state comes back, and reading an
+# array's address costs ~10 µs right after a decode has swept the caches. Bounded: cleared when full.
+_ADDRESSES: dict[int, tuple] = {}
+_ADDRESSES_MAX = 512
+
+
+def _address(kind, data) -> tuple:
+    held = np.ascontiguousarray(data, np.uint64 if kind == MaskKind.BITS else np.int32)
+    got = (data, held, int(kind), held.ctypes.data, len(held))
+    if len(_ADDRESSES) >= _ADDRESSES_MAX:
+        _ADDRESSES.clear()
+    _ADDRESSES[id(data)] = got
+    return got
+
+
 class GuideSampler:
     """A ``llama_sampler`` that keeps only the tokens the guide allows (any ``GuideProtocol``).
 
     A guide that offers a ``native_block()`` (the Index guides) runs entirely in compiled
-    code, no Python per token; any other is asked for its ``mask()`` at each token.
+    code. Any other gives its ``mask()`` in ``prepare()``, before the sample; llama.cpp's
+    callbacks apply it natively and record the token, which ``sync()`` then advances the
+    guide by (until the kernels are compiled, Python callbacks do the same inside the
+    sample). Call ``prepare()`` before each ``llama_sampler_apply`` and ``sync()`` after
+    ``llama_sampler_accept``, as ``SamplerChain.sample`` does.
     """
 
     def __init__(self, guide):
         self.guide = guide
         self.error: BaseException | None = None
         self.block = guide.native_block()
-        if self.block is not None:
-            iface = _SamplerInterface()
-            iface.apply, iface.accept = native_kernels.native_callbacks()
-            self._iface = iface
-            self.pointer = llama_cpp.llama_sampler_init(
-                ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)),
-                ctypes.c_void_p(self.block.ctypes.data))
-            return
-        # The callbacks must stay referenced as long as llama.cpp may call them.
-        self._apply_cb = _APPLY(self._apply)
-        self._accept_cb = _ACCEPT(self._accept)
+        self.prepared = None
+        self._held = None
         iface = _SamplerInterface()
-        iface.apply = ctypes.cast(self._apply_cb, _VOIDP)
-        iface.accept = ctypes.cast(self._accept_cb, _VOIDP)
         self._iface = iface
+        if self.block is not None:
+            iface.apply, iface.accept = native_kernels.native_callbacks()
+            ctx = self.block.ctypes.data
+        elif _prepared_ready():
+            self.prepared = np.full(native_kernels.PREPARED_LEN, -1, np.int64)
+            self._view = memoryview(self.prepared)  # (item writes cost less than numpy's)
+            iface.apply, iface.accept = native_kernels.prepared_callbacks()
+            ctx = self.prepared.ctypes.data
+        else:
+            # The callbacks must stay referenced as long as llama.cpp may call them.
+            self._apply_cb = _APPLY(self._apply)
+            self._accept_cb = _ACCEPT(self._accept)
+            iface.apply = ctypes.cast(self._apply_cb, _VOIDP)
+            iface.accept = ctypes.cast(self._accept_cb, _VOIDP)
+            ctx = None
         self.pointer = llama_cpp.llama_sampler_init(
-            ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)), None)
+            ctypes.cast(ctypes.byref(iface), ctypes.POINTER(llama_cpp.llama_sampler_i)),
+            None if ctx is None else ctypes.c_void_p(ctx))
 
     def prepare(self) -> None:
-        """Before a sample: the native block takes the guide's cursor (it may have advanced or rolled back)."""
+        """Before a sample: the native block takes the guide's cursor (it may have advanced or
+        rolled back), or the prepared block the guide's mask."""
         if self.block is not None:
             self.guide.write_block(self.block)
+        elif self.prepared is not None:
+            kind, data = self.guide.mask()
+            got = _ADDRESSES.get(id(data))
+            if got is None or got[0] is not data:
+                got = _address(kind, data)
+            self._held = got  # (alive until the sample is over)
+            p = self._view  # (P_KIND, P_ADDRESS, P_LENGTH, P_TOKEN, P_ERROR)
+            p[0], p[1], p[2], p[3], p[4] = got[2], got[3], got[4], -1, 0
 
     def sync(self) -> None:
         """After a sample: bring the guide up to date and raise any error from the callbacks."""
         if self.block is not None:
             self.guide.sync_from_block(self.block)
+        elif self.prepared is not None:
+            p = self.prepared
+            error, token = int(p[native_kernels.P_ERROR]), int(p[native_kernels.P_TOKEN])
+            p[native_kernels.P_KIND] = p[native_kernels.P_TOKEN] = -1
+            p[native_kernels.P_ERROR] = 0
+            if error == native_kernels.ERROR_EMPTY:
+                raise RuntimeError("the guide allows no token here")
+            if error == native_kernels.ERROR_ORDER:
+                raise LocalguideError(_NOT_FIRST)
+            if error == native_kernels.ERROR_UNPREPARED:
+                raise LocalguideError("the guide sampler was applied without prepare(): "
+                                      "GuideSampler.prepare() goes before each sample")
+            if token >= 0:
+                self.guide.advance(token)
         elif self.error is not None:
             err, self.error = self.error, None
             raise err
@@ -124,8 +188,7 @@ class GuideSampler:
             else:
                 kept = 1 if mask_candidates_at(cur_p, tokens, kind == MaskKind.EXCLUDED) else -1
             if kept < 0:
-                raise LocalguideError("the guide sampler must come first in the llama.cpp sampler chain "
-                                      "(it got a candidate array that was not in token-id order)")
+                raise LocalguideError(_NOT_FIRST)
         except BaseException as e:  # ctypes would print and drop it; re-raised after sampling
             self.error = e
 
@@ -136,6 +199,10 @@ class GuideSampler:
             self.guide.advance(token)
         except BaseException as e:
             self.error = e
+
+
+_NOT_FIRST = ("the guide sampler must come first in the llama.cpp sampler chain "
+              "(it got a candidate array that was not in token-id order)")
 
 
 class SamplerChain:
