@@ -88,17 +88,24 @@ _PREPARED = False
 
 # Mask arrays handed to prepared blocks, by id: (array, its contiguous copy or itself, kind,
 # address, length). Guides hand out the same array each time a state comes back, and reading an
-# array's address costs ~10 µs right after a decode has swept the caches. Bounded: cleared when full.
+# array's address costs ~10 µs right after a decode has swept the caches. Bounded (entries and
+# the bytes they keep alive): emptied when full.
 _ADDRESSES: dict[int, tuple] = {}
 _ADDRESSES_MAX = 512
+_ADDRESSES_MAX_BYTES = 16 << 20
+_addresses_bytes = 0
 
 
 def _address(kind, data) -> tuple:
+    global _addresses_bytes
     held = np.ascontiguousarray(data, np.uint64 if kind == MaskKind.BITS else np.int32)
     got = (data, held, int(kind), held.ctypes.data, len(held))
-    if len(_ADDRESSES) >= _ADDRESSES_MAX:
+    if len(_ADDRESSES) >= _ADDRESSES_MAX or _addresses_bytes + held.nbytes > _ADDRESSES_MAX_BYTES:
         _ADDRESSES.clear()
-    _ADDRESSES[id(data)] = got
+        _addresses_bytes = 0
+    if held.nbytes <= _ADDRESSES_MAX_BYTES // 8:
+        _ADDRESSES[id(data)] = got
+        _addresses_bytes += held.nbytes
     return got
 
 

@@ -147,3 +147,19 @@ def test_applied_without_prepare_is_an_error(model):
             sampler.sync()
     finally:
         llama_cpp.llama_sampler_free(sampler.pointer)
+
+
+def test_the_address_memo_is_bounded():
+    """Mask addresses are kept for the arrays guides hand out again, within entries and bytes."""
+    sampler_mod._ADDRESSES.clear()
+    sampler_mod._addresses_bytes = 0
+    big = [np.zeros(300_000, np.int32) for _ in range(40)]  # 1.2 MB each
+    small = [np.zeros(700, np.uint64) for _ in range(2000)]
+    for a in big + small:
+        got = sampler_mod._address(MaskKind.ALLOWED if a.dtype == np.int32 else MaskKind.BITS, a)
+        assert got[3] == a.ctypes.data and got[4] == len(a)
+        assert len(sampler_mod._ADDRESSES) <= sampler_mod._ADDRESSES_MAX
+        assert sum(g[1].nbytes for g in sampler_mod._ADDRESSES.values()) <= sampler_mod._ADDRESSES_MAX_BYTES
+    assert sampler_mod._ADDRESSES.get(id(small[-1]))[0] is small[-1]  # the last one is kept
+    converted = sampler_mod._address(MaskKind.ALLOWED, np.arange(5, dtype=np.int64)[::-1])
+    assert converted[1].dtype == np.int32 and converted[1].flags.c_contiguous
