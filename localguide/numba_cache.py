@@ -36,6 +36,42 @@ def kernels_dir() -> Path:
     return cache_dir() / "numba" / f"{__version__}-numba{numba.__version__}-{llvm.get_host_cpu_name()}"
 
 
+def kernels_stamp() -> str:
+    """A stamp of every kernel module (``*_kernels.py``) and of the package modules they import
+    (helpers and constants that numba compiles into them), taken once. numba's own stamp is of a
+    kernel's file alone: a helper inlined from another file stayed in the cache as it was compiled,
+    and an install of a newer localguide of the same version ran it."""
+    global _stamp
+    if _stamp is None:
+        import hashlib
+        import re
+
+        files = set(_PACKAGE.rglob("*_kernels.py"))
+        for f in list(files):
+            try:
+                text = f.read_text("utf-8")
+            except OSError:
+                continue
+            for dots, name in re.findall(r"^from (\.+)([\w.]*) import", text, re.M):
+                base = f.parent
+                for _ in range(len(dots) - 1):
+                    base = base.parent
+                target = base.joinpath(*name.split(".")) if name else base
+                files.add(target.with_suffix(".py") if target.with_suffix(".py").is_file() else target / "__init__.py")
+        h = hashlib.blake2b(digest_size=12)
+        for f in sorted(files):
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            h.update(f"{f.relative_to(_PACKAGE)}:{st.st_mtime_ns}:{st.st_size}\n".encode())
+        _stamp = h.hexdigest()
+    return _stamp
+
+
+_stamp: str | None = None
+
+
 def _relative(py_file: str) -> Path | None:
     try:
         return Path(py_file).resolve().relative_to(_PACKAGE)
@@ -60,6 +96,9 @@ def install() -> None:
 
         def get_cache_path(self):
             return self._cache_path
+
+        def get_source_stamp(self):
+            return kernels_stamp()  # (any kernel module or what it imports changed: compile again)
 
         @classmethod
         def from_function(cls, py_func, py_file):

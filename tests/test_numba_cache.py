@@ -32,6 +32,37 @@ def test_kernel_cache_is_under_the_cache_dir_and_keyed():
     assert package not in where.parents
 
 
+def test_the_stamp_covers_what_kernels_import(tmp_path, monkeypatch):
+    """A kernel's cache entry is stale when a module it imports changes (numba's own stamp is of
+    the kernel's file alone: a helper inlined from another file stayed as it was compiled)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "sub" / "a_kernels.py").write_text("from ..helpers import f\nfrom .b_kernels import g\n")
+    (pkg / "sub" / "b_kernels.py").write_text("x = 1\n")
+    (pkg / "helpers.py").write_text("def f(): return 1\n")
+    (pkg / "unrelated.py").write_text("y = 1\n")
+    monkeypatch.setattr(numba_cache, "_PACKAGE", pkg)
+
+    def stamp():
+        monkeypatch.setattr(numba_cache, "_stamp", None)
+        return numba_cache.kernels_stamp()
+
+    first = stamp()
+    assert stamp() == first
+    (pkg / "unrelated.py").write_text("y = 22\n")
+    assert stamp() == first
+    (pkg / "helpers.py").write_text("def f(): return 2 + 0\n")
+    second = stamp()
+    assert second != first
+    (pkg / "sub" / "b_kernels.py").write_text("x = 12\n")
+    assert stamp() != second
+    monkeypatch.undo()
+    numba_cache._stamp = None  # (the real one again)
+    locator = build_kernels.distances._cache._impl._locator
+    assert type(locator).__name__ == "LocalguideCacheLocator"
+    assert locator.get_source_stamp() == numba_cache.kernels_stamp()
+
+
 def test_numba_cache_dir_wins(tmp_path):
     code = ("from pathlib import Path; from localguide.index import build_kernels as k; "
             "print(k.distances._cache._cache_path)")

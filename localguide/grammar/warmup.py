@@ -73,8 +73,10 @@ def _folder() -> Path | None:
 
 def _stamp(ks) -> str:
     """The kernels' source files as numba sees them (a new checkout or edit makes a new stamp)."""
+    from ..numba_cache import kernels_stamp
+
     files = sorted({k.py_func.__code__.co_filename for k in ks} | {numba_tools.__file__})
-    parts = []
+    parts = [kernels_stamp()]
     for f in files:
         try:
             st = os.stat(f)
