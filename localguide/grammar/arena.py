@@ -29,10 +29,13 @@ from ..distance import UNREACHABLE
 from ..numba_tools import read_only
 from .earley import int_words
 
-MAX_RULES = 5_000
+MAX_RULES = 10_000
 MAX_DSTATES = 20_000
-MAX_BUDGET_SYMBOLS = 1024  # each arena set holds a finish length per nonterminal and a completion per terminal
-# (8 KB a set at 1024 nonterminals: ``budget_bytes`` counts them against the index's cache bound)
+# The budget tables are sparse (``budget_kernels``): a set holds a finish length per nonterminal
+# it waits on, and the after memo an entry per (set, terminal) asked; ``budget_bytes`` counts
+# them against the index's cache bound.
+FINISH_ROWS = 1 << 13  # the finish pool's first size (rows of 16 bytes), doubled when full
+AFTER_SLOTS = 1 << 12  # the after memo's first size (a power of two), doubled when half full
 # The seed: arena sets made at compile time from the initial set, breadth first, and kept
 # in the cache file, so that the first masks of a loaded index (the start of every text,
 # where closures are largest) find their sets made.
@@ -247,18 +250,34 @@ class CompiledMasks:
             self.reset()
 
     def _finish_arrays(self, n: int) -> tuple:
-        """The finish tables of ``2 n`` sets (one row when budget bounds are not computed here):
-        twice the arena's capacity, so that they are copied at every other growth of the arena
-        only (megabytes; their rows past the sets made are zero pages, never touched)."""
+        """The budget's sparse tables (``budget_kernels``): the finish pool, where each of ``2 n``
+        sets has its rows (twice the arena's capacity: copied at every other growth of the
+        arena only), the after memo; stubs when budget bounds are not computed here."""
         if not self.budget:
-            return np.zeros((1, 1), np.int64), np.zeros(1, np.uint8), np.zeros((1, 1), np.int64)
-        return (np.zeros((2 * n, self.n_nt), np.int64), np.zeros(2 * n, np.uint8),
-                np.zeros((2 * n, 64 * self.n_words + 1), np.int64))
+            return np.zeros((1, 2), np.int64), np.zeros(1, np.int64), np.zeros((2, 2), np.int64)
+        fin = np.zeros((FINISH_ROWS, 2), np.int64)
+        fin[0, 0] = 1  # (row 0: rows used, full flag)
+        return fin, np.zeros(2 * n, np.int64), np.zeros((1 + AFTER_SLOTS, 2), np.int64)
+
+    def _budget_room(self) -> bool:
+        """After a walk: grow the finish pool if the walk found it full (True: walk again, its
+        figures may be wrong) and the after memo if it is half full (its entries are dropped)."""
+        meta, set_off, set_keys, set_allowed, set_hash, ht, fk, fv, fin, done, aft, scratch = self.A
+        again = bool(fin[0, 1])
+        if again:
+            fin = _longer(fin, 2 * len(fin), int(fin[0, 0]))
+            fin[0, 1] = 0
+        if 2 * (int(aft[0, 0]) + 1) > len(aft) - 1:
+            aft = np.zeros((1 + 2 * (len(aft) - 1), 2), np.int64)
+        elif not again:
+            return False
+        self.A = (meta, set_off, set_keys, set_allowed, set_hash, ht, fk, fv, fin, done, aft, scratch)
+        return again
 
     def enable_budget(self, completer) -> bool:
         """Compute budget bounds here from now on (``budget_tables``); False where they cannot be."""
         if not self.budget:
-            if not completer.bytewise or self.n_nt > MAX_BUDGET_SYMBOLS or self.n_words > MAX_BUDGET_SYMBOLS // 64:
+            if not completer.bytewise:
                 return False
             self.B = budget_tables(self.grammar, completer, self.engine.scanner)
             self.budget = True
@@ -272,12 +291,12 @@ class CompiledMasks:
 
     @property
     def budget_bytes(self) -> int:
-        """Bytes of the budget tables' rows of the sets made so far (a row per set, as wide as
-        the grammar's nonterminals and terminals: counted against the index's cache bound)."""
+        """Bytes of the budget tables (the finish rows made, the after memo, where each set's rows
+        are): counted against the index's cache bound."""
         if not self.budget:
             return 0
-        fin, aft = self.A[AR_FINISH], self.A[AR_AFTER]
-        return self.n_sets * (fin.shape[1] * fin.itemsize + aft.shape[1] * aft.itemsize)
+        fin, done, aft = self.A[AR_FINISH], self.A[AR_FINISH + 1], self.A[AR_AFTER]
+        return int(fin[0, 0]) * fin.itemsize * 2 + aft.nbytes + 8 * self.n_sets
 
     def _grow(self) -> None:
         """Double what is at least half full (the entry keys when nothing else is); rehash."""
@@ -290,8 +309,8 @@ class CompiledMasks:
             set_off = _longer(set_off, cap + 1, ns + 1)
             set_allowed = _longer(set_allowed, cap, ns)
             set_hash = _longer(set_hash, cap, ns)
-            if self.budget and cap > len(fin):
-                fin, fin_done, aft = _longer(fin, 2 * cap, ns), _longer(fin_done, 2 * cap, ns), _longer(aft, 2 * cap, ns)
+            if self.budget and cap > len(fin_done):
+                fin_done = _longer(fin_done, 2 * cap, ns)
         if 2 * nk > len(set_keys) or not (sets_full or feeds_full):
             set_keys = _longer(set_keys, 2 * len(set_keys), nk)
         # Only the tables that grew are made again (fresh memory is slow to touch at first).
@@ -356,6 +375,15 @@ class CompiledMasks:
                                        bounds, gcost)
             head = out[:3 + n_new + 2 * n_cfg].tolist()  # (one conversion: each took 0.15 µs)
             status, n_u, n_c = head[:3]
+            if self.budget and self._budget_room() and status == 0:
+                # The finish pool was full, so the bounds and costs may be wrong: walk again, with
+                # the parser states the walk copied in now held by the arena.
+                for q, a in zip(new, head[3:3 + n_new]):
+                    aid[q.uid] = a
+                initial = self.grammar.initial if self.A[AR_META][META_INITIAL] < 0 else None
+                new, flat, n_x, init_ref = self._args(configs, initial)
+                n_new = len(new)
+                continue
             if status == 0:
                 break
             if status == arena_kernels.EARLEY_GROW:

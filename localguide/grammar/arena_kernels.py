@@ -35,7 +35,8 @@ from ..numba_tools import _bare, _grow, _sort_ints, _voidptr
 # set_keys (each set's entry keys, sorted: DFA state << 32 | origin set + 1, 0 for the set
 # itself), set_allowed (terminal bit words), set_hash, ht (open addressing: set + 1), fk/fv
 # (memoized feeds: set * n_terminals + terminal + 1 -> set, EARLEY_REJECT), the budget's
-# finish tables (``budget_kernels``) and the scratch of ``_earley_make``.
+# sparse tables (``budget_kernels``: finish rows, where each set's are, the after memo) and the
+# scratch of ``_earley_make``.
 (AR_META, AR_SET_OFF, AR_SET_KEYS, AR_SET_ALLOWED, AR_SET_HASH, AR_HT, AR_FEED_KEYS, AR_FEED_SETS, AR_FINISH,
  AR_FINISH_DONE, AR_AFTER, AR_SCRATCH) = range(12)
 (META_SETS, META_KEYS, META_FEEDS, META_INITIAL) = range(4)  # AR_META's entries
@@ -74,7 +75,7 @@ def _bare_dfa(D):
 # must be C-contiguous, of the dtypes and dimensions of ``CTX_SPEC``, and held by the caller.
 CTX_SPEC = (
     ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 2), ("u8", 1), ("i8", 1), ("i8", 1), ("i8", 1),  # A
-    ("i8", 2), ("b", 1), ("i8", 2), ("i8", 1),
+    ("i8", 2), ("i8", 1), ("i8", 2), ("i8", 1),
     ("u8", 2), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 1),  # D
     ("i8", 1), ("i4", 1), ("i4", 1), ("i8", 1), ("i4", 1), ("i4", 1), ("u8", 2), ("i8", 1),  # T
     ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("b", 1),
@@ -108,7 +109,7 @@ def _ctx_tables(ctx):
     A = (_c1(ctx, CTX_A + AR_META, i8), _c1(ctx, CTX_A + AR_SET_OFF, i8), _c1(ctx, CTX_A + AR_SET_KEYS, i8),
          _c2(ctx, CTX_A + AR_SET_ALLOWED, u8), _c1(ctx, CTX_A + AR_SET_HASH, u8), _c1(ctx, CTX_A + AR_HT, i8),
          _c1(ctx, CTX_A + AR_FEED_KEYS, i8), _c1(ctx, CTX_A + AR_FEED_SETS, i8), _c2(ctx, CTX_A + AR_FINISH, i8),
-         _c1(ctx, CTX_A + AR_FINISH_DONE, b), _c2(ctx, CTX_A + AR_AFTER, i8), _c1(ctx, CTX_A + AR_SCRATCH, i8))
+         _c1(ctx, CTX_A + AR_FINISH_DONE, i8), _c2(ctx, CTX_A + AR_AFTER, i8), _c1(ctx, CTX_A + AR_SCRATCH, i8))
     D = (_c2(ctx, CTX_D + DF_ALLOWED, u8), _c1(ctx, CTX_D + DF_PRED, i8), _c1(ctx, CTX_D + DF_COMP_OFF, i8),
          _c1(ctx, CTX_D + DF_COMP, i8), _c1(ctx, CTX_D + DF_SH_OFF, i8), _c1(ctx, CTX_D + DF_SH_SYM, i8),
          _c1(ctx, CTX_D + DF_SH_TO, i8), _c1(ctx, CTX_D + DF_IGNORED, u8))

@@ -27,17 +27,95 @@ def _any_allowed(set_allowed, q):
 # companion flags, left-corner costs per DFA state (CSR rows (terminal, lhs, bytes after
 # the terminal to the end of lhs), sorted by terminal), shortest lexeme per terminal,
 # longest lexeme suffix per scanner state, (start nonterminal, first nonterminal id)).
-# The arena's ``A[AR_FINISH]`` holds each set's finish table (``Completer.finish_table``: bytes
-# after a nonterminal completes, having started in that set), ``A[AR_FINISH_DONE]`` which are filled,
-# ``A[AR_AFTER]`` its ``earley_after`` per terminal and then the shortest new-lexeme completion
-# (each plus one; 0: not computed).
+#
+# The arena's tables are sparse, so that a grammar of thousands of nonterminals and terminals
+# costs per set only what the set uses:
+# - ``A[AR_FINISH]``, a pool of (nonterminal, bytes) rows: each set's finish table
+#   (``Completer.finish_table``: bytes after a nonterminal completes, having started in that set)
+#   for the nonterminals the set waits on, sorted. Row 0 is a header: (rows used, full flag).
+# - ``A[AR_FINISH_DONE]``, per set: where its rows are, ``start << 24 | (count + 1)`` (0: not made).
+# - ``A[AR_AFTER]``, a hash table of (set * (terminals + 1) + terminal + 1, ``earley_after`` + 1);
+#   the key of terminal index ``terminals`` holds the shortest new-lexeme completion. Row 0:
+#   (entries, 0); its slots are the rows after it (a power of two, at most half full).
+# A full pool sets the flag and makes nothing more: the caller grows it and walks again (the
+# figures of that walk may be wrong: every memo they would go into is left as it was).
 
+FIN_SHIFT = 24
+_HASH = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, inline="always")
+def _fin_get(fin, done, o, a):
+    """Set ``o``'s finish bytes for nonterminal index ``a`` (``UNREACHABLE`` if not in its rows)."""
+    code = done[o]
+    if code == 0:
+        return UNREACHABLE
+    lo = code >> FIN_SHIFT
+    hi = lo + (code & ((1 << FIN_SHIFT) - 1)) - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if fin[mid, 0] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < (code >> FIN_SHIFT) + (code & ((1 << FIN_SHIFT) - 1)) - 1 and fin[lo, 0] == a:
+        return fin[lo, 1]
+    return UNREACHABLE
+
+
+@njit(cache=True, inline="always")
+def _aft_slot(aft, key):
+    """The row of ``key`` in the after table, or of the empty slot where it would go."""
+    mask = np.uint64(aft.shape[0] - 2)  # slots: rows 1 .. 2^k
+    i = (np.uint64(key) * _HASH) >> np.uint64(20)
+    while True:
+        r = 1 + np.int64(i & mask)
+        k = aft[r, 0]
+        if k == key or k == 0:
+            return r
+        i += np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def _aft_get(aft, key):
+    """The memo of ``key`` plus one (0: none)."""
+    r = _aft_slot(aft, key)
+    return aft[r, 1] if aft[r, 0] == key else 0
+
+
+@njit(cache=True, inline="always")
+def _aft_put(A, aft, key, value):
+    """Memoize ``value`` (plus one) under ``key``, unless the pool is flagged full or the table
+    is half full (it is grown between walks)."""
+    if A[AR_FINISH][0, 1]:
+        return
+    if 2 * (aft[0, 0] + 1) > aft.shape[0] - 1:
+        return
+    r = _aft_slot(aft, key)
+    if aft[r, 0] == 0:
+        aft[r, 0] = key
+        aft[0, 0] += 1
+    aft[r, 1] = value + 1
+
+
+@njit(cache=True, inline="always")
+def _row_slot(keys, n, a):
+    """The index of ``a`` in ``keys[:n]`` (sorted), or -1."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and keys[lo] == a else -1
+
+
+@njit(cache=True)
 def _earley_finish(A, D, B, x):
-    """Fill the finish tables of arena set ``x`` and of the sets it depends on (origins first)."""
-    meta, set_off, set_keys, fin, fin_done = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_FINISH_DONE]
+    """Fill the finish rows of arena set ``x`` and of the sets it depends on (origins first);
+    stops, with the pool flagged full, where the pool has no room for a set's rows."""
+    meta, set_off, set_keys, fin, done = A[AR_META], A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_FINISH_DONE]
     it_off, items, ns, lhs_of, rest_len, params = B[BG_IT_OFF], B[BG_ITEMS], B[BG_NEXT_SYM], B[BG_ITEM_LHS], B[BG_REST_LEN], B[BG_PARAMS]
     start_lhs, nt = params[0], params[1]
     stack = np.empty(16, np.int64)
@@ -46,15 +124,19 @@ def _earley_finish(A, D, B, x):
     ia = np.empty(16, np.int64)  # items started in the set itself: (waited symbol, rest, lhs)
     ir = np.empty(16, np.int64)
     il = np.empty(16, np.int64)
+    keys = np.empty(16, np.int64)  # the set's waited nonterminals, then sorted and unique
+    vals = np.empty(16, np.int64)
     while m > 0:
+        if fin[0, 1]:
+            return
         y = stack[m - 1]
-        if fin_done[y]:
+        if done[y]:
             m -= 1
             continue
         pushed = False
         for e in range(set_off[y], set_off[y + 1]):
             o = (set_keys[e] & 0xFFFFFFFF) - 1
-            if o >= 0 and not fin_done[o]:
+            if o >= 0 and not done[o]:
                 if m == len(stack):
                     stack = _grow(stack, m)
                 stack[m] = o
@@ -62,10 +144,32 @@ def _earley_finish(A, D, B, x):
                 pushed = True
         if pushed:
             continue
-        for a in range(fin.shape[1]):
-            fin[y, a] = UNREACHABLE
+        n = 0
         if y == meta[3]:
-            fin[y, start_lhs - nt] = 0
+            keys[0] = start_lhs - nt
+            n = 1
+        for e in range(set_off[y], set_off[y + 1]):
+            d = set_keys[e] >> 32
+            for j in range(it_off[d], it_off[d + 1]):
+                a = ns[items[j]]
+                if a >= nt:
+                    if n == len(keys):
+                        keys = _grow(keys, n)
+                    keys[n] = a - nt
+                    n += 1
+        keys[:n].sort()
+        u = 0
+        for i in range(n):
+            if u == 0 or keys[i] != keys[u - 1]:
+                keys[u] = keys[i]
+                u += 1
+        n = u
+        if len(vals) < n:
+            vals = np.empty(len(keys), np.int64)
+        for i in range(n):
+            vals[i] = UNREACHABLE
+        if y == meta[3]:
+            vals[_row_slot(keys, n, start_lhs - nt)] = 0
         n_in = 0
         for e in range(set_off[y], set_off[y + 1]):
             k = set_keys[e]
@@ -83,23 +187,34 @@ def _earley_finish(A, D, B, x):
                         ia = _grow(ia, n_in)
                         ir = _grow(ir, n_in)
                         il = _grow(il, n_in)
-                    ia[n_in] = a - nt
+                    ia[n_in] = _row_slot(keys, n, a - nt)
                     ir[n_in] = rest
-                    il[n_in] = lhs - nt
+                    il[n_in] = _row_slot(keys, n, lhs - nt)
                     n_in += 1
                 else:
-                    tail = fin[o, lhs - nt]
-                    if tail < UNREACHABLE and rest + tail < fin[y, a - nt]:
-                        fin[y, a - nt] = rest + tail
+                    tail = _fin_get(fin, done, o, lhs - nt)
+                    s = _row_slot(keys, n, a - nt)
+                    if tail < UNREACHABLE and rest + tail < vals[s]:
+                        vals[s] = rest + tail
         changed = True
         while changed:
             changed = False
             for i in range(n_in):
-                tail = fin[y, il[i]]
-                if tail < UNREACHABLE and ir[i] + tail < fin[y, ia[i]]:
-                    fin[y, ia[i]] = ir[i] + tail
+                if il[i] < 0:
+                    continue  # (an item whose lhs the set does not wait on: it completes nothing here)
+                tail = vals[il[i]]
+                if tail < UNREACHABLE and ir[i] + tail < vals[ia[i]]:
+                    vals[ia[i]] = ir[i] + tail
                     changed = True
-        fin_done[y] = 1
+        start = fin[0, 0]
+        if start + n > fin.shape[0]:
+            fin[0, 1] = 1  # no room: the caller grows the pool and walks again
+            return
+        for i in range(n):
+            fin[start + i, 0] = keys[i]
+            fin[start + i, 1] = vals[i]
+        fin[0, 0] = start + n
+        done[y] = (start << FIN_SHIFT) | (n + 1)
         m -= 1
 
 
@@ -107,7 +222,8 @@ def _earley_finish(A, D, B, x):
 def earley_after(A, D, B, x, t):
     """``Completer.after_terminal``'s length: the shortest completion (bytes) of arena set ``x``
     once it takes terminal ``t``; ``UNREACHABLE`` if none."""
-    memo = A[AR_AFTER][x, t]
+    aft = A[AR_AFTER]
+    memo = _aft_get(aft, x * (A[AR_SET_ALLOWED].shape[1] * 64 + 1) + t + 1)
     if memo:
         return memo - 1
     return _earley_after_new(A, D, B, x, t)
@@ -116,7 +232,7 @@ def earley_after(A, D, B, x, t):
 @njit(cache=True)
 def _earley_after_new(A, D, B, x, t):
     """``earley_after`` not in the memo: a call, not inlined (``earley_feed`` says why)."""
-    set_off, set_keys, fin, aft = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_AFTER]
+    set_off, set_keys, fin, done, aft = A[AR_SET_OFF], A[AR_SET_KEYS], A[AR_FINISH], A[AR_FINISH_DONE], A[AR_AFTER]
     is_pred, dc_off, dc_t, dc_lhs, dc_len, params = B[BG_IS_PRED], B[BG_DCOST][0], B[BG_DCOST][1], B[BG_DCOST][2], B[BG_DCOST][3], B[BG_PARAMS]
     nt = params[1]
     res = UNREACHABLE
@@ -139,11 +255,11 @@ def _earley_after_new(A, D, B, x, t):
         if lo < dc_off[d + 1] and dc_t[lo] == t:
             _earley_finish(A, D, B, o)
             while lo < dc_off[d + 1] and dc_t[lo] == t:
-                tail = fin[o, dc_lhs[lo] - nt]
+                tail = _fin_get(fin, done, o, dc_lhs[lo] - nt)
                 if tail < UNREACHABLE and dc_len[lo] + tail < res:
                     res = dc_len[lo] + tail
                 lo += 1
-    aft[x, t] = res + 1
+    _aft_put(A, aft, x * (A[AR_SET_ALLOWED].shape[1] * 64 + 1) + t + 1, res)
     return res
 
 
@@ -183,9 +299,9 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
 @njit(cache=True, inline="always")
 def _earley_nonempty(A, D, B, q):
     """``Completer._nonempty``'s length: the shortest completion of arena set ``q`` that starts a
-    new lexeme (memoized in the last column of ``A[AR_AFTER]``)."""
-    aft = A[AR_AFTER]
-    best = aft[q, aft.shape[1] - 1] - 1
+    new lexeme (memoized in ``A[AR_AFTER]`` under the terminal index past the last)."""
+    n_t = A[AR_SET_ALLOWED].shape[1] * 64
+    best = _aft_get(A[AR_AFTER], q * (n_t + 1) + n_t + 1) - 1
     if best < 0:
         best = _earley_nonempty_new(A, D, B, q)
     return best
@@ -194,15 +310,19 @@ def _earley_nonempty(A, D, B, q):
 @njit(cache=True)
 def _earley_nonempty_new(A, D, B, q):
     """``_earley_nonempty`` not in the memo: a call, not inlined (``earley_feed`` says why)."""
-    set_allowed, aft = A[AR_SET_ALLOWED], A[AR_AFTER]
+    set_allowed = A[AR_SET_ALLOWED]
     best_len = B[BG_BEST_LEN]
+    n_t = set_allowed.shape[1] * 64
     best = UNREACHABLE
-    for t in range(set_allowed.shape[1] * 64):
-        if (set_allowed[q, t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+    for w in range(set_allowed.shape[1]):
+        bits = set_allowed[q, w]
+        while bits:
+            t = (w << 6) + _lowest_bit(bits)
+            bits &= bits - np.uint64(1)
             a = earley_after(A, D, B, q, t)
             if a < UNREACHABLE and best_len[t] + a < best:
                 best = best_len[t] + a
-    aft[q, aft.shape[1] - 1] = best + 1
+    _aft_put(A, A[AR_AFTER], q * (n_t + 1) + n_t + 1, best)
     return best
 
 

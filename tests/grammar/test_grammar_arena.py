@@ -103,6 +103,33 @@ def test_compiled_masks_equal_python_path(model, name, monkeypatch):
     assert idx.engine.core.n_sets > 4
 
 
+@pytest.mark.parametrize("name", ["json", "sql"])
+def test_budget_tables_grow_mid_walk(smollm2, name, monkeypatch):
+    """A finish pool too small for one walk is flagged, grown and walked again; a half-full after
+    memo is replaced by a larger one: bounds and costs stay those of the Python path."""
+    from localguide.grammar import arena
+    from localguide.grammar.arena_kernels import AR_AFTER, AR_FINISH
+
+    monkeypatch.setattr(arena, "FINISH_ROWS", 2)
+    monkeypatch.setattr(arena, "AFTER_SLOTS", 2)
+    grown = []
+    room = CompiledMasks._budget_room
+
+    def watched(self):
+        before = (len(self.A[AR_FINISH]), len(self.A[AR_AFTER]))
+        again = room(self)
+        grown.append((again, before != (len(self.A[AR_FINISH]), len(self.A[AR_AFTER]))))
+        return again
+
+    monkeypatch.setattr(CompiledMasks, "_budget_room", watched)
+    idx = lazy_index(name, smollm2.vocabulary)
+    idx.guide().allowed_token_ids()
+    assert compare_walks(idx, smollm2, SAMPLES[name][0][:1]) > 5
+    assert any(again for again, _ in grown)  # a walk found the pool full and was walked again
+    assert sum(changed for _, changed in grown) >= 4  # both tables grew, several times
+    assert len(idx.engine.core.A[AR_FINISH]) > 2
+
+
 def test_flush_resets_the_arena(smollm2, smollm2_vocab):
     idx = lazy_index("sql", smollm2_vocab)
     g = idx.guide()

@@ -283,8 +283,9 @@ def test_lazy_compile_writes_the_cache_when_complete(model, tmp_path, monkeypatc
 
 
 def test_budget_tables_count_against_the_cache_bound(model):
-    """The compiled budget tables hold a row per arena set, as wide as the grammar's symbols:
+    """The compiled budget tables (finish rows per set, the after memo) count their bytes:
     past ``max_cached_mask_bytes`` of them the index flushes, as for masks."""
+    from localguide.grammar.arena_kernels import AR_AFTER, AR_FINISH
     from localguide.grammar.compiled import GrammarIndex
 
     ref = compile_grammar("sql", model.vocabulary)
@@ -298,7 +299,9 @@ def test_budget_tables_count_against_the_cache_bound(model):
     if core is None or not core.budget:
         pytest.skip("the compiled path is not built here (kernels still compiling)")
     used = core.budget_bytes
-    assert used >= core.n_sets * 8 * idx.grammar.n_nonterminals > 0
+    fin, aft = core.A[AR_FINISH], core.A[AR_AFTER]
+    assert fin[0, 0] > 1 and aft[0, 0] > 0  # finish rows made, after lengths memoized
+    assert used == 16 * int(fin[0, 0]) + aft.nbytes + 8 * core.n_sets
     idx.cache_size = lambda: (0, 0)  # only the arena's tables count now
     idx.max_cached_states = 10 ** 9
     idx.max_cached_mask_bytes = used
