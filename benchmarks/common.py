@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import inspect
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -21,6 +23,8 @@ sys.path.insert(0, str(ROOT))
 # (A worker process of the MaskBench section imports run.py again, as __mp_main__: no directory of its own.)
 BENCH_ROOT = (Path(tempfile.gettempdir()) if __import__("__main__").__name__ == "__mp_main__"
               else Path(tempfile.mkdtemp(prefix="localguide-bench-")))
+if BENCH_ROOT.name.startswith("localguide-bench-"):  # (its caches and kernels: gigabytes, left behind otherwise)
+    atexit.register(shutil.rmtree, BENCH_ROOT, ignore_errors=True)
 # The benchmarks time the kernels (numba's cache warm), never a first use's numpy and Python paths
 # (``cold_start.py`` times those, in children without this).
 os.environ.setdefault("LOCALGUIDE_COMPILE", "foreground")
