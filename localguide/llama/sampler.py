@@ -166,10 +166,9 @@ class GuideSampler:
         if self.block is not None:
             self.guide.sync_from_block(self.block)
         elif self.prepared is not None:
-            p = self.prepared
-            error, token = int(p[native_kernels.P_ERROR]), int(p[native_kernels.P_TOKEN])
-            p[native_kernels.P_KIND] = p[native_kernels.P_TOKEN] = -1
-            p[native_kernels.P_ERROR] = 0
+            p = self._view
+            error, token = p[4], p[3]
+            p[0], p[3], p[4] = -1, -1, 0
             if error == native_kernels.ERROR_EMPTY:
                 raise RuntimeError("the guide allows no token here")
             if error == native_kernels.ERROR_ORDER:
