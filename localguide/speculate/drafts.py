@@ -26,6 +26,12 @@ from .counts import CountModel
 
 MAX_DRAFT = 16
 MAX_FORCED_BYTES = 256
+# A draft whose chance of being reached (every draft before it accepted) is below this adds that
+# little to the expected tokens, while its place in the decode costs 0.15-1 of a token's decode on
+# the machines measured: proposing stops there. Walking the guide's copy further (masks and budget
+# plans of states the text will likely never reach) took 4% of a token's time on the C grammar,
+# where 4% of the steps drafted anything.
+MIN_REACHED = 0.05
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
 
 
@@ -59,7 +65,8 @@ class Drafter:
             return out, probs, forced_flags
         g = guide.copy()
         scale = self._hits / self._predicted
-        while len(out) < limit:
+        reached = 1.0
+        while len(out) < limit and reached >= MIN_REACHED:
             key = g.state_key()
             if key < 0:
                 break
@@ -69,16 +76,18 @@ class Drafter:
                 out.append(guess[0])
                 probs.append(min(0.99, guess[1] * scale))
                 forced_flags.append(False)
+                reached *= probs[-1]
                 continue
             forced = self.forced_tokens(g, key) if self.use_forced else ()
             took = 0
             for t in forced:
-                if len(out) >= limit or not g.accepts(t):
+                if len(out) >= limit or reached < MIN_REACHED or not g.accepts(t):
                     break
                 g.advance(t)
                 out.append(t)
                 probs.append(self.forced_rate)
                 forced_flags.append(True)
+                reached *= self.forced_rate
                 took += 1
             if took == 0:
                 break
