@@ -295,7 +295,7 @@ class CompiledMasks:
         are): counted against the index's cache bound."""
         if not self.budget:
             return 0
-        fin, done, aft = self.A[AR_FINISH], self.A[AR_FINISH + 1], self.A[AR_AFTER]
+        fin, aft = self.A[AR_FINISH], self.A[AR_AFTER]
         return int(fin[0, 0]) * fin.itemsize * 2 + aft.nbytes + 8 * self.n_sets
 
     def _grow(self) -> None:

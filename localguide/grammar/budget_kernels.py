@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _grow, _lowest_bit
+from ..numba_tools import _grow, _lowest_bit, _sort_ints
 from .arena_kernels import (
     AR_AFTER, AR_FINISH, AR_FINISH_DONE, AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, BG_BEST_LEN,
     BG_DCOST, BG_IS_PRED, BG_IT_OFF, BG_ITEM_LHS, BG_ITEMS, BG_LEXEME_ENDS, BG_NEXT_SYM, BG_PARAMS,
@@ -50,17 +50,17 @@ def _fin_get(fin, done, o, a):
     code = done[o]
     if code == 0:
         return UNREACHABLE
-    lo = code >> FIN_SHIFT
-    hi = lo + (code & ((1 << FIN_SHIFT) - 1)) - 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if fin[mid, 0] < a:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < (code >> FIN_SHIFT) + (code & ((1 << FIN_SHIFT) - 1)) - 1 and fin[lo, 0] == a:
-        return fin[lo, 1]
-    return UNREACHABLE
+    start = code >> FIN_SHIFT
+    count = (code & ((1 << FIN_SHIFT) - 1)) - 1
+    s = _row_slot(fin[start:start + count, 0], count, a)
+    return fin[start + s, 1] if s >= 0 else UNREACHABLE
+
+
+@njit(cache=True, inline="always")
+def _aft_key(A, x, t):
+    """The after memo's key of arena set ``x`` and terminal index ``t`` (the number of terminals:
+    the shortest new-lexeme completion)."""
+    return x * (A[AR_SET_ALLOWED].shape[1] * 64 + 1) + t + 1
 
 
 @njit(cache=True, inline="always")
@@ -157,7 +157,7 @@ def _earley_finish(A, D, B, x):
                         keys = _grow(keys, n)
                     keys[n] = a - nt
                     n += 1
-        keys[:n].sort()
+        _sort_ints(keys, n)
         u = 0
         for i in range(n):
             if u == 0 or keys[i] != keys[u - 1]:
@@ -223,7 +223,7 @@ def earley_after(A, D, B, x, t):
     """``Completer.after_terminal``'s length: the shortest completion (bytes) of arena set ``x``
     once it takes terminal ``t``; ``UNREACHABLE`` if none."""
     aft = A[AR_AFTER]
-    memo = _aft_get(aft, x * (A[AR_SET_ALLOWED].shape[1] * 64 + 1) + t + 1)
+    memo = _aft_get(aft, _aft_key(A, x, t))
     if memo:
         return memo - 1
     return _earley_after_new(A, D, B, x, t)
@@ -259,7 +259,7 @@ def _earley_after_new(A, D, B, x, t):
                 if tail < UNREACHABLE and dc_len[lo] + tail < res:
                     res = dc_len[lo] + tail
                 lo += 1
-    _aft_put(A, aft, x * (A[AR_SET_ALLOWED].shape[1] * 64 + 1) + t + 1, res)
+    _aft_put(A, aft, _aft_key(A, x, t), res)
     return res
 
 
@@ -300,8 +300,7 @@ def earley_visit_bound(A, D, B, node_grp, grp_state, live_w, s, q, ign, live):
 def _earley_nonempty(A, D, B, q):
     """``Completer._nonempty``'s length: the shortest completion of arena set ``q`` that starts a
     new lexeme (memoized in ``A[AR_AFTER]`` under the terminal index past the last)."""
-    n_t = A[AR_SET_ALLOWED].shape[1] * 64
-    best = _aft_get(A[AR_AFTER], q * (n_t + 1) + n_t + 1) - 1
+    best = _aft_get(A[AR_AFTER], _aft_key(A, q, A[AR_SET_ALLOWED].shape[1] * 64)) - 1
     if best < 0:
         best = _earley_nonempty_new(A, D, B, q)
     return best
@@ -322,7 +321,7 @@ def _earley_nonempty_new(A, D, B, q):
             a = earley_after(A, D, B, q, t)
             if a < UNREACHABLE and best_len[t] + a < best:
                 best = best_len[t] + a
-    _aft_put(A, A[AR_AFTER], q * (n_t + 1) + n_t + 1, best)
+    _aft_put(A, A[AR_AFTER], _aft_key(A, q, n_t), best)
     return best
 
 
