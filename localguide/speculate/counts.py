@@ -26,8 +26,24 @@ _SATURATE = 1 << 30  # counts are halved in their state before they would overfl
 _warned: set[Path] = set()
 
 
+class Calibration:
+    """What verification taught about drafting for one constraint and model: how often forced
+    text is accepted (the model may tokenize it otherwise), and the counts' calibration (drafts
+    accepted / their predicted probabilities, as running averages); with the forced tokens found
+    per state (a cache). Updated without a lock: a lost update between threads costs nothing."""
+
+    __slots__ = ("forced_rate", "hits", "predicted", "forced")
+
+    def __init__(self, forced_rate: float = 0.9, hits: float = 1.0, predicted: float = 1.0):
+        self.forced_rate = forced_rate
+        self.hits = hits
+        self.predicted = predicted
+        self.forced: dict[int, tuple[int, ...]] = {}
+
+
 class CountModel:
-    """Counts of (state key, next token), with the best guess per state."""
+    """Counts of (state key, next token), with the best guess per state, and the ``Calibration``
+    of the drafts made from them."""
 
     def __init__(self, path: Path | None = None, max_states: int = MAX_STATES, max_tokens: int = MAX_TOKENS):
         self.path = path
@@ -37,6 +53,7 @@ class CountModel:
         self._best: dict[int, tuple[int, float]] = {}  # key -> (token, count / (total + 1))
         self._lock = threading.Lock()
         self._dirty = False
+        self.calibration = Calibration()
         if path is not None:
             self._load(path)
 
@@ -80,8 +97,10 @@ class CountModel:
         with self._lock:
             rows = [(k, t, c) for k, row in self._counts.items() for t, c in row.items()]
         a = np.array(rows, np.int64).reshape(-1, 3)
+        c = self.calibration
         return {"format": np.array([int(FORMAT)], np.int64), "keys": a[:, 0].copy(),
-                "tokens": a[:, 1].astype(np.int32), "counts": a[:, 2].astype(np.int32)}
+                "tokens": a[:, 1].astype(np.int32), "counts": a[:, 2].astype(np.int32),
+                "calibration": np.array([c.forced_rate, c.hits, c.predicted], np.float64)}
 
     def save(self) -> None:
         """Write the counts to ``path`` (atomically) if they changed since the last save."""
@@ -117,6 +136,9 @@ class CountModel:
                 row[t] = c
         for k, row in self._counts.items():
             self._update(k, row)
+        cal = arrays.get("calibration")  # (absent from files written before it was kept)
+        if cal is not None and cal.shape == (3,) and np.isfinite(cal).all() and (cal > 0).all() and cal[0] <= 1:
+            self.calibration = Calibration(*(float(x) for x in cal))
 
     @staticmethod
     def _damaged(path: Path, why: str) -> None:

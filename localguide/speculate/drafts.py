@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from .counts import CountModel
+from .counts import Calibration, CountModel
 
 MAX_DRAFT = 16
 MAX_FORCED_BYTES = 256
@@ -32,6 +32,7 @@ MAX_FORCED_BYTES = 256
 # plans of states the text will likely never reach) took 4% of a token's time on the C grammar,
 # where 4% of the steps drafted anything.
 MIN_REACHED = 0.05
+MAX_FORCED_STATES = 1 << 14  # the forced tokens cached per count model
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
 
 
@@ -47,12 +48,9 @@ class Drafter:
         self.max_draft = max_draft
         self._stops = set(vocabulary.stop_ids.tolist())
         self._lengths = np.diff(vocabulary.offsets)
-        self._forced: dict[int, tuple[int, ...]] = {}
-        # How often a forced draft is accepted (the model may tokenize the text otherwise), and
-        # the counts' calibration (accepted / predicted), both learned from the verifications.
-        self.forced_rate = 0.9
-        self._hits = 1.0
-        self._predicted = 1.0
+        # Learned from the verifications, kept with the counts: it carries over from one
+        # generation to the next, as the counts do.
+        self.calibration = counts.calibration if counts is not None else Calibration()
 
     def propose(self, guide, limit: int, counts: bool = True) -> tuple[list[int], list[float], list[bool]]:
         """(drafts after the guide's state, the probability of each being accepted given the ones
@@ -64,30 +62,37 @@ class Drafter:
         if limit <= 0 or guide.is_finished():
             return out, probs, forced_flags
         g = guide.copy()
-        scale = self._hits / self._predicted
+        cal = self.calibration
+        scale = cal.hits / cal.predicted
         reached = 1.0
         while len(out) < limit and reached >= MIN_REACHED:
             key = g.state_key()
             if key < 0:
                 break
             guess = self.counts.guess(key) if counts and self.counts is not None else None
+            forced = self.forced_tokens(g, key) if self.use_forced else ()
             if guess is not None and guess[0] not in self._stops and g.accepts(guess[0]):
                 g.advance(guess[0])
                 out.append(guess[0])
-                probs.append(min(0.99, guess[1] * scale))
-                forced_flags.append(False)
-                reached *= probs[-1]
+                p = min(0.99, guess[1] * scale)
+                agrees = bool(forced) and forced[0] == guess[0]
+                if agrees:
+                    # The model took the forced text's own tokenization here before: as likely as
+                    # forced text is, whatever the few counts so far say.
+                    p = max(p, cal.forced_rate)
+                probs.append(p)
+                forced_flags.append(agrees)
+                reached *= p
                 continue
-            forced = self.forced_tokens(g, key) if self.use_forced else ()
             took = 0
             for t in forced:
                 if len(out) >= limit or reached < MIN_REACHED or not g.accepts(t):
                     break
                 g.advance(t)
                 out.append(t)
-                probs.append(self.forced_rate)
+                probs.append(cal.forced_rate)
                 forced_flags.append(True)
-                reached *= self.forced_rate
+                reached *= cal.forced_rate
                 took += 1
             if took == 0:
                 break
@@ -95,17 +100,21 @@ class Drafter:
 
     def verified(self, forced: bool, p: float, hit: bool) -> None:
         """Learn from one verified draft: ``p`` the probability it was proposed with."""
+        cal = self.calibration
         if forced:
-            self.forced_rate = 0.95 * self.forced_rate + 0.05 * hit
+            cal.forced_rate = 0.95 * cal.forced_rate + 0.05 * hit
         else:
-            self._hits = 0.98 * self._hits + 0.02 * hit
-            self._predicted = 0.98 * self._predicted + 0.02 * p
+            cal.hits = 0.98 * cal.hits + 0.02 * hit
+            cal.predicted = 0.98 * cal.predicted + 0.02 * p
 
     def forced_tokens(self, guide, key: int) -> tuple[int, ...]:
         """The forced text after ``guide``'s state, as the model's tokens (cached per state)."""
-        got = self._forced.get(key)
+        cache = self.calibration.forced
+        got = cache.get(key)
         if got is None:
-            got = self._forced[key] = self._compute_forced(guide)
+            if len(cache) >= MAX_FORCED_STATES:
+                cache.clear()
+            got = cache[key] = self._compute_forced(guide)
         return got
 
     def _compute_forced(self, guide) -> tuple[int, ...]:
@@ -161,20 +170,24 @@ class DecodeCost:
     """What one ``llama_decode`` of n tokens with logits at each costs against one token, learned
     as it goes: the least of the last few times of each n (other work on the machine only ever
     slows a decode down: a background compile competing with llama.cpp's threads can make one
-    take a hundred times as long). Where a length has not been timed it is interpolated between
-    the timed ones, and beyond the longest it grows as it has so far (per token, within [0.15, ``slope``]:
-    drafts grow past what has paid, and stop where it no longer does). No estimate exceeds ``1 + cap (n - 1)``, so
-    that a length timed once at a bad moment is tried again.
+    take a hundred times as long). A length not timed yet is taken to cost ``1 + explore (n - 1)``,
+    an optimistic guess, so that it gets tried once drafts likely enough come along, and timed:
+    the curve is no smooth function of n (on one 2-core CPU, 8 tokens with logits cost 3.3x one
+    token and 6 tokens 4.4x, as llama.cpp's matrix kernels change with the batch), so neither
+    interpolating nor extrapolating the timed lengths tells what the others cost. No estimate
+    exceeds ``1 + cap (n - 1)``, so that a length timed once at a bad moment is tried again.
 
     The curve depends on the machine and the threads: with llama-cpp-python's defaults a batch
     runs on more threads than one token, and 2 tokens can cost less than 1."""
 
-    def __init__(self, slope: float = 0.5, cap: float = 0.75, window: int = 9, longest: int = MAX_DRAFT + 1):
+    def __init__(self, slope: float = 0.5, cap: float = 0.75, window: int = 9, longest: int = MAX_DRAFT + 1,
+                 explore: float = 0.15):
         self.slope = slope
         self.cap = cap
+        self.explore = explore
         self._times: dict[int, deque] = {}
         self._window = window
-        self._rel = [1.0 + slope * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
+        self._rel = [1.0 + explore * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
 
     def observe(self, n: int, seconds: float) -> None:
         times = self._times.get(n)
@@ -191,27 +204,11 @@ class DecodeCost:
         t1 = self._least(1)
         if t1 is None or t1 <= 0:
             return
-        known = sorted((k, self._least(k) / t1) for k in self._times if k > 1)
         rel = self._rel
-        # Past the longest timed length, the growth seen so far (within [0.15, slope]) per token.
-        grow = self.slope
-        if known:
-            k, r = known[-1]
-            grow = min(self.slope, max(0.15, (r - 1.0) / (k - 1)))
-        below = (1, 1.0)
-        j = 0
         for n in range(2, len(rel)):
-            while j < len(known) and known[j][0] < n:
-                below = known[j]
-                j += 1
-            if j < len(known) and known[j][0] == n:
-                rel[n] = known[j][1]
-            elif j < len(known):
-                (k0, r0), (k1, r1) = below, known[j]
-                rel[n] = r0 + (r1 - r0) * (n - k0) / (k1 - k0)
-            else:
-                rel[n] = below[1] + grow * (n - below[0])
-            rel[n] = min(rel[n], 1.0 + self.cap * (n - 1))
+            least = self._least(n)
+            rel[n] = (min(least / t1, 1.0 + self.cap * (n - 1)) if least is not None
+                      else 1.0 + self.explore * (n - 1))
 
     def relative(self, n: int) -> float:
         """T(n) / T(1)."""

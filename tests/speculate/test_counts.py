@@ -110,3 +110,13 @@ def test_shared_between_threads():
     a = c.to_arrays()
     assert len(c) <= 64
     assert a["counts"].sum() <= 8000
+
+
+def test_the_calibration_is_saved_with_the_counts(tmp_path):
+    path = tmp_path / "counts.lgarrays"
+    c = CountModel(path)
+    c.add(1, 2)
+    c.calibration.forced_rate, c.calibration.hits, c.calibration.predicted = 0.5, 0.25, 0.75
+    c.save()
+    d = CountModel(path).calibration
+    assert (d.forced_rate, d.hits, d.predicted) == (0.5, 0.25, 0.75)

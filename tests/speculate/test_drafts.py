@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import localguide
 from localguide.speculate import CountModel, Drafter
 from localguide.speculate.drafts import MIN_REACHED
@@ -38,3 +40,46 @@ def test_likely_drafts_go_to_the_limit(smollm2_vocab):
     for t in drafts:  # every draft is allowed where it is proposed
         assert g.accepts(t)
         g.advance(t)
+
+
+def test_forced_text_the_counts_agree_with_is_drafted_as_forced(smollm2_vocab):
+    # One observation gives the counts a probability of 1/2; the forced text's own tokenization
+    # is as likely as forced text is (the calibration's forced rate), and learns as forced text.
+    index = localguide.compile_regex(r"abcabcabc(x|y)", smollm2_vocab)
+    guide = index.guide()
+    pieces = {smollm2_vocab[t]: t for t in range(smollm2_vocab.size)}
+
+    def greedy(text: bytes) -> list[int]:  # longest match first: a stand-in for the tokenizer
+        out, at = [], 0
+        while at < len(text):
+            n = max(n for n in range(1, len(text) - at + 1) if text[at:at + n] in pieces)
+            out.append(pieces[text[at:at + n]])
+            at += n
+        return out
+
+    counts = CountModel()
+    first = greedy(b"abcabcabc")[0]
+    counts.add(guide.state_key(), first)
+    drafter = Drafter(smollm2_vocab, greedy, counts)
+    drafts, probs, forced = drafter.propose(guide, 4)
+    assert drafts[0] == first and forced[0] and probs[0] == counts.calibration.forced_rate > 0.5
+    drafter.verified(True, probs[0], False)
+    assert counts.calibration.forced_rate < probs[0]
+    # the calibration lives with the counts: the next generation's drafter starts from it
+    assert Drafter(smollm2_vocab, greedy, counts).calibration is counts.calibration
+
+
+def test_decode_cost_tries_untimed_lengths_and_learns_an_uneven_curve():
+    from localguide.speculate import DecodeCost
+
+    cost = DecodeCost()
+    assert cost.relative(8) == pytest.approx(1 + cost.explore * 7)  # untimed: optimistic
+    times = {1: 10.0, 2: 19.0, 4: 27.0, 6: 44.0, 8: 33.0}  # ms: 8 tokens cheaper than 6
+    for _ in range(3):
+        for n, t in times.items():
+            cost.observe(n, t / 1e3)
+    cost.observe(6, 90 / 1e3)  # a slow moment is not what 6 costs
+    assert cost.relative(6) == pytest.approx(4.4) and cost.relative(8) == pytest.approx(3.3)
+    assert cost.relative(16) == pytest.approx(1 + cost.explore * 15)
+    cost.observe(3, 1.0)  # timed once, at a very bad moment: capped, so it is tried again
+    assert cost.relative(3) == pytest.approx(1 + cost.cap * 2)
