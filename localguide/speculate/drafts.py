@@ -32,6 +32,7 @@ MAX_FORCED_BYTES = 256
 # plans of states the text will likely never reach) took 4% of a token's time on the C grammar,
 # where 4% of the steps drafted anything.
 MIN_REACHED = 0.05
+TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as they are
 MAX_FORCED_STATES = 1 << 14  # the forced tokens cached per count model
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
 
@@ -174,8 +175,10 @@ class DecodeCost:
     an optimistic guess, so that it gets tried once drafts likely enough come along, and timed:
     the curve is no smooth function of n (on one 2-core CPU, 8 tokens with logits cost 3.3x one
     token and 6 tokens 4.4x, as llama.cpp's matrix kernels change with the batch), so neither
-    interpolating nor extrapolating the timed lengths tells what the others cost. No estimate
-    exceeds ``1 + cap (n - 1)``, so that a length timed once at a bad moment is tried again.
+    interpolating nor extrapolating the timed lengths tells what the others cost. Until a length
+    has been timed ``TRUSTED_TIMES`` times its estimate stays within ``1 + cap (n - 1)``, so that
+    a length timed once at a bad moment is tried again; after that, the times are trusted (a cap
+    would make 2 tokens look cheaper than they are where they cost 1.9 times one).
 
     The curve depends on the machine and the threads: with llama-cpp-python's defaults a batch
     runs on more threads than one token, and 2 tokens can cost less than 1."""
@@ -206,9 +209,13 @@ class DecodeCost:
             return
         rel = self._rel
         for n in range(2, len(rel)):
-            least = self._least(n)
-            rel[n] = (min(least / t1, 1.0 + self.cap * (n - 1)) if least is not None
-                      else 1.0 + self.explore * (n - 1))
+            times = self._times.get(n)
+            if not times:
+                rel[n] = 1.0 + self.explore * (n - 1)
+            elif len(times) < TRUSTED_TIMES:
+                rel[n] = min(min(times) / t1, 1.0 + self.cap * (n - 1))
+            else:
+                rel[n] = min(times) / t1
 
     def relative(self, n: int) -> float:
         """T(n) / T(1)."""

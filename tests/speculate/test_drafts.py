@@ -83,3 +83,4 @@ def test_decode_cost_tries_untimed_lengths_and_learns_an_uneven_curve():
     assert cost.relative(16) == pytest.approx(1 + cost.explore * 15)
     cost.observe(3, 1.0)  # timed once, at a very bad moment: capped, so it is tried again
     assert cost.relative(3) == pytest.approx(1 + cost.cap * 2)
+    assert cost.relative(2) == pytest.approx(1.9) and 1.9 > 1 + cost.cap  # timed often: as it is
