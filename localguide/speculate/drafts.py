@@ -169,16 +169,21 @@ def forced_text(guide, vocabulary) -> tuple[bytes, bool]:
 
 class DecodeCost:
     """What one ``llama_decode`` of n tokens with logits at each costs against one token, learned
-    as it goes: the least of the last few times of each n (other work on the machine only ever
-    slows a decode down: a background compile competing with llama.cpp's threads can make one
-    take a hundred times as long). A length not timed yet is taken to cost ``1 + explore (n - 1)``,
-    an optimistic guess, so that it gets tried once drafts likely enough come along, and timed:
-    the curve is no smooth function of n (on one 2-core CPU, 8 tokens with logits cost 3.3x one
-    token and 6 tokens 4.4x, as llama.cpp's matrix kernels change with the batch), so neither
-    interpolating nor extrapolating the timed lengths tells what the others cost. Until a length
-    has been timed ``TRUSTED_TIMES`` times its estimate stays within ``1 + cap (n - 1)``, so that
-    a length timed once at a bad moment is tried again; after that, the times are trusted (a cap
-    would make 2 tokens look cheaper than they are where they cost 1.9 times one).
+    as it goes: each decode of n > 1 tokens is timed against the median of the last few
+    one-token decodes, and the estimate is the median of the last few such ratios. A ratio,
+    because other work on the machine slows both alike (a background compile competing with
+    llama.cpp's threads can make a decode take a hundred times as long, and an absolute time
+    taken then would make that length look dear long after); a median, because a moment that
+    slows one decode and not its neighbours moves the ratio either way.
+
+    A length not timed yet is taken to cost ``1 + explore (n - 1)``, an optimistic guess, so that
+    it gets tried once drafts likely enough come along, and timed: the curve is no smooth
+    function of n (on one 2-core CPU, 8 tokens with logits cost 3.3x one token and 6 tokens
+    4.4x, as llama.cpp's matrix kernels change with the batch), so neither interpolating nor
+    extrapolating the timed lengths tells what the others cost. Until a length has been timed
+    ``TRUSTED_TIMES`` times its estimate stays within ``1 + cap (n - 1)``, so that a length timed
+    once at a bad moment is tried again; after that, the ratios are trusted (a cap would make
+    2 tokens look cheaper than they are where they cost 1.9 times one).
 
     The curve depends on the machine and the threads: with llama-cpp-python's defaults a batch
     runs on more threads than one token, and 2 tokens can cost less than 1."""
@@ -188,34 +193,28 @@ class DecodeCost:
         self.slope = slope
         self.cap = cap
         self.explore = explore
-        self._times: dict[int, deque] = {}
+        self._ones: deque = deque(maxlen=5)  # the last one-token decodes, seconds
+        self._ratios: dict[int, deque] = {}  # n -> the last ``window`` times / the one-token median
         self._window = window
         self._rel = [1.0 + explore * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
 
     def observe(self, n: int, seconds: float) -> None:
-        times = self._times.get(n)
-        if times is None:
-            times = self._times[n] = deque(maxlen=self._window)
-        times.append(seconds)
-        self._update()
-
-    def _least(self, n: int) -> float | None:
-        times = self._times.get(n)
-        return min(times) if times else None
-
-    def _update(self) -> None:
-        t1 = self._least(1)
-        if t1 is None or t1 <= 0:
+        if n == 1:
+            if seconds > 0:
+                self._ones.append(seconds)
             return
-        rel = self._rel
-        for n in range(2, len(rel)):
-            times = self._times.get(n)
-            if not times:
-                rel[n] = 1.0 + self.explore * (n - 1)
-            elif len(times) < TRUSTED_TIMES:
-                rel[n] = min(min(times) / t1, 1.0 + self.cap * (n - 1))
-            else:
-                rel[n] = min(times) / t1
+        if not self._ones or n >= len(self._rel):
+            return
+        one = sorted(self._ones)[len(self._ones) // 2]
+        self._add(n, seconds / one)
+
+    def _add(self, n: int, ratio: float) -> None:
+        ratios = self._ratios.get(n)
+        if ratios is None:
+            ratios = self._ratios[n] = deque(maxlen=self._window)
+        ratios.append(ratio)
+        mid = sorted(ratios)[len(ratios) // 2]
+        self._rel[n] = mid if len(ratios) >= TRUSTED_TIMES else min(mid, 1.0 + self.cap * (n - 1))
 
     def relative(self, n: int) -> float:
         """T(n) / T(1)."""
@@ -238,3 +237,4 @@ def choose_length(probs: list[float], cost: DecodeCost, fixed: int = 0) -> int:
         if rate > best:
             best_k, best = k, rate
     return best_k
+

@@ -79,8 +79,14 @@ def test_decode_cost_tries_untimed_lengths_and_learns_an_uneven_curve():
         for n, t in times.items():
             cost.observe(n, t / 1e3)
     cost.observe(6, 90 / 1e3)  # a slow moment is not what 6 costs
+    for _ in range(5):  # the machine twice as slow for a while (a background compile): all alike
+        cost.observe(1, 20 / 1e3)
+    for _ in range(3):  # a length first timed then costs what it costs against its neighbours
+        cost.observe(5, 70 / 1e3)
+    assert cost.relative(5) == pytest.approx(3.5)
     assert cost.relative(6) == pytest.approx(4.4) and cost.relative(8) == pytest.approx(3.3)
     assert cost.relative(16) == pytest.approx(1 + cost.explore * 15)
     cost.observe(3, 1.0)  # timed once, at a very bad moment: capped, so it is tried again
     assert cost.relative(3) == pytest.approx(1 + cost.cap * 2)
     assert cost.relative(2) == pytest.approx(1.9) and 1.9 > 1 + cost.cap  # timed often: as it is
+
