@@ -237,4 +237,3 @@ def choose_length(probs: list[float], cost: DecodeCost, fixed: int = 0) -> int:
         if rate > best:
             best_k, best = k, rate
     return best_k
-
