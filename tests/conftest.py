@@ -24,6 +24,7 @@ os.environ["LOCALGUIDE_COMPILE"] = "foreground"
 
 import localguide  # noqa: E402
 from localguide import Vocabulary
+from localguide.speculate import DecodeCost
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import strategies`
 
@@ -104,6 +105,23 @@ def gemma3(cache_dir, gemma3_path) -> localguide.Model:
 def model(request) -> localguide.Model:
     """Each real model in turn, loaded once per session."""
     return request.getfixturevalue(request.param)
+
+
+class FreeDecodes(DecodeCost):
+    """Decodes of any length cost the same: every draft that may be accepted is worth trying."""
+
+    def relative(self, n: int) -> float:
+        return 1.0
+
+
+@pytest.fixture
+def eager(model):
+    """The model drafting whenever a draft may be accepted (more than pays on a CPU: the point
+    is to exercise long drafts and their rejections)."""
+    saved = model._cost
+    model._cost = FreeDecodes()
+    yield model
+    model._cost = saved
 
 
 # --- helpers shared by the test modules ---------------------------------------------------

@@ -110,26 +110,18 @@ def test_the_cache_holds_exactly_the_conversation(model):
     model._reset()
 
 
-def test_rejected_drafts_leave_nothing_in_the_cache(model):
+def test_rejected_drafts_leave_nothing_in_the_cache(eager):
     """After a generation with speculation (drafts decoded, some rejected), the next prompt's
     logits are a fresh decode's up to rounding: a draft left behind moves them by several logits."""
     from localguide.llama.loop import decode
-    from localguide.speculate import DecodeCost
 
-    class FreeDecodes(DecodeCost):  # every draft that may be accepted is decoded: some are rejected
-        def relative(self, n: int) -> float:
-            return 1.0
-
+    model = eager  # every draft that may be accepted is decoded: some are rejected
     ctx, n = model.llama.ctx, model.vocabulary.size
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
                                                "age": {"type": "integer"}}, "required": ["name", "age"]}
     first = model.tokenize_prompt("A person as JSON:")
     guide = model.compile(json_schema=schema).guide(max_tokens=40)
-    saved, model._cost = model._cost, FreeDecodes()
-    try:
-        out = list(model.generate_tokens(first, guide, 40, Sampling(temperature=1.0, seed=3), speculate=True))
-    finally:
-        model._cost = saved
+    out = list(model.generate_tokens(first, guide, 40, Sampling(temperature=1.0, seed=3), speculate=True))
     assert model.last_stats.accepted < model.last_stats.drafted  # some drafts were rejected
     toks = first + out + model.tokenize_prompt("\nAnother person as JSON:")[1:]
     cached = model._reuse(toks)

@@ -32,7 +32,7 @@ import pytest
 
 import localguide
 from localguide.llama.sampler import SamplerChain, Sampling
-from localguide.speculate import CountModel, DecodeCost, constraint_key
+from localguide.speculate import CountModel, constraint_key
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120},
@@ -57,23 +57,6 @@ class RecordingChain(SamplerChain):
             RecordingChain.logits.append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, idx),
                                                                (n,)).copy())
         return SamplerChain.sample(self, ctx, idx)
-
-
-class FreeDecodes(DecodeCost):
-    """Decodes of any length cost the same: every draft that may be accepted is worth trying."""
-
-    def relative(self, n: int) -> float:
-        return 1.0
-
-
-@pytest.fixture
-def eager(model):
-    """The model drafting whenever a draft may be accepted (more than pays on a CPU: the point
-    is to exercise long drafts and their rejections)."""
-    saved = model._cost
-    model._cost = FreeDecodes()
-    yield model
-    model._cost = saved
 
 
 def run(model, constraint, prompt, *, speculate, seed, max_tokens=40, temperature=0.8, counts=None,
