@@ -81,6 +81,9 @@ class _Free(DecodeCost):
     def relative(self, n: int) -> float:
         return 1.0
 
+    def observe(self, n: int, seconds: float) -> None:
+        return None  # (nor does drafting ever pause for what a decode really cost)
+
 
 def _ban_stops(model):
     """A logit-bias sampler that bans the stop tokens (unconstrained runs last the full length)."""

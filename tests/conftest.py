@@ -113,6 +113,9 @@ class FreeDecodes(DecodeCost):
     def relative(self, n: int) -> float:
         return 1.0
 
+    def observe(self, n: int, seconds: float) -> None:
+        return None  # (nor does drafting ever pause for what a decode really cost)
+
 
 @pytest.fixture
 def eager(model):

@@ -216,17 +216,24 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 for t in forced:
                     guide.advance(t)
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
-                                                    and not guide.is_finished())):
+                                                    and not guide.is_finished())) \
+                    and drafter.calibration.drafting():
+                t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
                 props, probs, flags = drafter.propose(guide, room)
                 k = choose_length(probs, cost, len(forced))
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
+                drafting = time.perf_counter() - t_draft
         tokens = [token] + forced + drafts
         batch.fill(tokens, pos, len(forced))
         t_decode = time.perf_counter()
         _check(llama_cpp.llama_decode(ctx, batch.b))
+        spent = None  # this decode's time and its drafting's, in one-token decodes
         if cost is not None and not forced:
-            cost.observe(len(tokens), time.perf_counter() - t_decode)
+            spent = cost.observe(len(tokens), time.perf_counter() - t_decode)
+            one = cost.one()
+            if spent is not None and drafts and one:
+                spent += drafting / one
         stats.decode_calls += 1
         for t in forced:
             stats.tokens += 1
@@ -256,6 +263,8 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                     stats.accepted += 1
                     continue
             break
+        if spent is not None and drafts:
+            drafter.calibration.settle(n_ok + 1, spent)
         if n_ok < len(drafts):  # the KV cache keeps the sampled token's context only
             llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1)
         pos += base + n_ok + 1

@@ -24,21 +24,51 @@ MAX_STATES = 1 << 14
 MAX_TOKENS = 8
 _SATURATE = 1 << 30  # counts are halved in their state before they would overflow int32
 _warned: set[Path] = set()
+JUDGED = 8  # decodes with drafts before drafting is judged (``Calibration.settle``)
+MIN_PAUSE, MAX_PAUSE = 16, 512  # decodes without drafts, where drafting did not pay
 
 
 class Calibration:
-    """What verification taught about drafting for one constraint and model: how often forced
-    text is accepted (the model may tokenize it otherwise), and the counts' calibration (drafts
-    accepted / their predicted probabilities, as running averages); with the forced tokens found
-    per state (a cache). Updated without a lock: a lost update between threads costs nothing."""
+    """What generating taught about drafting for one constraint and model: how often forced
+    text is accepted (the model may tokenize it otherwise), the counts' calibration (drafts
+    accepted / their predicted probabilities, as running averages), and whether drafting pays
+    here at all (``settle``); with the forced tokens found per state (a cache). Updated without
+    a lock: a lost update between threads costs nothing."""
 
-    __slots__ = ("forced_rate", "hits", "predicted", "forced")
+    __slots__ = ("forced_rate", "hits", "predicted", "forced", "gain", "judged", "paused", "pause")
 
     def __init__(self, forced_rate: float = 0.9, hits: float = 1.0, predicted: float = 1.0):
         self.forced_rate = forced_rate
         self.hits = hits
         self.predicted = predicted
         self.forced: dict[int, tuple[int, ...]] = {}
+        self.gain = 0.0  # running average of what a decode with drafts gained, in one-token decodes
+        self.judged = 0  # decodes with drafts averaged since the last pause
+        self.paused = 0  # decodes left without drafts
+        self.pause = MIN_PAUSE  # the next pause's length
+
+    def drafting(self) -> bool:
+        """Whether to draft for the next decode (False while a pause lasts; it counts down)."""
+        if self.paused > 0:
+            self.paused -= 1
+            return False
+        return True
+
+    def settle(self, tokens: int, cost: float) -> None:
+        """Learn from one decode with drafts: it gave ``tokens`` tokens for ``cost`` (its time,
+        drafting's included, in one-token decodes; one token alone gains 0). Where such decodes
+        lose on average after ``JUDGED`` of them (drafts the model keeps refusing, a decode
+        dearer than its estimate), drafting pauses for a while, each pause twice the last; a
+        gain brings the pauses back to their shortest. The count model keeps learning meanwhile."""
+        self.gain = 0.9 * self.gain + 0.1 * (tokens - cost)
+        self.judged += 1
+        if self.judged < JUDGED:
+            return
+        if self.gain < 0:
+            self.paused, self.pause = self.pause, min(2 * self.pause, MAX_PAUSE)
+            self.gain, self.judged = 0.0, 0
+        else:
+            self.pause = MIN_PAUSE
 
 
 class CountModel:

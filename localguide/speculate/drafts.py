@@ -11,7 +11,8 @@ Two sources, both read per guide state (``GuideProtocol.state_key``):
 
 ``Drafter.propose`` walks a copy of the guide, so the drafts are always allowed; how many
 go to the model is ``choose_length``'s call (``DecodeCost``), which weighs the expected
-accepted tokens against what a longer decode costs.
+accepted tokens against what a longer decode costs; whether to draft at all is
+``Calibration.settle``'s, from what the timed decodes with drafts really gained.
 """
 
 from __future__ import annotations
@@ -198,15 +199,23 @@ class DecodeCost:
         self._window = window
         self._rel = [1.0 + explore * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
 
-    def observe(self, n: int, seconds: float) -> None:
+    def observe(self, n: int, seconds: float) -> float | None:
+        """Learn from one decode of ``n`` tokens that took ``seconds``; for n > 1, return its
+        time in one-token decodes (None before any one-token decode was timed)."""
         if n == 1:
             if seconds > 0:
                 self._ones.append(seconds)
-            return
-        if not self._ones or n >= len(self._rel):
-            return
-        one = sorted(self._ones)[len(self._ones) // 2]
-        self._add(n, seconds / one)
+            return None
+        one = self.one()
+        if one is None:
+            return None
+        if n < len(self._rel):
+            self._add(n, seconds / one)
+        return seconds / one
+
+    def one(self) -> float | None:
+        """The median of the last one-token decodes, seconds (None before the first)."""
+        return sorted(self._ones)[len(self._ones) // 2] if self._ones else None
 
     def _add(self, n: int, ratio: float) -> None:
         ratios = self._ratios.get(n)

@@ -120,3 +120,36 @@ def test_the_calibration_is_saved_with_the_counts(tmp_path):
     c.save()
     d = CountModel(path).calibration
     assert (d.forced_rate, d.hits, d.predicted) == (0.5, 0.25, 0.75)
+
+
+def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():
+    from localguide.speculate.counts import JUDGED, MAX_PAUSE, MIN_PAUSE
+
+    cal = CountModel().calibration
+
+    def paused_for() -> int:
+        n = 0
+        while not cal.drafting():
+            n += 1
+        return n
+
+    for _ in range(JUDGED):  # decodes that gave 1 token for the time of 3
+        assert cal.drafting()
+        cal.settle(1, 3.0)
+    assert paused_for() == MIN_PAUSE
+    for _ in range(JUDGED):  # still losing after the pause: the next pause is twice as long
+        cal.settle(2, 2.5)
+    assert paused_for() == 2 * MIN_PAUSE
+    for _ in range(20):
+        for _ in range(JUDGED):
+            cal.settle(1, 3.0)
+        paused_for()
+    assert cal.pause == MAX_PAUSE  # the pauses have a ceiling
+    for _ in range(JUDGED):  # drafts that pay: no pause, and the next one is short again
+        cal.settle(4, 2.0)
+        assert cal.drafting()
+    assert cal.pause == MIN_PAUSE
+    for _ in range(JUDGED - 1):  # a few losses among gains do not pause it
+        cal.settle(4, 2.0)
+    cal.settle(1, 4.0)
+    assert cal.drafting()

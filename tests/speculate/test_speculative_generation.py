@@ -32,7 +32,9 @@ import pytest
 
 import localguide
 from localguide.llama.sampler import SamplerChain, Sampling
-from localguide.speculate import CountModel, constraint_key
+from localguide.speculate import CountModel, DecodeCost, constraint_key
+from localguide.speculate.counts import MIN_PAUSE, Calibration
+from conftest import FreeDecodes
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120},
@@ -258,6 +260,44 @@ def test_stats_add_up(eager):
     off = eager.generate(prompt, **constraint, seed=3, max_tokens=60, speculate=False)
     assert json.loads(off)
     assert eager.last_stats.drafted == 0 and eager.last_stats.decode_calls >= eager.last_stats.tokens - 1
+
+
+class DearDecodes(DecodeCost):
+    """Drafts look free when chosen, but every decode with drafts turns out to cost as much as
+    50 one-token decodes: drafting never pays."""
+
+    def relative(self, n: int) -> float:
+        return 1.0
+
+    def observe(self, n: int, seconds: float) -> float | None:
+        return 50.0 if n > 1 else None
+
+
+def test_drafting_pauses_where_it_does_not_pay(model):
+    # The same trained counts and seeds: with decodes that cost what they are expected to, the
+    # drafts go on; where they turn out dear, drafting pauses after a few, and the texts are the same.
+    constraint, prompt = CONSTRAINTS["schema"]
+    counts = trained_counts(model, constraint, prompt)
+    saved = model._cost
+    done = {}
+    try:
+        for name, cost in (("free", FreeDecodes()), ("dear", DearDecodes())):
+            counts.calibration = Calibration(counts.calibration.forced_rate)
+            model._cost = cost
+            texts, drafted = [], 0
+            for seed in range(11, 16):  # the calibration carries over from one generation to the next
+                tokens, _ = run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)
+                texts.append(tokens)
+                drafted += model.last_stats.drafted
+            done[name] = (texts, drafted, counts.calibration)
+    finally:
+        model._cost = saved
+    (free, d_free, c_free), (dear, d_dear, c_dear) = done["free"], done["dear"]
+    assert d_free > 0 and c_free.pause == MIN_PAUSE and c_free.paused == 0
+    assert c_dear.pause > MIN_PAUSE, (d_free, d_dear)  # it paused at least once
+    assert d_dear < d_free
+    if model.vocabulary.size < 100_000:  # (SmolLM2's batched logits are bitwise one-token logits)
+        assert dear == free
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
