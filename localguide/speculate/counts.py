@@ -24,7 +24,8 @@ MAX_STATES = 1 << 14
 MAX_TOKENS = 8
 _SATURATE = 1 << 30  # counts are halved in their state before they would overflow int32
 _warned: set[Path] = set()
-JUDGED = 8  # decodes with drafts before drafting is judged (``Calibration.settle``)
+JUDGED = 8  # decodes with drafts before drafting is first judged (``Calibration.settle``)
+PROBE = 2  # decodes with drafts after a pause before it is judged again
 MIN_PAUSE, MAX_PAUSE = 16, 512  # decodes without drafts, where drafting did not pay
 
 
@@ -58,7 +59,8 @@ class Calibration:
         """Learn from one decode with drafts: it gave ``tokens`` tokens for ``cost`` (its time,
         drafting's included, in one-token decodes; one token alone gains 0). Where such decodes
         lose on average after ``JUDGED`` of them (drafts the model keeps refusing, a decode
-        dearer than its estimate), drafting pauses for a while, each pause twice the last; a
+        dearer than its estimate), drafting pauses for a while; after it, ``PROBE`` decodes
+        with drafts decide, the average so far halved: a loss pauses again, twice as long, a
         gain brings the pauses back to their shortest. The count model keeps learning meanwhile."""
         self.gain = 0.9 * self.gain + 0.1 * (tokens - cost)
         self.judged += 1
@@ -66,7 +68,7 @@ class Calibration:
             return
         if self.gain < 0:
             self.paused, self.pause = self.pause, min(2 * self.pause, MAX_PAUSE)
-            self.gain, self.judged = 0.0, 0
+            self.gain, self.judged = 0.5 * self.gain, JUDGED - PROBE
         else:
             self.pause = MIN_PAUSE
 

@@ -123,33 +123,29 @@ def test_the_calibration_is_saved_with_the_counts(tmp_path):
 
 
 def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():
-    from localguide.speculate.counts import JUDGED, MAX_PAUSE, MIN_PAUSE
+    from localguide.speculate.counts import JUDGED, MAX_PAUSE, MIN_PAUSE, PROBE
 
     cal = CountModel().calibration
 
-    def paused_for() -> int:
-        n = 0
-        while not cal.drafting():
-            n += 1
-        return n
+    def decodes(n: int, tokens: int, cost: float) -> list[bool]:
+        """Whether each of ``n`` decodes drafted; those that did gave ``tokens`` for ``cost``."""
+        out = []
+        for _ in range(n):
+            out.append(cal.drafting())
+            if out[-1]:
+                cal.settle(tokens, cost)
+        return out
 
-    for _ in range(JUDGED):  # decodes that gave 1 token for the time of 3
-        assert cal.drafting()
-        cal.settle(1, 3.0)
-    assert paused_for() == MIN_PAUSE
-    for _ in range(JUDGED):  # still losing after the pause: the next pause is twice as long
-        cal.settle(2, 2.5)
-    assert paused_for() == 2 * MIN_PAUSE
-    for _ in range(20):
-        for _ in range(JUDGED):
-            cal.settle(1, 3.0)
-        paused_for()
+    first = decodes(JUDGED + MIN_PAUSE + PROBE, 1, 3.0)  # 1 token for the time of 3
+    assert first == [True] * JUDGED + [False] * MIN_PAUSE + [True] * PROBE
+    second = decodes(2 * MIN_PAUSE + PROBE, 1, 3.0)  # losing still: the next pause is twice as long
+    assert second == [False] * 2 * MIN_PAUSE + [True] * PROBE
+    decodes(5000, 1, 3.0)
     assert cal.pause == MAX_PAUSE  # the pauses have a ceiling
-    for _ in range(JUDGED):  # drafts that pay: no pause, and the next one is short again
-        cal.settle(4, 2.0)
-        assert cal.drafting()
+    long_run = decodes(10 * MAX_PAUSE, 1, 3.0)  # and drafting costs little where it never pays
+    assert sum(long_run) <= 10 * PROBE + PROBE
+    while not cal.drafting():
+        pass
+    assert all(decodes(50, 4, 2.0))  # drafts that pay again: no more pauses, and the next is short
     assert cal.pause == MIN_PAUSE
-    for _ in range(JUDGED - 1):  # a few losses among gains do not pause it
-        cal.settle(4, 2.0)
-    cal.settle(1, 4.0)
-    assert cal.drafting()
+    assert all(decodes(JUDGED, 4, 2.0) + decodes(1, 1, 4.0) + decodes(3, 4, 2.0))  # a loss among gains
