@@ -81,7 +81,7 @@ class _Free(DecodeCost):
     def relative(self, n: int) -> float:
         return 1.0
 
-    def observe(self, n: int, seconds: float) -> None:
+    def in_ones(self, seconds: float) -> None:
         return None  # (nor does drafting ever pause for what a decode really cost)
 
 

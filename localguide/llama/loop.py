@@ -230,10 +230,10 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         _check(llama_cpp.llama_decode(ctx, batch.b))
         spent = None  # this decode's time and its drafting's, in one-token decodes
         if cost is not None and not forced:
-            spent = cost.observe(len(tokens), time.perf_counter() - t_decode)
-            one = cost.one()
-            if spent is not None and drafts and one:
-                spent += drafting / one
+            elapsed = time.perf_counter() - t_decode
+            cost.observe(len(tokens), elapsed)
+            if drafts:
+                spent = cost.in_ones(elapsed + drafting)
         stats.decode_calls += 1
         for t in forced:
             stats.tokens += 1
@@ -263,7 +263,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                     stats.accepted += 1
                     continue
             break
-        if spent is not None and drafts:
+        if spent is not None:
             drafter.calibration.settle(n_ok + 1, spent)
         if n_ok < len(drafts):  # the KV cache keeps the sampled token's context only
             llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1)

@@ -199,23 +199,21 @@ class DecodeCost:
         self._window = window
         self._rel = [1.0 + explore * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
 
-    def observe(self, n: int, seconds: float) -> float | None:
-        """Learn from one decode of ``n`` tokens that took ``seconds``; for n > 1, return its
-        time in one-token decodes (None before any one-token decode was timed)."""
+    def observe(self, n: int, seconds: float) -> None:
         if n == 1:
             if seconds > 0:
                 self._ones.append(seconds)
-            return None
-        one = self.one()
-        if one is None:
-            return None
-        if n < len(self._rel):
-            self._add(n, seconds / one)
-        return seconds / one
+            return
+        if not self._ones or n >= len(self._rel):
+            return
+        self._add(n, seconds / self._one())
 
-    def one(self) -> float | None:
-        """The median of the last one-token decodes, seconds (None before the first)."""
-        return sorted(self._ones)[len(self._ones) // 2] if self._ones else None
+    def in_ones(self, seconds: float) -> float | None:
+        """``seconds`` in one-token decodes (the median of the last few), or None before the first."""
+        return seconds / self._one() if self._ones else None
+
+    def _one(self) -> float:
+        return sorted(self._ones)[len(self._ones) // 2]
 
     def _add(self, n: int, ratio: float) -> None:
         ratios = self._ratios.get(n)

@@ -269,8 +269,8 @@ class DearDecodes(DecodeCost):
     def relative(self, n: int) -> float:
         return 1.0
 
-    def observe(self, n: int, seconds: float) -> float | None:
-        return 50.0 if n > 1 else None
+    def in_ones(self, seconds: float) -> float:
+        return 50.0
 
 
 def test_drafting_pauses_where_it_does_not_pay(model):
