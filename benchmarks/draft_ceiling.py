@@ -20,17 +20,18 @@ import argparse
 import math
 import time
 
-from common import log, model_paths
+from common import model_paths
 
 import llama_cpp
 
 import localguide
 from localguide.llama.loop import _Batch, decode
 from localguide.speculate import CountModel
+from localguide.speculate.drafts import MAX_DRAFT
 
 import speculation
 
-LONGEST = 17  # 1 + MAX_DRAFT
+LONGEST = MAX_DRAFT + 1  # the longest verifying decode
 
 
 class Recording(CountModel):
@@ -46,11 +47,12 @@ class Recording(CountModel):
 
 
 def cost_curve(model, reps: int = 7) -> list[float]:
-    """T(n) / T(1) for n = 0..LONGEST (index 0 unused): the fastest of ``reps`` timings each."""
+    """T(n) / T(1) for n = 0..LONGEST (index 0 unused): the fastest of ``reps`` timings each.
+    The model's KV cache is emptied before and after (and the Model told so)."""
     ctx = model.llama.ctx
     mem = llama_cpp.llama_get_memory(ctx)
     tokens = model.llama.tokenize(b"The quick brown fox jumps over the lazy dog. " * 3)
-    llama_cpp.llama_memory_clear(mem, True)
+    model._reset()
     decode(ctx, tokens)
     pos = len(tokens)
     batch = _Batch(LONGEST)
@@ -65,20 +67,20 @@ def cost_curve(model, reps: int = 7) -> list[float]:
                 llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1)
     finally:
         batch.free()
-        llama_cpp.llama_memory_clear(mem, True)
+        model._reset()
     return [1.0] + [b / best[1] for b in best[1:]]
 
 
 def oracle(runs: list[list[tuple[int, int]]], T: list[float], warmup: int) -> float:
     """Tokens per unit of T(1) when each decode drafts exactly the guesses that will be taken."""
-    counts: dict[int, dict[int, int]] = {}
+    counts = CountModel()
     tokens = cost = 0.0
     for r, run in enumerate(runs):
         right = []
         for key, token in run:
-            row = counts.setdefault(key, {})
-            right.append(bool(row) and max(row, key=row.__getitem__) == token)
-            row[token] = row.get(token, 0) + 1
+            guess = counts.guess(key)
+            right.append(guess is not None and guess[0] == token)
+            counts.add(key, token)
         if r < warmup:
             continue
         i = 1  # (the first token comes from the prompt's decode)
@@ -110,7 +112,6 @@ def main() -> None:
     for name, path in paths.items():
         model = localguide.load(path, **kw)
         T = cost_curve(model)
-        log(f"{name}: T(n)/T(1) " + " ".join(f"{n}:{T[n]:.2f}" for n in (2, 3, 4, 6, 8, 12, 16)))
         print(f"\n{name}: T(n)/T(1) = " + ", ".join(f"{n}: {T[n]:.2f}" for n in (2, 3, 4, 6, 8, 12, 16)))
         print("| constraint | oracle |\n|---|---|")
         logs = []
