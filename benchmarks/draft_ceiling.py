@@ -1,7 +1,7 @@
 """How far drafts from the count model can go on this machine: an upper bound.
 
 For each model and constraint, ``--runs`` speculative generations record every (constraint state,
-token taken) the count model is told of, learning as they go (as ``speculation.py``'s warm-up and
+tokens before, token taken) the count model is told of, learning as they go (as ``speculation.py``'s warm-up and
 rounds do). This machine's decode cost curve T(n) / T(1) (n tokens with logits at each) is timed.
 Then, over the runs after the first ``--warmup``, the *oracle*: every decode drafts exactly the
 run of the count model's guesses that the model will take (known in hindsight), as far as it
@@ -35,15 +35,15 @@ LONGEST = MAX_DRAFT + 1  # the longest verifying decode
 
 
 class Recording(CountModel):
-    """A count model that also keeps each (state key, token) it is told of, per run."""
+    """A count model that also keeps each (state key, token, context) it is told of, per run."""
 
     def __init__(self):
         super().__init__()
-        self.runs: list[list[tuple[int, int]]] = []
+        self.runs: list[list[tuple[int, int, tuple[int, ...]]]] = []
 
-    def add(self, key: int, token: int) -> None:
-        self.runs[-1].append((key, token))
-        super().add(key, token)
+    def add(self, key: int, token: int, context: tuple[int, ...] = ()) -> None:
+        self.runs[-1].append((key, token, context))
+        super().add(key, token, context)
 
 
 def cost_curve(model, reps: int = 7) -> list[float]:
@@ -71,16 +71,16 @@ def cost_curve(model, reps: int = 7) -> list[float]:
     return [1.0] + [b / best[1] for b in best[1:]]
 
 
-def oracle(runs: list[list[tuple[int, int]]], T: list[float], warmup: int) -> float:
+def oracle(runs: list[list[tuple[int, int, tuple[int, ...]]]], T: list[float], warmup: int) -> float:
     """Tokens per unit of T(1) when each decode drafts exactly the guesses that will be taken."""
     counts = CountModel()
     tokens = cost = 0.0
     for r, run in enumerate(runs):
         right = []
-        for key, token in run:
-            guess = counts.guess(key)
-            right.append(guess is not None and guess[0] == token)
-            counts.add(key, token)
+        for key, token, context in run:
+            guess = counts.guess(key, context)
+            right.append(guess is not None and guess.token == token)
+            counts.add(key, token, context)
         if r < warmup:
             continue
         i = 1  # (the first token comes from the prompt's decode)

@@ -26,6 +26,7 @@ import llama_cpp
 import numpy as np
 
 from ..errors import LocalguideError
+from ..speculate.counts import ORDER
 from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length
 
 
@@ -133,7 +134,7 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
         t1 = time.perf_counter()
         stats.prompt_seconds = t1 - t0
         yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
-                         fast_forward, stats, batch, heal, report)
+                         fast_forward, stats, batch, heal, report, prompt_tokens[-ORDER:])
         stats.seconds = time.perf_counter() - t1
     finally:
         if stats.seconds == 0.0 and stats.prompt_seconds:
@@ -159,10 +160,21 @@ def _check(rc: int) -> None:
 
 
 def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, cost, fast_forward, stats,
-          batch: _Batch, heal, report) -> Iterator[int]:
+          batch: _Batch, heal, report, before: list[int]) -> Iterator[int]:
     learn = drafter is not None and drafter.counts is not None and guide is not None
     counts = drafter.counts if learn else None
     mem = llama_cpp.llama_get_memory(ctx)
+    taken = list(before)  # the last tokens, the count model's context
+    # This generation's counts per (state, the last ORDER tokens): a text that repeats itself
+    # (a list, a loop) is drafted from them (``Drafter.propose``). The count model hears of a
+    # context once per generation only, so that a text going round in circles does not make
+    # its contexts look certain to the next generation, which rarely does the same.
+    recent: dict[tuple, dict[int, int]] = {}
+
+    def took(t: int) -> None:
+        taken.append(t)
+        if len(taken) > ORDER:
+            del taken[0]
 
     def done() -> bool:
         return stats.tokens >= max_tokens or (guide is not None and guide.is_finished())
@@ -195,7 +207,10 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         else:
             token = guided.sample(ctx, i)
         if learn and key >= 0 and token not in stop:
-            counts.add(key, token)
+            row = recent.setdefault((key, *taken), {})
+            c = row.get(token, 0)
+            row[token] = c + 1
+            counts.add(key, token, tuple(taken) if c == 0 else ())
         return token
 
     if done():
@@ -204,6 +219,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
     if token in stop:
         return
     stats.tokens += 1
+    took(token)
     yield token
     while not done():
         forced: list[int] = []
@@ -211,16 +227,18 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         if drafter is not None:
             left = max_tokens - stats.tokens
             if fast_forward:
-                props, _, flags = drafter.propose(guide, min(left, batch.n_max - 1), counts=False)
+                props, _, flags, _ = drafter.propose(guide, min(left, batch.n_max - 1), counts=False)
                 forced = props[:flags.count(True)]
                 for t in forced:
                     guide.advance(t)
+                    took(t)
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
                                                     and not guide.is_finished())) \
                     and drafter.calibration.drafting():
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
-                props, probs, flags = drafter.propose(guide, room)
+                props, probs, flags, orders = drafter.propose(guide, room, context=tuple(taken),
+                                                              recent=recent)
                 k = choose_length(probs, cost, len(forced))
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
                 drafting = time.perf_counter() - t_draft
@@ -252,10 +270,11 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
             if s in stop:
                 return
             stats.tokens += 1
+            took(s)
             yield s
             if j < len(drafts):
                 hit = s == drafts[j]
-                drafter.verified(flags[j], probs[j], hit)
+                drafter.verified(flags[j], probs[j], hit, orders[j])
                 if flags[j]:
                     stats.forced_accepted += hit
                 if hit:

@@ -5,8 +5,18 @@ a digest of the scanner states and the mask for a grammar guide) and learned whi
 generating. A ``CountModel`` belongs to one compiled constraint and one model; it is
 saved in localguide's cache directory, so an app's drafts improve as it is used.
 
+Beside the state alone, counts are kept per state and the 1 to ``ORDER`` tokens taken just
+before it: inside a string or a number the state says little (every letter of a name leaves
+the automaton where it was), the tokens before it say which name it is. A guess comes from the
+longest such context seen, else from the state alone; each length keeps its own calibration.
+A context is counted once per generation (``localguide.llama.loop``), so that a text going
+round in circles does not make it look certain to the next generation. On recordings of 8
+generations of each of the 11 benchmark schemas, the guess was right at 53% (SmolLM2) and 56%
+(Gemma 3) of the tokens from the state alone, at 64% and 56% with up to 3 tokens of context.
+
 Bounded: at most ``max_states`` states and ``max_tokens`` tokens per state (the rarest
-goes first). Safe to share between threads: updates hold a lock, reads see a dict.
+goes first), ``max_contexts`` contexts of ``MAX_CONTEXT_TOKENS`` tokens each. Safe to share
+between threads: updates hold a lock, reads see a dict.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import threading
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,6 +33,10 @@ from .. import cache
 FORMAT = "1"
 MAX_STATES = 1 << 14
 MAX_TOKENS = 8
+ORDER = 3  # tokens of context the counts are also kept by
+RECENT = ORDER + 1  # the calibration's place for guesses from the generation's own counts
+MAX_CONTEXTS = 1 << 15
+MAX_CONTEXT_TOKENS = 4
 _SATURATE = 1 << 30  # counts are halved in their state before they would overflow int32
 _warned: set[Path] = set()
 JUDGED = 8  # decodes with drafts before drafting is first judged (``Calibration.settle``)
@@ -32,21 +47,27 @@ MIN_PAUSE, MAX_PAUSE = 16, 512  # decodes without drafts, where drafting did not
 class Calibration:
     """What generating taught about drafting for one constraint and model: how often forced
     text is accepted (the model may tokenize it otherwise), the counts' calibration (drafts
-    accepted / their predicted probabilities, as running averages), and whether drafting pays
-    here at all (``settle``); with the forced tokens found per state (a cache). Updated without
-    a lock: a lost update between threads costs nothing."""
+    accepted / their predicted probabilities, as running averages, one of each per length of
+    context the guesses came from, ``hits[order]`` and ``predicted[order]``, and one for the
+    guesses from the generation's own counts, ``[RECENT]``), and whether drafting
+    pays here at all (``settle``); with the forced tokens found per state (a cache). Updated
+    without a lock: a lost update between threads costs nothing."""
 
     __slots__ = ("forced_rate", "hits", "predicted", "forced", "gain", "judged", "paused", "pause")
 
-    def __init__(self, forced_rate: float = 0.9, hits: float = 1.0, predicted: float = 1.0):
+    def __init__(self, forced_rate: float = 0.9, hits=None, predicted=None):
         self.forced_rate = forced_rate
-        self.hits = hits
-        self.predicted = predicted
+        self.hits = list(hits) if hits is not None else [1.0] * (RECENT + 1)
+        self.predicted = list(predicted) if predicted is not None else [1.0] * (RECENT + 1)
         self.forced: dict[int, tuple[int, ...]] = {}
         self.gain = 0.0  # running average of what a decode with drafts gained, in one-token decodes
         self.judged = 0  # decodes with drafts averaged since the last pause
         self.paused = 0  # decodes left without drafts
         self.pause = MIN_PAUSE  # the next pause's length
+
+    def scale(self, order: int) -> float:
+        """What to multiply the counts' estimate by, for a guess from ``order`` tokens of context."""
+        return self.hits[order] / self.predicted[order]
 
     def drafting(self) -> bool:
         """Whether to draft for the next decode (False while a pause lasts; it counts down)."""
@@ -73,16 +94,30 @@ class Calibration:
             self.pause = MIN_PAUSE
 
 
-class CountModel:
-    """Counts of (state key, next token), with the best guess per state, and the ``Calibration``
-    of the drafts made from them."""
+class Guess(NamedTuple):
+    """The counts' guess: the token, its estimated probability (count / (observations + 1)),
+    and how many tokens of context it came from (0: the state alone)."""
 
-    def __init__(self, path: Path | None = None, max_states: int = MAX_STATES, max_tokens: int = MAX_TOKENS):
+    token: int
+    p: float
+    order: int
+
+
+class CountModel:
+    """Counts of (state key, next token), and of (state key, the tokens before, next token),
+    with the best guess per row, and the ``Calibration`` of the drafts made from them."""
+
+    def __init__(self, path: Path | None = None, max_states: int = MAX_STATES, max_tokens: int = MAX_TOKENS,
+                 max_contexts: int = MAX_CONTEXTS):
         self.path = path
         self.max_states = max_states
         self.max_tokens = max_tokens
+        self.max_contexts = max_contexts
         self._counts: dict[int, dict[int, int]] = {}
         self._best: dict[int, tuple[int, float]] = {}  # key -> (token, count / (total + 1))
+        # (key, the 1 to ORDER tokens before, oldest first) -> counts, and the best of each
+        self._contexts: dict[tuple, dict[int, int]] = {}
+        self._best_in: dict[tuple, tuple[int, float]] = {}
         self._lock = threading.Lock()
         self._dirty = False
         self.calibration = Calibration()
@@ -92,47 +127,65 @@ class CountModel:
     def __len__(self) -> int:
         return len(self._counts)
 
-    def guess(self, key: int) -> tuple[int, float] | None:
-        """(the token most often taken in state ``key``, its estimated probability), or None."""
-        return self._best.get(key)
+    @property
+    def contexts(self) -> int:
+        """How many (state, tokens before) rows are kept."""
+        return len(self._contexts)
 
-    def count(self, key: int, token: int) -> int:
+    def guess(self, key: int, context: tuple[int, ...] = ()) -> Guess | None:
+        """The token most often taken in state ``key`` after the last tokens of ``context`` (the
+        tokens taken before, oldest first), from the longest context seen; None if the state
+        was never seen."""
+        best_in = self._best_in
+        for order in range(min(len(context), ORDER), 0, -1):
+            got = best_in.get((key, *context[len(context) - order:]))
+            if got is not None:
+                return Guess(got[0], got[1], order)
+        got = self._best.get(key)
+        return Guess(got[0], got[1], 0) if got is not None else None
+
+    def count(self, key: int, token: int, context: tuple[int, ...] = ()) -> int:
+        if context:
+            return self._contexts.get((key, *context), {}).get(token, 0)
         return self._counts.get(key, {}).get(token, 0)
 
-    def add(self, key: int, token: int) -> None:
-        """One more observation of ``token`` taken in state ``key``."""
+    def add(self, key: int, token: int, context: tuple[int, ...] = ()) -> None:
+        """One more observation of ``token`` taken in state ``key`` after ``context`` (the tokens
+        taken before, oldest first; its last ``ORDER`` count)."""
         with self._lock:
             row = self._counts.get(key)
             if row is None:
                 if len(self._counts) >= self.max_states:
                     return  # full: the states seen first keep their places
                 row = self._counts[key] = {}
-            c = row.get(token)
-            if c is None:
-                if len(row) >= self.max_tokens:
-                    rare = min(row, key=row.__getitem__)
-                    del row[rare]
-                c = 0
-            row[token] = c + 1
-            if c + 1 >= _SATURATE:
-                for t in row:
-                    row[t] = max(1, row[t] // 2)
-            self._update(key, row)
+            _bump(row, token, self.max_tokens)
+            self._best[key] = _best(row)
+            for order in range(1, min(len(context), ORDER) + 1):
+                ctx = (key, *context[len(context) - order:])
+                row = self._contexts.get(ctx)
+                if row is None:
+                    if len(self._contexts) >= self.max_contexts:
+                        break
+                    row = self._contexts[ctx] = {}
+                _bump(row, token, MAX_CONTEXT_TOKENS)
+                self._best_in[ctx] = _best(row)
             self._dirty = True
-
-    def _update(self, key: int, row: dict[int, int]) -> None:
-        token = max(row, key=row.__getitem__)
-        self._best[key] = (token, row[token] / (sum(row.values()) + 1))
 
     # -- persistence ----------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
         with self._lock:
             rows = [(k, t, c) for k, row in self._counts.items() for t, c in row.items()]
+            crows = [((-1,) * (ORDER + 1 - len(ctx)) + ctx, t, c)
+                     for ctx, row in self._contexts.items() for t, c in row.items()]
         a = np.array(rows, np.int64).reshape(-1, 3)
         c = self.calibration
         return {"format": np.array([int(FORMAT)], np.int64), "keys": a[:, 0].copy(),
                 "tokens": a[:, 1].astype(np.int32), "counts": a[:, 2].astype(np.int32),
-                "calibration": np.array([c.forced_rate, c.hits, c.predicted], np.float64)}
+                # (left-padded with -1: the state key, then the tokens before, oldest first)
+                "context_keys": np.array([r[0] for r in crows], np.int64).reshape(-1, ORDER + 1),
+                "context_tokens": np.array([r[1] for r in crows], np.int32),
+                "context_counts": np.array([r[2] for r in crows], np.int32),
+                "calibration": np.array([c.forced_rate, *c.hits, *c.predicted], np.float64)}
 
     def save(self) -> None:
         """Write the counts to ``path`` (atomically) if they changed since the last save."""
@@ -167,10 +220,41 @@ class CountModel:
             if len(row) < self.max_tokens:
                 row[t] = c
         for k, row in self._counts.items():
-            self._update(k, row)
+            self._best[k] = _best(row)
+        self._load_contexts(arrays)
         cal = arrays.get("calibration")  # (absent from files written before it was kept)
-        if cal is not None and cal.shape == (3,) and np.isfinite(cal).all() and (cal > 0).all() and cal[0] <= 1:
-            self.calibration = Calibration(*(float(x) for x in cal))
+        if cal is not None and np.isfinite(cal).all() and (cal > 0).all() and cal.ndim == 1 and cal[0] <= 1:
+            n = RECENT + 1
+            if cal.shape == (3,):  # (written before each context length had its own)
+                self.calibration = Calibration(float(cal[0]), [float(cal[1])] + [1.0] * (n - 1),
+                                               [float(cal[2])] + [1.0] * (n - 1))
+            elif cal.shape == (1 + 2 * n,):
+                self.calibration = Calibration(float(cal[0]), cal[1:1 + n].tolist(), cal[1 + n:].tolist())
+
+    def _load_contexts(self, arrays) -> None:
+        """The context rows, where the file has sound ones (files written before they were
+        kept have none; the state counts are of use without them)."""
+        try:
+            keys, tokens, counts = arrays["context_keys"], arrays["context_tokens"], arrays["context_counts"]
+        except KeyError:
+            return
+        if not (keys.ndim == 2 and keys.shape[1] == ORDER + 1 and tokens.ndim == counts.ndim == 1
+                and len(keys) == len(tokens) == len(counts) and (counts > 0).all() and (tokens >= 0).all()
+                # a state key and at least one token, after the padding only
+                and (keys[:, -2:] >= 0).all() and (np.diff((keys >= 0).astype(np.int8), axis=1) >= 0).all()):
+            self._damaged(self.path, "unexpected context rows")
+            return
+        for k, t, c in zip(keys.tolist(), tokens.tolist(), counts.tolist()):
+            ctx = tuple(x for x in k if x >= 0)
+            row = self._contexts.get(ctx)
+            if row is None:
+                if len(self._contexts) >= self.max_contexts:
+                    continue
+                row = self._contexts[ctx] = {}
+            if len(row) < MAX_CONTEXT_TOKENS:
+                row[t] = c
+        for ctx, row in self._contexts.items():
+            self._best_in[ctx] = _best(row)
 
     @staticmethod
     def _damaged(path: Path, why: str) -> None:
@@ -178,3 +262,21 @@ class CountModel:
             _warned.add(path)
             warnings.warn(f"localguide: ignoring the damaged draft counts file {path} ({why})",
                           RuntimeWarning, stacklevel=4)
+
+
+def _bump(row: dict[int, int], token: int, max_tokens: int) -> None:
+    """One more of ``token`` in ``row`` (the rarest goes where the row is full)."""
+    c = row.get(token)
+    if c is None:
+        if len(row) >= max_tokens:
+            del row[min(row, key=row.__getitem__)]
+        c = 0
+    row[token] = c + 1
+    if c + 1 >= _SATURATE:
+        for t in row:
+            row[t] = max(1, row[t] // 2)
+
+
+def _best(row: dict[int, int]) -> tuple[int, float]:
+    token = max(row, key=row.__getitem__)
+    return token, row[token] / (sum(row.values()) + 1)

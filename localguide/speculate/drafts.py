@@ -2,8 +2,10 @@
 
 Two sources, both read per guide state (``GuideProtocol.state_key``):
 
-- the count model (``CountModel``): the token the model took most often in this state,
-  with its estimated probability;
+- the count model (``CountModel``): the token the model took most often in this state after
+  the last few tokens (or in this state at all, where those were never seen before it), with
+  its estimated probability; and the same counts of the generation itself, where they are
+  likelier (a text that repeats itself: a list, a loop);
 - forced text: where every continuation the constraint allows starts with the same bytes
   (a JSON key, ``":``, a closing bracket), those bytes as the model's tokenizer writes
   them. The last token is dropped where a longer allowed token could span the end of the
@@ -19,11 +21,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .counts import Calibration, CountModel
+from .counts import ORDER, RECENT, Calibration, CountModel, Guess
 
 MAX_DRAFT = 16
 MAX_FORCED_BYTES = 256
@@ -36,6 +38,18 @@ MIN_REACHED = 0.05
 TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as they are
 MAX_FORCED_STATES = 1 << 14  # the forced tokens cached per count model
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
+
+
+class Drafts(NamedTuple):
+    """What ``Drafter.propose`` proposes, one entry per draft: the token, the probability of it
+    being accepted given the drafts before it, whether it is forced text, and how many tokens
+    of context the counts' guess came from (``RECENT``: the generation's own counts; -1: forced
+    text the counts had no say in)."""
+
+    tokens: list[int]
+    probs: list[float]
+    forced: list[bool]
+    orders: list[int]
 
 
 class Drafter:
@@ -54,30 +68,45 @@ class Drafter:
         # generation to the next, as the counts do.
         self.calibration = counts.calibration if counts is not None else Calibration()
 
-    def propose(self, guide, limit: int, counts: bool = True) -> tuple[list[int], list[float], list[bool]]:
-        """(drafts after the guide's state, the probability of each being accepted given the ones
-        before it, whether each is forced text); at most ``limit``."""
+    def propose(self, guide, limit: int, counts: bool = True, context: tuple[int, ...] = (),
+                recent: dict | None = None) -> Drafts:
+        """At most ``limit`` drafts after the guide's state; ``context``: the tokens taken before
+        it, oldest first (the counts' guesses depend on the last few); ``recent``: this
+        generation's own counts, (state key, the last ``ORDER`` tokens) -> {token: count}, which
+        guess where they are likelier than the count model (a text repeating itself)."""
         limit = min(limit, self.max_draft)
         out: list[int] = []
         probs: list[float] = []
         forced_flags: list[bool] = []
+        orders: list[int] = []
+        drafts = Drafts(out, probs, forced_flags, orders)
         if limit <= 0 or guide.is_finished():
-            return out, probs, forced_flags
+            return drafts
         g = guide.copy()
         cal = self.calibration
-        scale = cal.hits / cal.predicted
+        context = tuple(context[len(context) - ORDER:]) if len(context) > ORDER else tuple(context)
         reached = 1.0
         while len(out) < limit and reached >= MIN_REACHED:
             key = g.state_key()
             if key < 0:
                 break
-            guess = self.counts.guess(key) if counts and self.counts is not None else None
+            guess = None
+            if counts and self.counts is not None:
+                ctx = context + tuple(out)
+                guess = self.counts.guess(key, ctx)
+                here = recent.get((key, *ctx[len(ctx) - ORDER:])) if recent and len(ctx) >= ORDER else None
+                if here:
+                    t = max(here, key=here.__getitem__)
+                    p = here[t] / (sum(here.values()) + 1)
+                    if guess is None or p * cal.scale(RECENT) > guess.p * cal.scale(guess.order):
+                        guess = Guess(t, p, RECENT)
             forced = self.forced_tokens(g, key) if self.use_forced else ()
-            if guess is not None and guess[0] not in self._stops and g.accepts(guess[0]):
-                g.advance(guess[0])
-                out.append(guess[0])
-                p = min(0.99, guess[1] * scale)
-                agrees = bool(forced) and forced[0] == guess[0]
+            if guess is not None and guess.token not in self._stops and g.accepts(guess.token):
+                g.advance(guess.token)
+                out.append(guess.token)
+                orders.append(guess.order)
+                p = min(0.99, guess.p * cal.scale(guess.order))
+                agrees = bool(forced) and forced[0] == guess.token
                 if agrees:
                     # The model took the forced text's own tokenization here before: as likely as
                     # forced text is, whatever the few counts so far say.
@@ -94,20 +123,22 @@ class Drafter:
                 out.append(t)
                 probs.append(cal.forced_rate)
                 forced_flags.append(True)
+                orders.append(-1)
                 reached *= cal.forced_rate
                 took += 1
             if took == 0:
                 break
-        return out, probs, forced_flags
+        return drafts
 
-    def verified(self, forced: bool, p: float, hit: bool) -> None:
-        """Learn from one verified draft: ``p`` the probability it was proposed with."""
+    def verified(self, forced: bool, p: float, hit: bool, order: int = 0) -> None:
+        """Learn from one verified draft: ``p`` the probability it was proposed with, ``order``
+        the length of context its guess came from."""
         cal = self.calibration
         if forced:
             cal.forced_rate = 0.95 * cal.forced_rate + 0.05 * hit
         else:
-            cal.hits = 0.98 * cal.hits + 0.02 * hit
-            cal.predicted = 0.98 * cal.predicted + 0.02 * p
+            cal.hits[order] = 0.98 * cal.hits[order] + 0.02 * hit
+            cal.predicted[order] = 0.98 * cal.predicted[order] + 0.02 * p
 
     def forced_tokens(self, guide, key: int) -> tuple[int, ...]:
         """The forced text after ``guide``'s state, as the model's tokens (cached per state)."""

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from localguide import cache
 from localguide.speculate import CountModel
+from localguide.speculate.counts import MAX_CONTEXT_TOKENS, ORDER, RECENT
 
 
 def test_learns_the_most_frequent_token():
@@ -18,9 +19,23 @@ def test_learns_the_most_frequent_token():
     assert c.guess(5) is None
     for t in (7, 7, 9, 7):
         c.add(5, t)
-    token, p = c.guess(5)
-    assert token == 7 and p == pytest.approx(3 / 5)
+    token, p, order = c.guess(5)
+    assert token == 7 and p == pytest.approx(3 / 5) and order == 0
     assert c.count(5, 9) == 1 and c.count(6, 7) == 0
+
+
+def test_guesses_from_the_longest_context_seen():
+    c = CountModel()
+    # state 5: after token 1 the model took 10, after 2 it took 20 (twice), after (3, 1) it took 30
+    for context, t in [((1,), 10), ((2,), 20), ((2,), 20), ((3, 1), 30)]:
+        c.add(5, t, context)
+    assert c.guess(5) == (20, pytest.approx(2 / 5), 0)  # the state alone
+    assert c.guess(5, (1,)) == (10, pytest.approx(1 / 3), 1)  # (10 once, 30 once: the first kept)
+    assert c.guess(5, (9, 2)) == (20, pytest.approx(2 / 3), 1)  # (9, 2) unseen: backs off to (2,)
+    assert c.guess(5, (3, 1)) == (30, pytest.approx(1 / 2), 2)
+    assert c.guess(5, (7, 7, 3, 1)) == (30, pytest.approx(1 / 2), 2)  # only the last ORDER count
+    assert c.guess(6, (1,)) is None  # the context is of another state
+    assert c.count(5, 20, (2,)) == 2 and c.count(5, 30, (3, 1)) == 1 and c.count(5, 30, (1,)) == 1
 
 
 def test_saves_and_reloads(tmp_path):
@@ -30,12 +45,34 @@ def test_saves_and_reloads(tmp_path):
         for _ in range(k + 1):
             c.add(k, 100 + k)
         c.add(k, 3)
+        c.add(k, 7, (k, 1, 2, 3))
     c.save()
     d = CountModel(path)
-    assert len(d) == 20
+    assert len(d) == 20 and d.contexts == c.contexts == 20 * ORDER
     for k in range(20):
         assert d.guess(k) == c.guess(k)
         assert d.count(k, 3) == 1
+        for ctx in [(3,), (2, 3), (1, 2, 3), (5, 3)]:
+            assert d.guess(k, ctx) == c.guess(k, ctx)
+        assert d.guess(k, (1, 2, 3)) == (7, 0.5, 3)
+
+
+def test_a_file_from_before_the_contexts_loads(tmp_path):
+    path = tmp_path / "counts.lgarrays"
+    c = CountModel(path)
+    c.add(1, 2, (4, 5))
+    c.calibration.hits[0], c.calibration.predicted[0] = 0.25, 0.5
+    c.save()
+    a = c.to_arrays()
+    for name in ("context_keys", "context_tokens", "context_counts"):
+        del a[name]
+    a["calibration"] = np.array([0.5, 0.25, 0.5])
+    cache.save(path, a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = CountModel(path)
+    assert d.guess(1) == c.guess(1) and d.contexts == 0 and d.guess(1, (4, 5)).order == 0
+    assert d.calibration.hits == [0.25] + [1.0] * RECENT and d.calibration.predicted == [0.5] + [1.0] * RECENT
 
 
 def test_save_writes_only_changes(tmp_path):
@@ -53,18 +90,44 @@ def test_save_writes_only_changes(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 30)), max_size=400))
 @settings(max_examples=60, deadline=None)
 def test_stays_within_its_bound(observations):
-    c = CountModel(max_states=10, max_tokens=3)
-    for k, t in observations:
-        c.add(k, t)
-    assert len(c) <= 10
+    c = CountModel(max_states=10, max_tokens=3, max_contexts=12)
+    for i, (k, t) in enumerate(observations):
+        c.add(k, t, tuple(t for _, t in observations[max(0, i - 4):i]))
+    assert len(c) <= 10 and c.contexts <= 12
     arrays = c.to_arrays()
+    rows = [tuple(r) for r in arrays["context_keys"].tolist()]
+    assert all(rows.count(r) <= MAX_CONTEXT_TOKENS for r in rows)
+    assert len(set(rows)) == c.contexts
     for k in set(arrays["keys"].tolist()):
         assert (arrays["keys"] == k).sum() <= 3
     # The guess is a token of its state with the largest count.
     for k in set(arrays["keys"].tolist()):
         rows = arrays["keys"] == k
-        token, _ = c.guess(k)
-        assert c.count(k, token) == arrays["counts"][rows].max()
+        assert c.count(k, c.guess(k).token) == arrays["counts"][rows].max()
+
+
+@pytest.mark.parametrize("damage", ["padding inside", "no tokens before", "wrong width", "negative counts"])
+def test_damaged_context_rows_are_ignored_with_one_warning(tmp_path, damage):
+    path = tmp_path / "counts.lgarrays"
+    good = CountModel(path)
+    good.add(1, 2, (3, 4))
+    a = good.to_arrays()
+    keys = a["context_keys"]
+    if damage == "padding inside":
+        keys[0] = [-1, 3, -1, 4]
+    elif damage == "no tokens before":
+        keys[0] = [-1, -1, -1, 1]
+    elif damage == "wrong width":
+        a["context_keys"] = keys[:, 1:].copy()
+    else:
+        a["context_counts"][:] = -1
+    cache.save(path, a)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = CountModel(path)
+        CountModel(path)
+    assert len(caught) == 1 and "damaged draft counts" in str(caught[0].message)
+    assert c.guess(1) == good.guess(1) and c.contexts == 0  # the state counts are kept
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong arrays", "negative counts"])
@@ -116,10 +179,13 @@ def test_the_calibration_is_saved_with_the_counts(tmp_path):
     path = tmp_path / "counts.lgarrays"
     c = CountModel(path)
     c.add(1, 2)
-    c.calibration.forced_rate, c.calibration.hits, c.calibration.predicted = 0.5, 0.25, 0.75
+    c.calibration.forced_rate = 0.5
+    hits = [0.25 * (i + 1) for i in range(RECENT + 1)]
+    predicted = [1.0 / (i + 1) for i in range(RECENT + 1)]
+    c.calibration.hits[:], c.calibration.predicted[:] = hits, predicted
     c.save()
     d = CountModel(path).calibration
-    assert (d.forced_rate, d.hits, d.predicted) == (0.5, 0.25, 0.75)
+    assert (d.forced_rate, d.hits, d.predicted) == (0.5, hits, predicted)
 
 
 def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():

@@ -23,7 +23,7 @@ def _drafter(vocab, guesses: int):
 
 def test_drafts_stop_where_they_are_unlikely_to_be_reached(smollm2_vocab):
     drafter, guide, a = _drafter(smollm2_vocab, 1)  # each draft: p = 1/2
-    drafts, probs, forced = drafter.propose(guide, 16)
+    drafts, probs, forced, _ = drafter.propose(guide, 16)
     assert drafts == [a] * len(drafts) and not any(forced)
     reached = [1.0]
     for p in probs:
@@ -34,7 +34,7 @@ def test_drafts_stop_where_they_are_unlikely_to_be_reached(smollm2_vocab):
 
 def test_likely_drafts_go_to_the_limit(smollm2_vocab):
     drafter, guide, a = _drafter(smollm2_vocab, 9)  # p = 0.9: 0.9^16 > 0.05 would stop at 29
-    drafts, probs, _ = drafter.propose(guide, 16)
+    drafts, probs, _, _ = drafter.propose(guide, 16)
     assert len(drafts) == 16 and all(p > 0.85 for p in probs)
     g = guide.copy()
     for t in drafts:  # every draft is allowed where it is proposed
@@ -61,7 +61,7 @@ def test_forced_text_the_counts_agree_with_is_drafted_as_forced(smollm2_vocab):
     first = greedy(b"abcabcabc")[0]
     counts.add(guide.state_key(), first)
     drafter = Drafter(smollm2_vocab, greedy, counts)
-    drafts, probs, forced = drafter.propose(guide, 4)
+    drafts, probs, forced, _ = drafter.propose(guide, 4)
     assert drafts[0] == first and forced[0] and probs[0] == counts.calibration.forced_rate > 0.5
     drafter.verified(True, probs[0], False)
     assert counts.calibration.forced_rate < probs[0]
@@ -90,3 +90,44 @@ def test_decode_cost_tries_untimed_lengths_and_learns_an_uneven_curve():
     assert cost.relative(3) == pytest.approx(1 + cost.cap * 2)
     assert cost.relative(2) == pytest.approx(1.9) and 1.9 > 1 + cost.cap  # timed often: as it is
 
+
+
+def test_drafts_follow_the_tokens_before_them(smollm2_vocab):
+    # In [ab]*'s one state the model alternates a and b: the state alone says a or b half the
+    # time each, the token before says which.
+    index = localguide.compile_regex(r"[ab]*", smollm2_vocab)
+    guide = index.guide()
+    a, b = (next(t for t in range(smollm2_vocab.size) if smollm2_vocab[t] == x) for x in (b"a", b"b"))
+    counts = CountModel()
+    key = guide.state_key()
+    for _ in range(9):
+        counts.add(key, b, (a,))
+        counts.add(key, a, (b,))
+    drafter = Drafter(smollm2_vocab, lambda text: [], counts, forced=False)
+    drafts, probs, _, orders = drafter.propose(guide, 6, context=(7, a))
+    assert drafts == [b, a, b, a, b, a] and all(p == pytest.approx(0.9) for p in probs)
+    assert orders[0] == 1 and all(o >= 1 for o in orders)
+    alone = drafter.propose(guide, 6)  # without the context: the state's guess, half as likely
+    assert alone.orders[0] == 0 and alone.probs[0] == pytest.approx(9 / 19)
+    # each length of context keeps its own calibration
+    drafter.verified(False, probs[0], False, orders[0])
+    assert counts.calibration.scale(1) < 1 and counts.calibration.scale(0) == 1
+
+
+def test_the_generations_own_counts_draft_where_they_are_likelier(smollm2_vocab):
+    from localguide.speculate.counts import RECENT
+
+    index = localguide.compile_regex(r"[ab]*", smollm2_vocab)
+    guide = index.guide()
+    a, b = (next(t for t in range(smollm2_vocab.size) if smollm2_vocab[t] == x) for x in (b"a", b"b"))
+    key = guide.state_key()
+    counts = CountModel()
+    drafter = Drafter(smollm2_vocab, lambda text: [], counts, forced=False)
+    recent = {(key, a, a, b): {a: 3}, (key, a, b, a): {a: 3}, (key, b, a, a): {b: 3}}  # "aab" over and over
+    got = drafter.propose(guide, 3, context=(a, a, b), recent=recent)
+    assert got.tokens == [a, a, b] and got.orders == [RECENT] * 3 and got.probs[0] == pytest.approx(3 / 4)
+    for _ in range(9):
+        counts.add(key, b, (a, a, b))  # the count model is surer of b after "aab"
+    got = drafter.propose(guide, 1, context=(a, a, b), recent=recent)
+    assert got.tokens == [b] and got.orders == [3] and got.probs[0] == pytest.approx(0.9)
+    assert drafter.propose(guide, 1, context=(a, b), recent=recent).orders != [RECENT]  # too short a context

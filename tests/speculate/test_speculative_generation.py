@@ -322,3 +322,43 @@ def test_counts_are_saved_per_constraint_and_model(model, cache_dir):
     again = localguide.Model(model.path, n_ctx=256)  # another process would load the same file
     key = constraint_key(**constraint, strict=False, whitespace="compact", max_recursion=None)
     assert len(again.draft_counts(key)) == len(model.draft_counts(key)) > 0
+
+
+def test_a_text_that_repeats_itself_is_drafted_from_itself_and_counted_once(eager):
+    # The count model hears of each (state, last ORDER tokens, token) once per generation, and
+    # of each state every time; a text going round in circles is drafted from its own counts
+    # (the count model, fresh, knows nothing before it).
+    from localguide.speculate.counts import ORDER, RECENT
+
+    model = eager
+    constraint, prompt = {"regex": r"[a-z ]+"}, "Sing along: la la la la la la la la la la"
+    counts = CountModel()
+    texts = []
+    for generation in (1, 2):
+        tokens, _ = run(model, constraint, prompt, speculate=True, seed=0, temperature=0, counts=counts)
+        texts.append(tokens)
+        if generation == 1:
+            assert model.last_stats.accepted > 0 and counts.calibration.predicted[RECENT] < 1.0
+        # what the count model should have heard, from the text itself
+        guide = model.compile(**constraint).guide(max_tokens=40)
+        before = model.tokenize_prompt(prompt)[-ORDER:]
+        states, contexts = {}, {}
+        for text in texts:
+            taken, seen = list(before), set()
+            for t in text:
+                key = guide.state_key()
+                states[key, t] = states.get((key, t), 0) + 1
+                for n in range(1, ORDER + 1):
+                    if (key, *taken, t) not in seen:
+                        ctx = (key, *taken[ORDER - n:])
+                        contexts[ctx, t] = contexts.get((ctx, t), 0) + 1
+                seen.add((key, *taken, t))
+                taken = (taken + [t])[-ORDER:]
+                guide.advance(t)
+            guide = model.compile(**constraint).guide(max_tokens=40)
+        assert max(states.values()) > 3, "the text must repeat itself for this test"
+        for (key, t), n in states.items():
+            assert counts.count(key, t) == n
+        for (ctx, t), n in contexts.items():
+            assert counts.count(ctx[0], t, ctx[1:]) == n
+            assert len(ctx) <= ORDER or n <= generation  # (shorter contexts: one per longer one)
