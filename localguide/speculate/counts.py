@@ -15,8 +15,9 @@ generations of each of the 11 benchmark schemas, the guess was right at 53% (Smo
 (Gemma 3) of the tokens from the state alone, at 64% and 56% with up to 3 tokens of context.
 
 Bounded: at most ``max_states`` states and ``max_tokens`` tokens per state (the rarest
-goes first), ``max_contexts`` contexts of ``MAX_CONTEXT_TOKENS`` tokens each. Safe to share
-between threads: updates hold a lock, reads see a dict.
+goes first), ``max_contexts`` contexts of ``MAX_CONTEXT_TOKENS`` tokens each (when full, the
+half seen least often goes). Safe to share between threads: updates hold a lock, reads see a
+dict.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ MAX_STATES = 1 << 14
 MAX_TOKENS = 8
 ORDER = 3  # tokens of context the counts are also kept by
 RECENT = ORDER + 1  # the calibration's place for guesses from the generation's own counts
-MAX_CONTEXTS = 1 << 15
+MAX_CONTEXTS = 1 << 14  # (about 8 MB when full)
 MAX_CONTEXT_TOKENS = 4
 _SATURATE = 1 << 30  # counts are halved in their state before they would overflow int32
 _warned: set[Path] = set()
@@ -160,16 +161,25 @@ class CountModel:
                 row = self._counts[key] = {}
             _bump(row, token, self.max_tokens)
             self._best[key] = _best(row)
-            for order in range(1, min(len(context), ORDER) + 1):
+            for order in range(1, min(len(context), ORDER) + 1 if self.max_contexts > 0 else 1):
                 ctx = (key, *context[len(context) - order:])
                 row = self._contexts.get(ctx)
                 if row is None:
                     if len(self._contexts) >= self.max_contexts:
-                        break
+                        self._compact()
                     row = self._contexts[ctx] = {}
                 _bump(row, token, MAX_CONTEXT_TOKENS)
                 self._best_in[ctx] = _best(row)
             self._dirty = True
+
+    def _compact(self) -> None:
+        """Make room for new contexts (the counts keep learning as an app's texts change): keep
+        the half seen most often, the later seen first among equals."""
+        rows = list(self._contexts.items())
+        order = sorted(range(len(rows)), key=lambda i: (sum(rows[i][1].values()), i), reverse=True)
+        keep = sorted(order[:self.max_contexts // 2])
+        self._contexts = {rows[i][0]: rows[i][1] for i in keep}
+        self._best_in = {ctx: self._best_in[ctx] for ctx in self._contexts}
 
     # -- persistence ----------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:

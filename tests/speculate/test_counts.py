@@ -57,6 +57,22 @@ def test_saves_and_reloads(tmp_path):
         assert d.guess(k, (1, 2, 3)) == (7, 0.5, 3)
 
 
+def test_a_full_count_model_keeps_learning_new_contexts():
+    c = CountModel(max_contexts=8)
+    for _ in range(5):
+        c.add(1, 10, (2,))  # seen often
+    for t in range(100, 120):  # then many contexts seen once
+        c.add(1, 11, (t,))
+    assert c.contexts <= 8
+    assert c.guess(1, (2,)) == (10, pytest.approx(5 / 6), 1)  # the frequent one stays
+    assert c.guess(1, (119,)).order == 1  # and the newest is learned
+    assert c.guess(1, (100,)).order == 0  # an old one seen once made room
+    assert CountModel(max_contexts=0).contexts == 0
+    none = CountModel(max_contexts=0)
+    none.add(1, 2, (3, 4))
+    assert none.contexts == 0 and none.guess(1, (3, 4)) == (2, 0.5, 0)
+
+
 def test_a_file_from_before_the_contexts_loads(tmp_path):
     path = tmp_path / "counts.lgarrays"
     c = CountModel(path)
