@@ -160,7 +160,7 @@ class CountModel:
                     return  # full: the states seen first keep their places
                 row = self._counts[key] = {}
             _bump(row, token, self.max_tokens)
-            self._best[key] = _best(row)
+            self._best[key] = best(row)
             for order in range(1, min(len(context), ORDER) + 1 if self.max_contexts > 0 else 1):
                 ctx = (key, *context[len(context) - order:])
                 row = self._contexts.get(ctx)
@@ -169,7 +169,7 @@ class CountModel:
                         self._compact()
                     row = self._contexts[ctx] = {}
                 _bump(row, token, MAX_CONTEXT_TOKENS)
-                self._best_in[ctx] = _best(row)
+                self._best_in[ctx] = best(row)
             self._dirty = True
 
     def _compact(self) -> None:
@@ -221,16 +221,7 @@ class CountModel:
         if not ok:
             self._damaged(path, "unexpected content")
             return
-        for k, t, c in zip(keys.tolist(), tokens.tolist(), counts.tolist()):
-            row = self._counts.get(k)
-            if row is None:
-                if len(self._counts) >= self.max_states:
-                    continue
-                row = self._counts[k] = {}
-            if len(row) < self.max_tokens:
-                row[t] = c
-        for k, row in self._counts.items():
-            self._best[k] = _best(row)
+        _fill(self._counts, self._best, keys.tolist(), tokens, counts, self.max_states, self.max_tokens)
         self._load_contexts(arrays)
         cal = arrays.get("calibration")  # (absent from files written before it was kept)
         if cal is not None and np.isfinite(cal).all() and (cal > 0).all() and cal.ndim == 1 and cal[0] <= 1:
@@ -254,17 +245,8 @@ class CountModel:
                 and (keys[:, -2:] >= 0).all() and (np.diff((keys >= 0).astype(np.int8), axis=1) >= 0).all()):
             self._damaged(self.path, "unexpected context rows")
             return
-        for k, t, c in zip(keys.tolist(), tokens.tolist(), counts.tolist()):
-            ctx = tuple(x for x in k if x >= 0)
-            row = self._contexts.get(ctx)
-            if row is None:
-                if len(self._contexts) >= self.max_contexts:
-                    continue
-                row = self._contexts[ctx] = {}
-            if len(row) < MAX_CONTEXT_TOKENS:
-                row[t] = c
-        for ctx, row in self._contexts.items():
-            self._best_in[ctx] = _best(row)
+        _fill(self._contexts, self._best_in, [tuple(x for x in k if x >= 0) for k in keys.tolist()], tokens,
+              counts, self.max_contexts, MAX_CONTEXT_TOKENS)
 
     @staticmethod
     def _damaged(path: Path, why: str) -> None:
@@ -287,6 +269,22 @@ def _bump(row: dict[int, int], token: int, max_tokens: int) -> None:
             row[t] = max(1, row[t] // 2)
 
 
-def _best(row: dict[int, int]) -> tuple[int, float]:
+def best(row: dict[int, int]) -> tuple[int, float]:
+    """(the token counted most often in ``row``, its count / (the row's total + 1))."""
     token = max(row, key=row.__getitem__)
     return token, row[token] / (sum(row.values()) + 1)
+
+
+def _fill(table: dict, bests: dict, keys: list, tokens: np.ndarray, counts: np.ndarray, max_rows: int,
+          max_tokens: int) -> None:
+    """Load rows of (key, token, count) into ``table`` within its bounds, and their best guesses."""
+    for k, t, c in zip(keys, tokens.tolist(), counts.tolist()):
+        row = table.get(k)
+        if row is None:
+            if len(table) >= max_rows:
+                continue
+            row = table[k] = {}
+        if len(row) < max_tokens:
+            row[t] = c
+    for k, row in table.items():
+        bests[k] = best(row)

@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .counts import ORDER, RECENT, Calibration, CountModel, Guess
+from .counts import ORDER, RECENT, Calibration, CountModel, Guess, best
 
 MAX_DRAFT = 16
 MAX_FORCED_BYTES = 256
@@ -96,8 +96,7 @@ class Drafter:
                 guess = self.counts.guess(key, ctx)
                 here = recent.get((key, *ctx[len(ctx) - ORDER:])) if recent and len(ctx) >= ORDER else None
                 if here:
-                    t = max(here, key=here.__getitem__)
-                    p = here[t] / (sum(here.values()) + 1)
+                    t, p = best(here)
                     if guess is None or p * cal.scale(RECENT) > guess.p * cal.scale(guess.order):
                         guess = Guess(t, p, RECENT)
             forced = self.forced_tokens(g, key) if self.use_forced else ()
