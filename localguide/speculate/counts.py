@@ -161,7 +161,8 @@ class CountModel:
                 row = self._counts[key] = {}
             _bump(row, token, self.max_tokens)
             self._best[key] = best(row)
-            for order in range(1, min(len(context), ORDER) + 1 if self.max_contexts > 0 else 1):
+            longest = min(len(context), ORDER) if self.max_contexts > 0 else 0
+            for order in range(1, longest + 1):
                 ctx = (key, *context[len(context) - order:])
                 row = self._contexts.get(ctx)
                 if row is None:
