@@ -36,8 +36,10 @@ class GenerationStats:
 
     ``decode_calls`` counts the decodes after the prompt's; ``drafted`` the draft tokens
     decoded for verification and ``accepted`` those the sampler confirmed; ``fast_forwarded``
-    the forced tokens decoded without sampling. ``seconds`` runs from the end of the
-    prompt's decode to the last token; ``tokens_per_second`` is ``tokens / seconds``.
+    the forced tokens decoded without sampling; ``padded`` the positions added after the drafts
+    where the machine decodes the longer batch faster (their logits are never sampled).
+    ``seconds`` runs from the end of the prompt's decode to the last token;
+    ``tokens_per_second`` is ``tokens / seconds``.
     ``healed_bytes``: the prompt bytes the first token re-made (token healing).
     ``cached_tokens``: the prompt's leading tokens the KV cache already held from the last
     generation (not decoded again); ``prompt_tokens - cached_tokens`` were decoded.
@@ -59,6 +61,7 @@ class GenerationStats:
     forced_drafted: int = 0
     forced_accepted: int = 0
     fast_forwarded: int = 0
+    padded: int = 0
     prompt_seconds: float = 0.0
     seconds: float = 0.0
     healed_bytes: int = 0
@@ -85,6 +88,7 @@ class GenerationStats:
                 f"prompt {self.prompt_tokens} tokens ({self.cached_tokens} cached) in {self.prompt_seconds:.2f} s; "
                 f"{self.decode_calls} decode "
                 f"calls ({self.tokens_per_decode:.2f} tokens each); drafts {self.accepted}/{self.drafted} accepted"
+                + (f", {self.padded} positions padded" if self.padded else "")
                 + (f", {self.fast_forwarded} tokens fast-forwarded" if self.fast_forwarded else ""))
 
 
@@ -224,6 +228,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
     while not done():
         forced: list[int] = []
         drafts: list[int] = []
+        pads = 0
         if drafter is not None:
             left = max_tokens - stats.tokens
             if fast_forward:
@@ -239,10 +244,12 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
                 props, probs, flags, orders = drafter.propose(guide, room, context=tuple(taken),
                                                               recent=recent)
-                k = choose_length(probs, cost, len(forced))
+                k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
+                pads = n - 1 - len(forced) - k
                 drafting = time.perf_counter() - t_draft
-        tokens = [token] + forced + drafts
+        # Padding (a length the machine decodes faster): its logits are computed and never sampled.
+        tokens = [token] + forced + drafts + [token] * pads
         batch.fill(tokens, pos, len(forced))
         t_decode = time.perf_counter()
         _check(llama_cpp.llama_decode(ctx, batch.b))
@@ -260,6 +267,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         if forced and done():
             return
         stats.drafted += len(drafts)
+        stats.padded += pads
         stats.forced_drafted += sum(flags) if drafts else 0
         base = len(forced)
         n_ok = 0
@@ -284,7 +292,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
             break
         if spent is not None:
             drafter.calibration.settle(n_ok + 1, spent)
-        if n_ok < len(drafts):  # the KV cache keeps the sampled token's context only
+        if n_ok < len(drafts) or pads:  # the KV cache keeps the sampled token's context only
             llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1)
         pos += base + n_ok + 1
         token = s

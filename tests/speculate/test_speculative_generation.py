@@ -213,21 +213,60 @@ def test_kv_cache_holds_nothing_of_rejected_drafts(eager):
         stats = eager.last_stats
         if stats.accepted == stats.drafted:
             continue
-        # A fresh decode, one token at a time, of the prompt and the tokens: logits before each token.
-        ctx = eager.llama.ctx
-        eager._reset()
-        prompt_tokens = eager.tokenize_prompt(prompt)
-        eager._decode(ctx, prompt_tokens)
-        n = eager.vocabulary.size
-        fresh = [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), (n,)).copy()]
-        for t in tokens:
-            eager._decode(ctx, [t])
-            fresh.append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), (n,)).copy())
-        eager._reset()
+        fresh = fresh_logits(eager, prompt, tokens)
         for i in range(len(tokens)):
             assert kl(logits[i], fresh[i]) < 0.05, (seed, i, kl(logits[i], fresh[i]))
         checked += 1
     assert checked >= 1, "no generation had a rejected draft"
+
+
+class PaddedDecodes(DecodeCost):
+    """Sixteen tokens or more cost one token's decode, fewer cost one each: every decode with
+    drafts is padded to sixteen tokens at least, as far as the budget leaves room."""
+
+    def relative(self, n: int) -> float:
+        return 1.0 if n >= 16 else float(n)
+
+    def in_ones(self, seconds: float) -> None:
+        return None
+
+
+def fresh_logits(model, prompt, tokens) -> list[np.ndarray]:
+    """The logits before each of ``tokens`` from a fresh decode, one token at a time."""
+    ctx = model.llama.ctx
+    model._reset()
+    model._decode(ctx, model.tokenize_prompt(prompt))
+    n = model.vocabulary.size
+    out = [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), (n,)).copy()]
+    for t in tokens:
+        model._decode(ctx, [t])
+        out.append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), (n,)).copy())
+    model._reset()
+    return out
+
+
+@pytest.mark.parametrize("kind", list(CONSTRAINTS))
+def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_cache(model, kind):
+    # Where a longer decode is cheaper, drafts are padded up to it: the padding's logits are
+    # never sampled, and its KV cache entries go with the rejected drafts'.
+    constraint, prompt = CONSTRAINTS[kind]
+    counts = trained_counts(model, constraint, prompt)
+    counts.calibration.paused = 0  # (training, at this machine's costs, may have paused drafting)
+    saved = model._cost
+    model._cost = PaddedDecodes()
+    try:
+        tokens, logits = run(model, constraint, prompt, speculate=True, seed=5, counts=counts, record=True)
+        stats = model.last_stats
+    finally:
+        model._cost = saved
+    assert stats.padded > 0 and stats.drafted > 0
+    assert stats.decode_calls < stats.tokens
+    assert replay(model, constraint, logits, 5, 40)[:len(tokens)] == tokens
+    if kind != "grammar":
+        assert fully_matches(model, constraint, tokens)
+    fresh = fresh_logits(model, prompt, tokens)
+    for i in range(len(tokens)):
+        assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
