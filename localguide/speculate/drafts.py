@@ -258,6 +258,12 @@ class DecodeCost:
         mid = sorted(ratios)[len(ratios) // 2]
         self._rel[n] = mid if len(ratios) >= TRUSTED_TIMES else min(mid, 1.0 + self.cap * (n - 1))
 
+    def known(self, n: int) -> bool:
+        """Whether T(n) is timed enough to be taken as it is (padding goes to such lengths only:
+        every length looks cheap before it is timed)."""
+        ratios = self._ratios.get(n)
+        return ratios is not None and len(ratios) >= TRUSTED_TIMES
+
     def relative(self, n: int) -> float:
         """T(n) / T(1)."""
         rel = self._rel
@@ -271,7 +277,8 @@ def choose_length(probs: list[float], cost: DecodeCost, fixed: int = 0, longest:
     tokens per unit of time, (1 + sum of the chance that the first i drafts are all accepted,
     i <= k) / T(n), with k = min(n - 1 - fixed, len(probs)). ``fixed`` tokens are decoded anyway
     (fast-forwarded text). Up to ``longest`` tokens (with at least one draft), n may pass the
-    drafts: a decode padded to a length the machine computes faster. llama.cpp's CPU matrix
+    drafts: a decode padded to a length the machine computes faster, as timed (``DecodeCost.known``;
+    an untimed length is tried by drafts alone, as they come). llama.cpp's CPU matrix
     kernels take the positions with logits four at a time: on one 2-core CPU, Gemma 3 decodes
     8 tokens with logits at 3.2x one token and 5 at 3.9x, so 4 drafts go faster with 3 more
     positions behind them."""
@@ -286,6 +293,6 @@ def choose_length(probs: list[float], cost: DecodeCost, fixed: int = 0, longest:
     if probs:
         for n in range(2 + fixed + len(probs), longest + 1):
             rate = expected / cost.relative(n)
-            if rate > best:
+            if rate > best and cost.known(n):
                 best_k, best_n, best = len(probs), n, rate
     return best_k, best_n

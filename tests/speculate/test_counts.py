@@ -20,7 +20,11 @@ def test_learns_the_most_frequent_token():
     for t in (7, 7, 9, 7):
         c.add(5, t)
     token, p, order = c.guess(5)
-    assert token == 7 and p == pytest.approx(3 / 5) and order == 0
+    assert token == 7 and p == pytest.approx((3 / 4) ** 2) and order == 0  # (not alone in its row)
+    c.add(6, 8)
+    assert c.guess(6).p == pytest.approx(0.5)  # alone, seen once
+    c.add(6, 8)
+    assert c.guess(6).p == pytest.approx(1 - 1 / 8)  # alone, seen twice
     assert c.count(5, 9) == 1 and c.count(6, 7) == 0
 
 
@@ -29,9 +33,9 @@ def test_guesses_from_the_longest_context_seen():
     # state 5: after token 1 the model took 10, after 2 it took 20 (twice), after (3, 1) it took 30
     for context, t in [((1,), 10), ((2,), 20), ((2,), 20), ((3, 1), 30)]:
         c.add(5, t, context)
-    assert c.guess(5) == (20, pytest.approx(2 / 5), 0)  # the state alone
-    assert c.guess(5, (1,)) == (10, pytest.approx(1 / 3), 1)  # (10 once, 30 once: the first kept)
-    assert c.guess(5, (9, 2)) == (20, pytest.approx(2 / 3), 1)  # (9, 2) unseen: backs off to (2,)
+    assert c.guess(5) == (20, pytest.approx((2 / 4) ** 2), 0)  # the state alone
+    assert c.guess(5, (1,)) == (10, pytest.approx((1 / 2) ** 2), 1)  # (10 once, 30 once: the first kept)
+    assert c.guess(5, (9, 2)) == (20, pytest.approx(1 - 1 / 8), 1)  # (9, 2) unseen: backs off to (2,)
     assert c.guess(5, (3, 1)) == (30, pytest.approx(1 / 2), 2)
     assert c.guess(5, (7, 7, 3, 1)) == (30, pytest.approx(1 / 2), 2)  # only the last ORDER count
     assert c.guess(6, (1,)) is None  # the context is of another state
@@ -64,7 +68,7 @@ def test_a_full_count_model_keeps_learning_new_contexts():
     for t in range(100, 120):  # then many contexts seen once
         c.add(1, 11, (t,))
     assert c.contexts <= 8
-    assert c.guess(1, (2,)) == (10, pytest.approx(5 / 6), 1)  # the frequent one stays
+    assert c.guess(1, (2,)) == (10, pytest.approx(1 - 1 / 50), 1)  # the frequent one stays
     assert c.guess(1, (119,)).order == 1  # and the newest is learned
     assert c.guess(1, (100,)).order == 0  # an old one seen once made room
     assert CountModel(max_contexts=0).contexts == 0

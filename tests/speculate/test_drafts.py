@@ -105,10 +105,10 @@ def test_drafts_follow_the_tokens_before_them(smollm2_vocab):
         counts.add(key, a, (b,))
     drafter = Drafter(smollm2_vocab, lambda text: [], counts, forced=False)
     drafts, probs, _, orders = drafter.propose(guide, 6, context=(7, a))
-    assert drafts == [b, a, b, a, b, a] and all(p == pytest.approx(0.9) for p in probs)
+    assert drafts == [b, a, b, a, b, a] and all(p == pytest.approx(0.99) for p in probs)  # (at most)
     assert orders[0] == 1 and all(o >= 1 for o in orders)
-    alone = drafter.propose(guide, 6)  # without the context: the state's guess, half as likely
-    assert alone.orders[0] == 0 and alone.probs[0] == pytest.approx(9 / 19)
+    alone = drafter.propose(guide, 6)  # without the context: the state's guess, 9 of 18
+    assert alone.orders[0] == 0 and alone.probs[0] == pytest.approx((9 / 18) ** 2)
     # each length of context keeps its own calibration
     drafter.verified(False, probs[0], False, orders[0])
     assert counts.calibration.scale(1) < 1 and counts.calibration.scale(0) == 1
@@ -125,11 +125,11 @@ def test_the_generations_own_counts_draft_where_they_are_likelier(smollm2_vocab)
     drafter = Drafter(smollm2_vocab, lambda text: [], counts, forced=False)
     recent = {(key, a, a, b): {a: 3}, (key, a, b, a): {a: 3}, (key, b, a, a): {b: 3}}  # "aab" over and over
     got = drafter.propose(guide, 3, context=(a, a, b), recent=recent)
-    assert got.tokens == [a, a, b] and got.orders == [RECENT] * 3 and got.probs[0] == pytest.approx(3 / 4)
+    assert got.tokens == [a, a, b] and got.orders == [RECENT] * 3 and got.probs[0] == pytest.approx(1 - 1 / 18)
     for _ in range(9):
         counts.add(key, b, (a, a, b))  # the count model is surer of b after "aab"
     got = drafter.propose(guide, 1, context=(a, a, b), recent=recent)
-    assert got.tokens == [b] and got.orders == [3] and got.probs[0] == pytest.approx(0.9)
+    assert got.tokens == [b] and got.orders == [3] and got.probs[0] == pytest.approx(0.99)
     assert drafter.propose(guide, 1, context=(a, b), recent=recent).orders != [RECENT]  # too short a context
 
 
@@ -147,3 +147,10 @@ def test_choose_length_pads_a_decode_to_a_length_decoded_faster():
     assert choose_length(probs + [0.9, 0.9, 0.9], cost, longest=8) == (7, 8)  # drafts before padding
     assert choose_length([], cost, longest=8) == (0, 1)  # no drafts: nothing to pad
     assert choose_length([0.3], cost, longest=8) == (0, 1)  # a draft unlikely even at T(8)
+    # Untimed lengths look cheap (1 + 0.15 (n - 1)) so that drafts try them; padding does not.
+    assert cost.relative(12) < cost.relative(8) and choose_length(probs, cost, longest=12) == (4, 8)
+    for _ in range(2):
+        cost.observe(12, 30 / 1e3)
+    assert not cost.known(12) and choose_length(probs, cost, longest=12) == (4, 8)
+    cost.observe(12, 30 / 1e3)
+    assert cost.known(12) and choose_length(probs, cost, longest=12) == (4, 12)
