@@ -3,8 +3,9 @@ against unconstrained generation of the same prompt, side by side in one process
 
 For each model and constraint, runs go in rounds: in every round each mode runs once with the
 same seed (unconstrained, speculation off, on, fast-forward), so load drift hits all modes
-alike. tokens/s = generated tokens / generation seconds (``Model.last_stats``: from the end of
-the prompt's decode to the last token), summed over the rounds. The count model starts empty
+alike; a constraint whose texts are short runs more rounds, until each mode generated
+``--min-tokens``. tokens/s = generated tokens / generation seconds (``Model.last_stats``: from the
+end of the prompt's decode to the last token), summed over the rounds. The count model starts empty
 and learns from the speculative runs (``warm-up runs`` of them come first, untimed, as an app
 that has been used a little; ``--warmup 0`` shows a first use). Also reported: acceptance
 (drafts the sampler confirmed / drafted), tokens per decode call, how many speculative runs
@@ -13,7 +14,8 @@ batched logits), and for fast-forward how often the verified runs' model chose a
 tokenization of the forced text than the one fast-forward imposes.
 
     python benchmarks/speculation.py [--models smollm2,gemma] [--rounds 5] [--tokens 96]
-        [--warmup 3] [--cases person,maskbench,date,...] [--threads N] [--n-gpu-layers -1] [--markdown]
+        [--warmup 3] [--min-tokens 250] [--cases person,maskbench,date,...] [--threads N]
+        [--n-gpu-layers -1] [--markdown]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from localguide.llama.sampler import Sampling
 from localguide.speculate import CountModel, DecodeCost
 
 N_MASKBENCH = 10
+MAX_ROUNDS = 10  # times --rounds, for --min-tokens
 MASKBENCH_DIR = ROOT.parent / "shared" / "corpora" / "maskbench"
 
 
@@ -109,7 +112,8 @@ def one(model, constraint: dict, prompt_tokens, max_tokens: int, seed: int, mode
     return tokens, model.last_stats
 
 
-def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_tokens: int, warmup: int) -> dict:
+def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_tokens: int, warmup: int,
+            min_tokens: int = 0) -> dict:
     prompt_tokens = model.tokenize_prompt(prompt)
     counts = CountModel()
     ff_counts = CountModel()
@@ -120,7 +124,10 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
                "forced_accepted": 0, "ff": 0} for m in modes}
     same = 0
     first_on = None
-    for r in range(rounds):
+    r = 0
+    # A short constraint (an IP address: 11 tokens) goes on for more rounds: a few tens of
+    # milliseconds per mode would be measured otherwise, where a scheduler hiccup moves the ratio 5%.
+    while r < rounds or (r < MAX_ROUNDS * rounds and min(agg[m]["tokens"] for m in modes) < min_tokens):
         texts = {}
         for mode in modes:
             tokens, s = one(model, constraint, prompt_tokens, max_tokens, 1000 + r, mode,
@@ -138,6 +145,8 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
             if mode == "on" and first_on is None:
                 first_on = s.tokens_per_second
         same += texts["on"] == texts["off"]
+        r += 1
+    timed = r
     # How often the model, verifying forced text, takes another tokenization than the canonical
     # one fast-forward would impose: forced drafts only, drafted wherever there are some.
     saved = model._cost
@@ -153,8 +162,9 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
     tps = {m: agg[m]["tokens"] / agg[m]["seconds"] for m in modes}
     on = agg["on"]
     return {
-        "case": name, "tps": tps, "rounds": rounds,
+        "case": name, "tps": tps, "rounds": timed,
         "ratio_on": tps["on"] / tps["unconstrained"], "ratio_off": tps["off"] / tps["unconstrained"],
+        "on_off": tps["on"] / tps["off"],
         "ratio_ff": tps["ff"] / tps["unconstrained"],
         "acceptance": on["accepted"] / on["drafted"] if on["drafted"] else None,
         "tokens_per_decode": on["tokens"] / on["decodes"] if on["decodes"] else None,
@@ -162,19 +172,19 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
         "same_seed": same,
         "forced_other": (1 - forced["accepted"] / forced["drafted"]) if forced["drafted"] else None,
         "forced_n": forced["drafted"],
-        "tokens": {m: agg[m]["tokens"] / rounds for m in modes},
+        "tokens": {m: agg[m]["tokens"] / timed for m in modes},
     }
 
 
 def report(name: str, path: Path, rows: list[dict], args) -> str:
     head = ["constraint", "unconstrained tok/s", "off", "on", "fast-forward", "on / unconstrained",
-            "off / unc.", "ff / unc.", "acceptance", "tokens per decode (on, ff)", "same text as off",
+            "off / unc.", "ff / unc.", "on / off", "acceptance", "tokens per decode (on, ff)", "same text as off",
             "forced text tokenized otherwise", "tokens per run"]
     table = []
     for x in rows:
         t = x["tps"]
         table.append([x["case"], fmt(t["unconstrained"]), fmt(t["off"]), fmt(t["on"]), fmt(t["ff"]),
-                      f"**{x['ratio_on']:.2f}**", f"{x['ratio_off']:.2f}", f"{x['ratio_ff']:.2f}",
+                      f"**{x['ratio_on']:.2f}**", f"{x['ratio_off']:.2f}", f"{x['ratio_ff']:.2f}", f"{x['on_off']:.2f}",
                       "–" if x["acceptance"] is None else f"{x['acceptance']:.0%}",
                       f"{fmt(x['tokens_per_decode'], 2)}, {fmt(x['ff_tokens_per_decode'], 2)}",
                       f"{x['same_seed']}/{x['rounds']}",
@@ -190,6 +200,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--warmup", type=int, default=3, help="untimed speculative runs that teach the counts first")
+    ap.add_argument("--min-tokens", type=int, default=250,
+                    help=f"more rounds (up to {MAX_ROUNDS}x) until each mode generated this many tokens")
     ap.add_argument("--threads", type=int, default=None, help="n_threads and n_threads_batch (default: llama-cpp-python's)")
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     ap.add_argument("--markdown", action="store_true")
@@ -212,7 +224,7 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001
                 log(f"  {case}: skipped ({e})")
                 continue
-            row = measure(model, case, constraint, prompt, args.rounds, args.tokens, args.warmup)
+            row = measure(model, case, constraint, prompt, args.rounds, args.tokens, args.warmup, args.min_tokens)
             rows.append(row)
             log(f"  {case}: on {row['ratio_on']:.2f}x, off {row['ratio_off']:.2f}x, ff {row['ratio_ff']:.2f}x, "
                 f"acceptance {row['acceptance']}, tokens/decode {row['tokens_per_decode']:.2f}, "
