@@ -293,6 +293,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         if spent is not None:
             drafter.calibration.settle(n_ok + 1, spent)
         if n_ok < len(drafts) or pads:  # the KV cache keeps the sampled token's context only
-            llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1)
+            if not llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1):
+                raise LocalguideError("llama.cpp could not remove rejected drafts from the model's memory")
         pos += base + n_ok + 1
         token = s

@@ -78,6 +78,10 @@ class Model:
         self._counts_lock = threading.Lock()
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         self._cost = DecodeCost()
+        # A recurrent or hybrid model's memory (Mamba, RWKV, Jamba) cannot drop its last positions:
+        # rejected drafts would stay in it, so verified speculation is off for such a model.
+        llm = self.llama.model
+        self.can_speculate = not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
         self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
         self._said: list[int] = []  # the last generation's prompt and output, as the model took them
         self._special_pieces: dict[int, bytes] = {}
@@ -132,7 +136,8 @@ class Model:
         ``max_ignored_run``: for a grammar, the longest run of ``%ignore``d text in bytes
         (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
         ``speculate``: drafts from the constraint, verified by the model (exact: the same
-        output distribution); ``fast_forward``: forced text taken without sampling it (the
+        output distribution; off for a recurrent or hybrid model, whose memory cannot drop
+        rejected drafts: ``can_speculate``); ``fast_forward``: forced text taken without sampling it (the
         model's own tokenization of it, which it might not have chosen). ``heal``: a prompt
         ending inside a word is healed (``localguide.llama.healing``; never with ``chat``): the
         text returned still follows the prompt as written. ``last_stats`` says how it went;
@@ -453,6 +458,7 @@ class Model:
         if len(prompt_tokens) + max_tokens > n_ctx:
             raise LocalguideError(f"prompt ({len(prompt_tokens)} tokens) plus max_tokens ({max_tokens}) "
                                   f"exceeds the context size {n_ctx}; pass n_ctx= to load()")
+        speculate = speculate and self.can_speculate
         drafter = None
         if guide is not None and (speculate or fast_forward):
             drafter = self._drafter(counts if counts is not None else CountModel())

@@ -404,3 +404,18 @@ def test_a_text_that_repeats_itself_is_drafted_from_itself_and_counted_once(eage
         for (ctx, t), n in contexts.items():
             assert counts.count(ctx[0], t, ctx[1:]) == n
             assert len(ctx) <= ORDER or n <= generation  # (shorter contexts: one per longer one)
+
+
+def test_a_model_that_cannot_drop_rejected_drafts_does_not_speculate(model):
+    # A recurrent model's memory (Mamba, RWKV) cannot drop its last positions: with speculation
+    # asked for, it decodes one token at a time, and gives the text it gives without speculation.
+    assert model.can_speculate  # (both models here are transformers)
+    constraint, prompt = CONSTRAINTS["schema"]
+    counts = trained_counts(model, constraint, prompt)
+    model.can_speculate = False
+    try:
+        tokens, _ = run(model, constraint, prompt, speculate=True, seed=4, counts=counts)
+        assert model.last_stats.drafted == 0 and model.last_stats.decode_calls == model.last_stats.tokens - 1
+    finally:
+        model.can_speculate = True
+    assert tokens == run(model, constraint, prompt, speculate=False, seed=4)[0]
