@@ -5,8 +5,9 @@ tokens before, token taken) the count model is told of, learning as they go (as 
 rounds do). This machine's decode cost curve T(n) / T(1) (n tokens with logits at each) is timed.
 Then, over the runs after the first ``--warmup``, the *oracle*: every decode drafts exactly the
 run of the count model's guesses that the model will take (known in hindsight), as far as it
-pays under T (padded to a longer decode where that costs less); no draft is ever refused. Its tokens per unit of T(1) is the speed-up over one
-token per decode that drafts from the counts cannot beat on this machine (forced text adds only
+pays under T (padded to a longer decode where that costs less); no draft is ever refused. Its
+tokens per unit of T(1) is the speed-up over one token per decode that drafts from the counts
+cannot beat on this machine (forced text adds only
 where the counts have no guess yet; the prompt, sampling and the guide are left out). Compare
 ``speculation.py``'s "on / unconstrained".
 

@@ -137,8 +137,8 @@ class Model:
         (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
         ``speculate``: drafts from the constraint, verified by the model (exact: the same
         output distribution; off for a recurrent or hybrid model, whose memory cannot drop
-        rejected drafts: ``can_speculate``); ``fast_forward``: forced text taken without sampling it (the
-        model's own tokenization of it, which it might not have chosen). ``heal``: a prompt
+        rejected drafts: ``can_speculate``); ``fast_forward``: forced text taken without
+        sampling it (the model's own tokenization of it, which it might not have chosen). ``heal``: a prompt
         ending inside a word is healed (``localguide.llama.healing``; never with ``chat``): the
         text returned still follows the prompt as written. ``last_stats`` says how it went;
         with ``stats`` it also measures how much the constraint changed the model's choices

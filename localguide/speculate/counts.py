@@ -279,10 +279,10 @@ def best(row: dict[int, int]) -> tuple[int, float]:
 def estimate(count: int, total: int) -> float:
     """The chance that the token seen ``count`` times of ``total`` in a row comes next. Where it is
     the only one seen, 1 - 1/(2 count^2); else (count / total)^2. On recordings of 8 generations
-    of the 11 benchmark schemas (both models), rows with one token only came out again at 50-70%
-    after 1 sighting, 83-93% after 2, 81-97% after 3 (``count / (total + 1)`` says 50, 67, 75%),
-    and a token that had the majority only, at 7-20% where it was under half and 45-76% where
-    it was over (``count / (total + 1)``: 22-39% and 50-64%)."""
+    of the 11 benchmark schemas (both models), a row's only token came out again at 50-70% after
+    1 sighting, 83-93% after 2, 81-97% after 3 (``count / (total + 1)`` says 50, 67, 75%); where
+    other tokens were seen too, the most seen came out at 7-20% if it had under half of the row,
+    45-76% if it had more (``count / (total + 1)``: 22-39% and 50-64%)."""
     if count >= total:
         return 1.0 - 0.5 / (count * count)
     return (count / total) ** 2
