@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import localguide
 from localguide.speculate import CountModel, Drafter
@@ -154,3 +155,39 @@ def test_choose_length_pads_a_decode_to_a_length_decoded_faster():
     assert not cost.known(12) and choose_length(probs, cost, longest=12) == (4, 8)
     cost.observe(12, 30 / 1e3)
     assert cost.known(12) and choose_length(probs, cost, longest=12) == (4, 12)
+
+
+class _Curve:
+    """A cost curve given outright, each length timed or not."""
+
+    def __init__(self, costs: list[float], timed: list[bool]):
+        self.costs, self.timed = costs, timed
+
+    def relative(self, n: int) -> float:
+        return self.costs[n]
+
+    def known(self, n: int) -> bool:
+        return self.timed[n]
+
+
+@settings(max_examples=300, deadline=None)
+@given(probs=st.lists(st.floats(0.0, 1.0), max_size=16), fixed=st.integers(0, 3), room=st.integers(0, 17),
+       costs=st.lists(st.floats(0.2, 8.0), min_size=40, max_size=40), timed=st.lists(st.booleans(), min_size=40,
+                                                                                      max_size=40))
+def test_choose_length_picks_the_best_plan_there_is(probs, fixed, room, costs, timed):
+    # Against a plain search of every plan: k drafts (a prefix of them) in n tokens, n = 1 + fixed + k,
+    # or padded (all the drafts, at least one, and a timed n up to ``longest``).
+    from localguide.speculate import choose_length
+
+    longest = 1 + fixed + room if fixed == 0 else 0
+    curve = _Curve(costs, timed)
+    expected = [1.0]
+    for p in probs:
+        expected.append(expected[-1] + (expected[-1] - expected[-2] if len(expected) > 1 else 1.0) * p)
+    plans = [(expected[k] / costs[1 + fixed + k], k, 1 + fixed + k) for k in range(len(probs) + 1)]
+    if probs:
+        plans += [(expected[-1] / costs[n], len(probs), n)
+                  for n in range(2 + fixed + len(probs), longest + 1) if timed[n]]
+    k, n = choose_length(probs, curve, fixed, longest)
+    assert k <= len(probs) and n >= 1 + fixed + k and (n == 1 + fixed + k or (k == len(probs) > 0 and timed[n]))
+    assert expected[k] / costs[n] == pytest.approx(max(rate for rate, _, _ in plans))
