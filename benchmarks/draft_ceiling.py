@@ -4,7 +4,8 @@ For each model and constraint, ``--runs`` speculative generations record every (
 tokens before, token taken) the count model is told of, learning as they go (as ``speculation.py``'s warm-up and
 rounds do). This machine's decode cost curve T(n) / T(1) (n tokens with logits at each) is timed.
 Then, over the runs after the first ``--warmup``, the *oracle*: every decode drafts exactly the
-run of the count model's guesses that the model will take (known in hindsight), as far as it
+run of the count model's guesses (or, in the second column, the guesses from the text itself as
+well, ``localguide.speculate.lookup``) that the model will take (known in hindsight), as far as it
 pays under T (padded to a longer decode where that costs less); no draft is ever refused. Its
 tokens per unit of T(1) is the speed-up over one token per decode that drafts from the counts
 cannot beat on this machine (forced text adds only
@@ -29,6 +30,7 @@ import localguide
 from localguide.llama.loop import _Batch, decode
 from localguide.speculate import CountModel
 from localguide.speculate.drafts import MAX_DRAFT
+from localguide.speculate.lookup import Lookup
 
 import speculation
 
@@ -72,17 +74,23 @@ def cost_curve(model, reps: int = 7) -> list[float]:
     return [1.0] + [b / best[1] for b in best[1:]]
 
 
-def oracle(runs: list[list[tuple[int, int, tuple[int, ...]]]], T: list[float], warmup: int) -> float:
+def oracle(runs: list[list[tuple[int, int, tuple[int, ...]]]], T: list[float], warmup: int,
+           prompt: list[int] | None = None) -> float:
     """Tokens per unit of T(1) when each decode drafts exactly the guesses that will be taken
-    (padded, as the generation loop pads, where a longer decode costs less)."""
+    (padded, as the generation loop pads, where a longer decode costs less); with ``prompt``,
+    the guesses from the text itself (``Lookup``) too."""
     T = [min(T[n:]) for n in range(len(T))]
     counts = CountModel()
     tokens = cost = 0.0
     for r, run in enumerate(runs):
         right = []
+        seen = Lookup(prompt) if prompt is not None else None
         for key, token, context in run:
             guess = counts.guess(key, context)
             right.append(guess is not None and guess.token == token)
+            if seen is not None:
+                right[-1] = right[-1] or (seen.guess() or (None,))[0] == token
+                seen.append(token)
             counts.add(key, token, context)
         if r < warmup:
             continue
@@ -116,8 +124,8 @@ def main() -> None:
         model = localguide.load(path, **kw)
         T = cost_curve(model)
         print(f"\n{name}: T(n)/T(1) = " + ", ".join(f"{n}: {T[n]:.2f}" for n in (2, 3, 4, 6, 8, 12, 16)))
-        print("| constraint | oracle |\n|---|---|")
-        logs = []
+        print("| constraint | oracle, counts | oracle, counts and lookup |\n|---|---|---|")
+        logs, logs2 = [], []
         for case, (constraint, prompt) in speculation.cases(args.cases.split(",")).items():
             prompt_tokens = model.tokenize_prompt(prompt)
             counts = Recording()
@@ -125,9 +133,11 @@ def main() -> None:
                 counts.runs.append([])
                 speculation.one(model, constraint, prompt_tokens, args.tokens, 500 + r, "on", counts)
             o = oracle(counts.runs, T, args.warmup)
+            o2 = oracle(counts.runs, T, args.warmup, prompt_tokens)
             logs.append(math.log(o))
-            print(f"| {case} | {o:.2f} |", flush=True)
-        print(f"| geometric mean | {math.exp(sum(logs) / len(logs)):.2f} |")
+            logs2.append(math.log(o2))
+            print(f"| {case} | {o:.2f} | {o2:.2f} |", flush=True)
+        print(f"| geometric mean | {math.exp(sum(logs) / len(logs)):.2f} | {math.exp(sum(logs2) / len(logs2)):.2f} |")
 
 
 if __name__ == "__main__":

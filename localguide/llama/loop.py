@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import LocalguideError
 from ..speculate.counts import ORDER
 from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length
+from ..speculate.lookup import Lookup
 
 
 @dataclass
@@ -138,7 +139,7 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
         t1 = time.perf_counter()
         stats.prompt_seconds = t1 - t0
         yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
-                         fast_forward, stats, batch, heal, report, prompt_tokens[-ORDER:])
+                         fast_forward, stats, batch, heal, report, prompt_tokens)
         stats.seconds = time.perf_counter() - t1
     finally:
         if stats.seconds == 0.0 and stats.prompt_seconds:
@@ -164,11 +165,13 @@ def _check(rc: int) -> None:
 
 
 def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, cost, fast_forward, stats,
-          batch: _Batch, heal, report, before: list[int]) -> Iterator[int]:
+          batch: _Batch, heal, report, prompt: list[int]) -> Iterator[int]:
     learn = drafter is not None and drafter.counts is not None and guide is not None
     counts = drafter.counts if learn else None
     mem = llama_cpp.llama_get_memory(ctx)
-    taken = list(before)  # the last tokens, the count model's context
+    taken = list(prompt[-ORDER:])  # the last tokens, the count model's context
+    # The prompt and the tokens taken, for drafts of what followed their last few tokens before.
+    seen = Lookup(prompt) if learn and cost is not None else None
     # This generation's counts per (state, the last ORDER tokens): a text that repeats itself
     # (a list, a loop) is drafted from them (``Drafter.propose``). The count model hears of a
     # context once per generation only, so that a text going round in circles does not make
@@ -176,6 +179,9 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
     recent: dict[tuple, dict[int, int]] = {}
 
     def took(t: int) -> None:
+        if seen is not None:
+            drafter.taken(seen, t)
+            seen.append(t)
         taken.append(t)
         if len(taken) > ORDER:
             del taken[0]
@@ -243,7 +249,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
                 props, probs, flags, orders = drafter.propose(guide, room, context=tuple(taken),
-                                                              recent=recent)
+                                                              recent=recent, lookup=seen)
                 k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
                 pads = n - 1 - len(forced) - k
@@ -256,8 +262,12 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         spent = None  # this decode's time and its drafting's, in one-token decodes
         if cost is not None and not forced:
             elapsed = time.perf_counter() - t_decode
+            # A length tried before it was timed enough is tried to learn what it costs: what it
+            # lost is not drafting's to answer for (long drafts of a repeating text explore many
+            # lengths at first; judged on them, drafting paused for the generations after).
+            judged = cost.known(len(tokens))
             cost.observe(len(tokens), elapsed)
-            if drafts:
+            if drafts and judged:
                 spent = cost.in_ones(elapsed + drafting)
         stats.decode_calls += 1
         for t in forced:

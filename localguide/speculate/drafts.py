@@ -1,11 +1,14 @@
 """Drafts from the constraint: tokens likely to come next, proposed for one verifying decode.
 
-Two sources, both read per guide state (``GuideProtocol.state_key``):
+Three sources, the first and the last read per guide state (``GuideProtocol.state_key``):
 
 - the count model (``CountModel``): the token the model took most often in this state after
   the last few tokens (or in this state at all, where those were never seen before it), with
   its estimated probability; and the same counts of the generation itself, where they are
   likelier (a text that repeats itself: a list, a loop);
+- the text itself (``Lookup``): the token that followed the last few tokens where they came
+  before, in the prompt or the generation, whatever the state, at the rate such guesses were
+  right, where likelier than the counts' guess (a date written twice, a name repeated);
 - forced text: where every continuation the constraint allows starts with the same bytes
   (a JSON key, ``":``, a closing bracket), those bytes as the model's tokenizer writes
   them. The last token is dropped where a longer allowed token could span the end of the
@@ -26,7 +29,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .counts import ORDER, RECENT, Calibration, CountModel, Guess, best
+from .counts import LOOKUP, ORDER, RECENT, Calibration, CountModel, Guess, best
+from .lookup import MIN_MATCH, Lookup
 
 MAX_DRAFT = 16
 MAX_FORCED_BYTES = 256
@@ -45,7 +49,8 @@ class Drafts(NamedTuple):
     """What ``Drafter.propose`` proposes, one entry per draft: the token, the probability of it
     being accepted given the drafts before it, whether it is forced text, and how many tokens
     of context the counts' guess came from (``RECENT``: the generation's own counts; -1: forced
-    text the counts had no say in)."""
+    text the counts had no say in; ``LOOKUP + i``: a match of ``MIN_MATCH + i`` tokens earlier in
+    the text)."""
 
     tokens: list[int]
     probs: list[float]
@@ -70,11 +75,12 @@ class Drafter:
         self.calibration = counts.calibration if counts is not None else Calibration()
 
     def propose(self, guide, limit: int, counts: bool = True, context: tuple[int, ...] = (),
-                recent: dict | None = None) -> Drafts:
+                recent: dict | None = None, lookup: Lookup | None = None) -> Drafts:
         """At most ``limit`` drafts after the guide's state; ``context``: the tokens taken before
         it, oldest first (the counts' guesses depend on the last few); ``recent``: this
         generation's own counts, (state key, the last ``ORDER`` tokens) -> {token: count}, which
-        guess where they are likelier than the count model (a text repeating itself)."""
+        guess where they are likelier than the count model (a text repeating itself); ``lookup``:
+        the prompt and the tokens taken so far, whose guesses likewise."""
         limit = min(limit, self.max_draft)
         out: list[int] = []
         probs: list[float] = []
@@ -100,6 +106,13 @@ class Drafter:
                     t, p = best(here)
                     if guess is None or p * cal.scale(RECENT) > guess.p * cal.scale(guess.order):
                         guess = Guess(t, p, RECENT)
+                if lookup is not None:
+                    seen = lookup.guess(out)
+                    if seen is not None:
+                        rate = cal.lookup[seen[1] - MIN_MATCH]
+                        if (guess is None or rate > guess.p * cal.scale(guess.order)) \
+                                and seen[0] not in self._stops and g.accepts(seen[0]):
+                            guess = Guess(seen[0], rate, LOOKUP + seen[1] - MIN_MATCH)
             forced = self.forced_tokens(g, key) if self.use_forced else ()
             if guess is not None and guess.token not in self._stops and g.accepts(guess.token):
                 g.advance(guess.token)
@@ -139,10 +152,21 @@ class Drafter:
         cal = self.calibration
         if forced:
             cal.forced_rate = 0.95 * cal.forced_rate + 0.05 * hit
+        elif order >= LOOKUP:
+            return  # (learned from every token taken: ``taken``)
         else:
             w = 0.02 if order == 0 else 0.1
             cal.hits[order] = (1 - w) * cal.hits[order] + w * hit
             cal.predicted[order] = (1 - w) * cal.predicted[order] + w * p
+
+    def taken(self, lookup: Lookup, token: int) -> None:
+        """Learn how often the text's own guess is right, from each token taken (``token``, before
+        ``lookup`` has it), drafted or not: learned from its drafts alone, the rate would hardly
+        move where they sit behind an unlikely guess, which refuses them first."""
+        seen = lookup.guess()
+        if seen is not None:
+            i = seen[1] - MIN_MATCH
+            self.calibration.lookup[i] = 0.95 * self.calibration.lookup[i] + 0.05 * (seen[0] == token)
 
     def forced_tokens(self, guide, key: int) -> tuple[int, ...]:
         """The forced text after ``guide``'s state, as the model's tokens (cached per state)."""

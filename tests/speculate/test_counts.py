@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from localguide import cache
 from localguide.speculate import CountModel
-from localguide.speculate.counts import MAX_CONTEXT_TOKENS, ORDER, RECENT
+from localguide.speculate.counts import LOOKUPS, MAX_CONTEXT_TOKENS, ORDER, RECENT, Calibration
 
 
 def test_learns_the_most_frequent_token():
@@ -203,9 +203,23 @@ def test_the_calibration_is_saved_with_the_counts(tmp_path):
     hits = [0.25 * (i + 1) for i in range(RECENT + 1)]
     predicted = [1.0 / (i + 1) for i in range(RECENT + 1)]
     c.calibration.hits[:], c.calibration.predicted[:] = hits, predicted
+    lookup = [0.1 * (i + 1) for i in range(LOOKUPS)]
+    c.calibration.lookup[:] = lookup
     c.save()
     d = CountModel(path).calibration
-    assert (d.forced_rate, d.hits, d.predicted) == (0.5, hits, predicted)
+    assert (d.forced_rate, d.hits, d.predicted, d.lookup) == (0.5, hits, predicted, lookup)
+
+
+def test_a_calibration_from_before_the_lookup_rates_loads(tmp_path):
+    path = tmp_path / "counts.lgarrays"
+    c = CountModel(path)
+    c.add(1, 2)
+    c.calibration.forced_rate = 0.5
+    arrays = c.to_arrays()
+    arrays["calibration"] = arrays["calibration"][:1 + 2 * (RECENT + 1)]
+    cache.save(path, arrays)
+    d = CountModel(path).calibration
+    assert d.forced_rate == 0.5 and d.lookup == Calibration().lookup
 
 
 def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():

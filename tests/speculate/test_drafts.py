@@ -134,6 +134,34 @@ def test_the_generations_own_counts_draft_where_they_are_likelier(smollm2_vocab)
     assert drafter.propose(guide, 1, context=(a, b), recent=recent).orders != [RECENT]  # too short a context
 
 
+def test_the_text_itself_drafts_what_followed_its_last_tokens_before(smollm2_vocab):
+    from localguide.speculate.counts import LOOKUP
+    from localguide.speculate.lookup import MIN_MATCH, Lookup
+
+    index = localguide.compile_regex(r"[ab]*", smollm2_vocab)
+    guide = index.guide()
+    a, b = (next(t for t in range(smollm2_vocab.size) if smollm2_vocab[t] == x) for x in (b"a", b"b"))
+    counts = CountModel()
+    drafter = Drafter(smollm2_vocab, lambda text: [], counts, forced=False)
+    seen = Lookup([a, b, b, a, a, b, b])  # "abba" then "abb": an "a" came after "abb", then "ab", ...
+    got = drafter.propose(guide, 5, lookup=seen)
+    assert got.tokens == [a, a, b, b, a] and got.orders[0] == LOOKUP + (3 - MIN_MATCH)
+    assert got.probs[0] == counts.calibration.lookup[3 - MIN_MATCH]
+    for _ in range(9):
+        counts.add(guide.state_key(), b)  # the counts are surer of b: they draft it
+    got = drafter.propose(guide, 1, lookup=seen)
+    assert got.tokens == [b] and got.orders == [0]
+    # each token taken teaches the rate of the match length that guessed it: lower where another came
+    before = list(counts.calibration.lookup)
+    drafter.taken(seen, b)
+    assert counts.calibration.lookup[0] < before[0] and counts.calibration.lookup[1:] == before[1:]
+    drafter.taken(seen, a)
+    assert counts.calibration.lookup[0] > 0.95 * before[0]
+    drafter.verified(False, before[0], False, LOOKUP)  # (drafts teach nothing more: counted once)
+    assert counts.calibration.lookup[1:] == before[1:]
+    assert drafter.propose(guide, 1).orders == [0]  # without the text, the counts alone
+
+
 def test_choose_length_pads_a_decode_to_a_length_decoded_faster():
     from localguide.speculate import DecodeCost, choose_length
 

@@ -314,16 +314,27 @@ class DearDecodes(DecodeCost):
     def in_ones(self, seconds: float) -> float:
         return 50.0
 
+    def known(self, n: int) -> bool:
+        return True
+
+
+class UntimedDearDecodes(DearDecodes):
+    """As dear, but no length is ever timed enough: each decode explores what its length costs."""
+
+    def known(self, n: int) -> bool:
+        return False
+
 
 def test_drafting_pauses_where_it_does_not_pay(model):
     # The same trained counts and seeds: with decodes that cost what they are expected to, the
-    # drafts go on; where they turn out dear, drafting pauses after a few, and the texts are the same.
+    # drafts go on; where they turn out dear, drafting pauses after a few, and the texts are the
+    # same. A decode of a length not timed yet is not judged: it is tried to learn its cost.
     constraint, prompt = CONSTRAINTS["schema"]
     counts = trained_counts(model, constraint, prompt)
     saved = model._cost
     done = {}
     try:
-        for name, cost in (("free", FreeDecodes()), ("dear", DearDecodes())):
+        for name, cost in (("free", FreeDecodes()), ("dear", DearDecodes()), ("untimed", UntimedDearDecodes())):
             counts.calibration = Calibration(counts.calibration.forced_rate)
             model._cost = cost
             texts, drafted = [], 0
@@ -336,6 +347,8 @@ def test_drafting_pauses_where_it_does_not_pay(model):
         model._cost = saved
     (free, d_free, c_free), (dear, d_dear, c_dear) = done["free"], done["dear"]
     assert d_free > 0 and c_free.pause == MIN_PAUSE and c_free.paused == 0
+    _, d_untimed, c_untimed = done["untimed"]
+    assert d_untimed > 0 and c_untimed.pause == MIN_PAUSE and c_untimed.paused == 0
     assert c_dear.pause > MIN_PAUSE, (d_free, d_dear)  # it paused at least once
     assert d_dear < d_free
     if model.vocabulary.size < 100_000:  # (SmolLM2's batched logits are bitwise one-token logits)

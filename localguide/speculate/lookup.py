@@ -1,0 +1,61 @@
+"""Drafts from the text itself: what followed the last few tokens where they came before.
+
+A generation often repeats what it, or its prompt, has written already: a return date that is
+the departure date, a name that a later field repeats, the items of a list. Where the last
+``MIN_MATCH`` to ``MAX_MATCH`` tokens occurred before (in the prompt or the generation so far),
+the token that followed them then is a guess for the next one; the longest such match is taken,
+its latest occurrence. Unlike the count model's, this guess does not depend on the constraint's
+state: the second date sits in another state of the schema than the first.
+
+On recordings of 10 generations of each of the 11 benchmark schemas (Gemma 3, 3 of them
+teaching the counts first), drafting these guesses beside the counts' where likelier took the
+simulated speed-up over one token per decode from 1.20x to 1.34x (geometric mean); with matches
+of 2 tokens, which say little, it was 1.28x.
+"""
+
+from __future__ import annotations
+
+MIN_MATCH = 3
+MAX_MATCH = 6
+MAX_PROMPT = 4096  # the prompt's last tokens looked in (a long chat: its older turns say less)
+
+
+class Lookup:
+    """An index of the n-grams (``MIN_MATCH`` to ``MAX_MATCH`` tokens) of a token sequence, each
+    to where the token after its latest occurrence is, kept up to date as tokens are appended."""
+
+    __slots__ = ("tokens", "_after")
+
+    def __init__(self, tokens=()):
+        self.tokens: list[int] = []
+        self._after: dict[tuple[int, ...], int] = {}
+        for t in list(tokens)[-MAX_PROMPT:]:
+            self.append(t)
+
+    def append(self, token: int) -> None:
+        toks = self.tokens
+        toks.append(token)
+        p = len(toks) - 1  # the n-grams ending just before ``token`` are followed by it
+        after = self._after
+        for m in range(MIN_MATCH, min(MAX_MATCH, p) + 1):
+            after[tuple(toks[p - m:p])] = p
+
+    def guess(self, extra: list[int] = ()) -> tuple[int, int] | None:
+        """(the token after the latest earlier occurrence of the longest match, the match's length)
+        for the sequence followed by ``extra`` (drafts not taken yet: a match may lie in them too),
+        or None."""
+        toks = self.tokens
+        # the window holding every occurrence followed by a draft, and the tail
+        base = max(0, len(toks) - MAX_MATCH - len(extra))
+        s = toks[base:] + list(extra)
+        end = len(s)
+        first = len(toks) - base  # the first draft's place in s
+        for m in range(min(MAX_MATCH, len(toks) + len(extra) - 1), MIN_MATCH - 1, -1):
+            tail = s[end - m:]
+            for f in range(end - 1, max(first, m) - 1, -1):  # followed by a draft, latest first
+                if s[f - m:f] == tail:
+                    return s[f], m
+            at = self._after.get(tuple(tail)) if m <= end else None
+            if at is not None:
+                return toks[at], m
+        return None
