@@ -161,10 +161,11 @@ class Drafter:
 
     def taken(self, lookup: Lookup, token: int) -> None:
         """Learn how often the text's own guess is right, from each token taken (``token``, before
-        ``lookup`` has it), drafted or not: learned from its drafts alone, the rate would hardly
-        move where they sit behind an unlikely guess, which refuses them first."""
+        ``lookup`` has it), drafted or not, each match once per generation: learned from its
+        drafts alone, the rate would hardly move where they sit behind an unlikely guess, which
+        refuses them first."""
         seen = lookup.guess()
-        if seen is not None:
+        if seen is not None and lookup.first(seen[1]):
             i = seen[1] - MIN_MATCH
             self.calibration.lookup[i] = 0.95 * self.calibration.lookup[i] + 0.05 * (seen[0] == token)
 

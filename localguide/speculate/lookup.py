@@ -24,11 +24,12 @@ class Lookup:
     """An index of the n-grams (``MIN_MATCH`` to ``MAX_MATCH`` tokens) of a token sequence, each
     to where the token after its latest occurrence is, kept up to date as tokens are appended."""
 
-    __slots__ = ("tokens", "_after")
+    __slots__ = ("tokens", "_after", "_taught")
 
     def __init__(self, tokens=()):
         self.tokens: list[int] = []
         self._after: dict[tuple[int, ...], int] = {}
+        self._taught: set[tuple[int, ...]] = set()
         for t in list(tokens)[-MAX_PROMPT:]:
             self.append(t)
 
@@ -59,3 +60,13 @@ class Lookup:
             if at is not None:
                 return toks[at], m
         return None
+
+    def first(self, m: int) -> bool:
+        """Whether the last ``m`` tokens are a match that has not taught the rates yet (each
+        once: a text going round in circles, 1111..., would make its matches look certain to
+        the next generation, which rarely does the same)."""
+        tail = tuple(self.tokens[len(self.tokens) - m:])
+        if tail in self._taught:
+            return False
+        self._taught.add(tail)
+        return True

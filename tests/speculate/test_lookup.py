@@ -40,3 +40,10 @@ def test_a_long_prompt_is_looked_in_at_its_end():
     seen = Lookup([1, 2, 3, 4] + [0] * MAX_PROMPT)
     assert len(seen.tokens) == MAX_PROMPT
     assert seen.guess([1, 2, 3]) is None
+
+
+def test_each_match_teaches_once():
+    seen = Lookup([1, 1, 1, 1])
+    assert seen.first(3) and not seen.first(3) and seen.first(4)
+    seen.append(1)
+    assert not seen.first(3)  # the same three tokens again
