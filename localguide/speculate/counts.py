@@ -66,7 +66,7 @@ class Calibration:
         self.predicted = list(predicted) if predicted is not None else [1.0] * (RECENT + 1)
         # (about what SmolLM2 and Gemma 3 showed on the benchmark's schemas: 0.65 to 0.9, the
         # longer matches the surer)
-        self.lookup = list(lookup) if lookup is not None else [0.65 + 0.2 * i / (LOOKUPS - 1) for i in range(LOOKUPS)]
+        self.lookup = list(lookup) if lookup is not None else [0.65 + 0.2 * i / max(1, LOOKUPS - 1) for i in range(LOOKUPS)]
         self.forced: dict[int, tuple[int, ...]] = {}
         self.gain = 0.0  # running average of what a decode with drafts gained, in one-token decodes
         self.judged = 0  # decodes with drafts averaged since the last pause
