@@ -33,6 +33,7 @@ import llama_cpp
 import localguide
 from localguide.llama.sampler import Sampling
 from localguide.speculate import CountModel, DecodeCost
+from localguide.speculate.drafts import MAX_DRAFT
 
 N_MASKBENCH = 10
 MAX_ROUNDS = 10  # times --rounds, for --min-tokens
@@ -215,7 +216,8 @@ def main() -> None:
             kw.update(n_threads=args.threads, n_threads_batch=args.threads)
         model = localguide.load(path, **kw)
         ctx = model.llama.ctx
-        log(f"== {name}: n_threads={llama_cpp.llama_n_threads(ctx)}, n_threads_batch={llama_cpp.llama_n_threads_batch(ctx)}")
+        log(f"== {name}: n_threads={llama_cpp.llama_n_threads(ctx)}, n_threads_batch={llama_cpp.llama_n_threads_batch(ctx)}, "
+            f"n_gpu_layers={args.n_gpu_layers} (GPU offload built in: {llama_cpp.llama_supports_gpu_offload()})")
         rows = []
         for case, (constraint, prompt) in cases(selected).items():
             t0 = time.perf_counter()
@@ -229,11 +231,20 @@ def main() -> None:
             log(f"  {case}: on {row['ratio_on']:.2f}x, off {row['ratio_off']:.2f}x, ff {row['ratio_ff']:.2f}x, "
                 f"acceptance {row['acceptance']}, tokens/decode {row['tokens_per_decode']:.2f}, "
                 f"same {row['same_seed']}/{row['rounds']} ({time.perf_counter() - t0:.0f} s)")
+        cost = model._cost
+        if cost.width and cost.width > 1:
+            log(f"  {name}: every decode with drafts {cost.width} tokens wide, {cost.width_ratio:.2f}x one token "
+                f"({cost.one_seconds * 1e3:.2f} ms), steady")
+        if cost.widths:
+            log(f"  {name}: steady decode of n tokens, ms: "
+                + ", ".join(f"{n}: {t * 1e3:.2f}" for n, t in sorted(cost.widths.items())))
+        else:
+            log(f"  {name}: one decode of n tokens with logits at each, against one token (timed lengths): "
+                + ", ".join(f"{n}: {cost.relative(n):.2f}" for n in range(2, MAX_DRAFT + 2) if cost.known(n)))
         out.append(report(name, path, rows, args))
+        print(out[-1] + "\n", flush=True)  # (each model's table as soon as it is measured)
     for n in notes:
         log("note:", n)
-    text = "\n\n".join(out)
-    print(text)
 
 
 if __name__ == "__main__":

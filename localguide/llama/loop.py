@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import LocalguideError
 from ..speculate.counts import ORDER
-from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length
+from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length, choose_width
 from ..speculate.lookup import Lookup
 
 
@@ -153,6 +153,42 @@ def decode(ctx, tokens: list[int]) -> None:
     _check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens))))
 
 
+SIMULATE_EVERY = 4  # decodes, not drafting with one width: how often to guess drafts anyway
+PROBED_WIDTHS = (2, 4, 8, 16)
+PROBE_REPEATS = 8
+
+
+def timed_widths(ctx, batch: "_Batch", pos: int, token: int, widths=PROBED_WIDTHS,
+                 repeats: int = PROBE_REPEATS) -> dict[int, float]:
+    """n -> seconds of one decode of n tokens with logits at each, at ``pos`` (the KV cache holds
+    the text before it, and nothing after it afterwards), for n = 1 and ``widths``: each n decoded
+    ``repeats`` times in a row, the median of the last half (the first ones capture a graph)."""
+    mem = llama_cpp.llama_get_memory(ctx)
+    out = {}
+    for n in (1, *widths):
+        if n > batch.n_max or pos + n > llama_cpp.llama_n_ctx(ctx):
+            continue
+        times = []
+        for _ in range(repeats):
+            batch.fill([token] * n, pos, 0)
+            t = time.perf_counter()
+            _check(llama_cpp.llama_decode(ctx, batch.b))
+            llama_cpp.llama_synchronize(ctx)
+            times.append(time.perf_counter() - t)
+            if not llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1):
+                raise LocalguideError("llama.cpp could not remove the timed decodes from the model's memory")
+        out[n] = sorted(times[repeats // 2:])[len(times[repeats // 2:]) // 2]
+    return out
+
+
+def _judge_width(cal, tokens: int, cost: DecodeCost, drafting: float) -> None:
+    """One decode of ``cost.width`` tokens gave (or would have given) ``tokens`` tokens, for
+    ``drafting`` seconds of proposing besides: its gain against one token, into the running average."""
+    if cost.one_seconds > 0:
+        gain = tokens / (cost.width_ratio + drafting / cost.one_seconds)
+        cal.width_gain = 0.95 * cal.width_gain + 0.05 * gain
+
+
 def logits_at(ctx, i: int, n_vocab: int) -> np.ndarray:
     """The logits of batch position ``i`` (-1: the last), as a view (valid until the next decode)."""
     ptr = llama_cpp.llama_get_logits_ith(ctx, i)
@@ -177,8 +213,16 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
     # context once per generation only, so that a text going round in circles does not make
     # its contexts look certain to the next generation, which rarely does the same.
     recent: dict[tuple, dict[int, int]] = {}
+    sim: list = []  # drafts not made: [those proposed, how many were taken so far, seconds proposing]
 
     def took(t: int) -> None:
+        if sim:  # a decode of drafts not made: would they have been taken?
+            props, matched, spent_s = sim
+            if matched < len(props) and t == props[matched]:
+                sim[1] += 1
+            else:
+                _judge_width(drafter.calibration, matched + 1, cost, spent_s)
+                sim.clear()
         if seen is not None:
             drafter.taken(seen, t)
             seen.append(t)
@@ -231,10 +275,25 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
     stats.tokens += 1
     took(token)
     yield token
+    if cost is not None and cost.width is None and drafter is not None and batch.n_max > max(PROBED_WIDTHS) \
+            and not done():
+        seconds = cost.widths = timed_widths(ctx, batch, pos, token)
+        cost.width = choose_width(seconds) if 1 in seconds else 1
+        cost.one_seconds = seconds.get(1, 0.0)
+        cost.width_ratio = seconds.get(cost.width, 1.0) / cost.one_seconds if cost.one_seconds else 1.0
+    width = cost.width if cost is not None and not fast_forward else 1
+    n_ctx = llama_cpp.llama_n_ctx(ctx)
+    # With one width, a generation drafts throughout or not at all: a decode of another shape
+    # than the last one runs uncaptured, and the next captures anew, so pausing and resuming
+    # within a generation costs more than it saves. Not drafting, it guesses every
+    # ``SIMULATE_EVERY`` decodes what drafts would have given, to know when to draft again.
+    wide = width > 1 and drafter is not None and drafter.calibration.width_gain >= 1.0
+    simulate = width > 1 and drafter is not None and not wide
     while not done():
         forced: list[int] = []
         drafts: list[int] = []
         pads = 0
+        drafting = 0.0
         if drafter is not None:
             left = max_tokens - stats.tokens
             if fast_forward:
@@ -243,14 +302,24 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 for t in forced:
                     guide.advance(t)
                     took(t)
+            if simulate and not sim and stats.decode_calls % SIMULATE_EVERY == 0:
+                t_draft = time.perf_counter()
+                props = drafter.propose(guide, min(left - 1, width - 1), context=tuple(taken), recent=recent,
+                                        lookup=seen)[0]
+                sim[:] = [props, 0, time.perf_counter() - t_draft]
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
                                                     and not guide.is_finished())) \
-                    and drafter.calibration.drafting():
+                    and not simulate and (wide or drafter.calibration.drafting()):
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
+                if width > 1:
+                    room = min(room, width - 1)
                 props, probs, flags, orders = drafter.propose(guide, room, context=tuple(taken),
                                                               recent=recent, lookup=seen)
-                k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
+                if width > 1:  # every decode with drafts has the one width: all drafts, then padding
+                    k, n = len(props), (width if pos + width <= n_ctx else 1 + len(props))
+                else:
+                    k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
                 pads = n - 1 - len(forced) - k
                 drafting = time.perf_counter() - t_draft
@@ -261,14 +330,20 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         _check(llama_cpp.llama_decode(ctx, batch.b))
         spent = None  # this decode's time and its drafting's, in one-token decodes
         if cost is not None and not forced:
+            # A GPU backend returns from llama_decode before its kernels end (the first logits
+            # read waits for them): without this wait, every length would look as cheap as one.
+            llama_cpp.llama_synchronize(ctx)
             elapsed = time.perf_counter() - t_decode
-            # A length tried before it was timed enough is tried to learn what it costs: what it
-            # lost is not drafting's to answer for (long drafts of a repeating text explore many
-            # lengths at first; judged on them, drafting paused for the generations after).
-            judged = cost.known(len(tokens))
-            cost.observe(len(tokens), elapsed)
-            if drafts and judged:
-                spent = cost.in_ones(elapsed + drafting)
+            if width > 1:
+                pass  # (judged on the steady times, after the samples: ``_judge_width``)
+            else:
+                # A length tried before it was timed enough is tried to learn what it costs: what
+                # it lost is not drafting's to answer for (long drafts of a repeating text explore
+                # many lengths at first; judged on them, drafting paused for the generations after).
+                judged = cost.known(len(tokens))
+                cost.observe(len(tokens), elapsed)
+                if drafts and judged:
+                    spent = cost.in_ones(elapsed + drafting)
         stats.decode_calls += 1
         for t in forced:
             stats.tokens += 1
@@ -302,6 +377,8 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
             break
         if spent is not None:
             drafter.calibration.settle(n_ok + 1, spent)
+        elif wide:
+            _judge_width(drafter.calibration, n_ok + 1, cost, drafting)
         if n_ok < len(drafts) or pads:  # the KV cache keeps the sampled token's context only
             if not llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1):
                 raise LocalguideError("llama.cpp could not remove rejected drafts from the model's memory")

@@ -77,7 +77,9 @@ class Model:
         self._counts: dict[str, CountModel] = {}
         self._counts_lock = threading.Lock()
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
-        self._cost = DecodeCost()
+        # (llama.cpp's GPU backends replay a captured graph for a decode of the shape before)
+        offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and llama_cpp.llama_supports_gpu_offload()
+        self._cost = DecodeCost(probe=offloaded)
         # A recurrent or hybrid model's memory (Mamba, RWKV, Jamba) cannot drop its last positions:
         # rejected drafts would stay in it, so verified speculation is off for such a model.
         llm = self.llama.model

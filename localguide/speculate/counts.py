@@ -58,7 +58,8 @@ class Calibration:
     and whether drafting pays here at all (``settle``); with the forced tokens found per state
     (a cache). Updated without a lock: a lost update between threads costs nothing."""
 
-    __slots__ = ("forced_rate", "hits", "predicted", "lookup", "forced", "gain", "judged", "paused", "pause")
+    __slots__ = ("forced_rate", "hits", "predicted", "lookup", "forced", "gain", "judged", "paused", "pause",
+                 "width_gain")
 
     def __init__(self, forced_rate: float = 0.9, hits=None, predicted=None, lookup=None):
         self.forced_rate = forced_rate
@@ -72,6 +73,10 @@ class Calibration:
         self.judged = 0  # decodes with drafts averaged since the last pause
         self.paused = 0  # decodes left without drafts
         self.pause = MIN_PAUSE  # the next pause's length
+        # Where every decode with drafts has one width (``DecodeCost.width``): what a decode of
+        # that width gives against one token, drafted or (not drafting) simulated, as a running
+        # average; each generation drafts where it is 1 or more. (Optimistic at first: tried.)
+        self.width_gain = 1.5
 
     def scale(self, order: int) -> float:
         """What to multiply the counts' estimate by, for a guess from ``order`` tokens of context

@@ -250,7 +250,16 @@ class DecodeCost:
     runs on more threads than one token, and 2 tokens can cost less than 1."""
 
     def __init__(self, slope: float = 0.5, cap: float = 0.75, window: int = 9, longest: int = MAX_DRAFT + 1,
-                 explore: float = 0.15):
+                 explore: float = 0.15, probe: bool = False):
+        # A backend that replays a captured graph of a decode's shape (llama.cpp's CUDA backend)
+        # decodes n tokens nearly as fast as one once it sees the same n again and again, and
+        # slower than both where the lengths alternate: there every decode with drafts has one
+        # width (``choose_width``), and ``probe`` says to time the widths once (``timed_widths``).
+        self.probe = probe
+        self.width = None if probe else 1  # (None: not probed yet; 1: lengths chosen per decode)
+        self.width_ratio = 1.0  # T(width) / T(1), steady
+        self.one_seconds = 0.0  # T(1), steady
+        self.widths: dict[int, float] = {}  # the probe's timings, n -> seconds
         self.slope = slope
         self.cap = cap
         self.explore = explore
@@ -295,6 +304,24 @@ class DecodeCost:
         if n < len(rel):
             return rel[max(n, 1)]
         return rel[-1] + self.slope * (n - len(rel) + 1)
+
+
+ACCEPT_GUESS = 0.6  # the chance of each draft that a width is chosen for (the schemas' acceptance: 0.3-0.9)
+MIN_WIDTH_GAIN = 1.2  # how much faster than one token per decode a width must promise
+
+
+def choose_width(seconds: dict[int, float], accept: float = ACCEPT_GUESS) -> int:
+    """The decode width, from steady timings (n -> seconds of one decode of n tokens, logits at
+    each; n = 1 among them): the n that maximizes the tokens a decode gives, drafts taken at
+    ``accept`` each, per second, if it promises ``MIN_WIDTH_GAIN`` times one token's rate; else 1
+    (lengths chosen per decode, ``choose_length``)."""
+    one = seconds[1]
+    best, best_rate = 1, 1.0 / one
+    for n, t in sorted(seconds.items()):
+        rate = sum(accept ** i for i in range(n)) / t
+        if n > 1 and rate > best_rate:
+            best, best_rate = n, rate
+    return best if best_rate >= MIN_WIDTH_GAIN / one else 1
 
 
 def choose_length(probs: list[float], cost: DecodeCost, fixed: int = 0, longest: int = 0) -> tuple[int, int]:

@@ -222,3 +222,18 @@ def test_choose_length_picks_the_best_plan_there_is(probs, fixed, room, costs, t
     k, n = choose_length(probs, curve, fixed, longest)
     assert k <= len(probs) and n >= 1 + fixed + k and (n == 1 + fixed + k or (k == len(probs) > 0 and timed[n]))
     assert expected[k] / costs[n] == pytest.approx(max(rate for rate, _, _ in plans))
+
+
+def test_a_width_is_chosen_where_it_decodes_nearly_as_fast_as_one_token():
+    from localguide.speculate.drafts import choose_width
+
+    # (an H100 replaying CUDA graphs, SmolLM2: ms per decode of n tokens, logits at each)
+    assert choose_width({1: 1.07, 2: 1.25, 4: 1.49, 8: 1.69, 16: 3.22}) == 4
+    assert choose_width({1: 1.05, 2: 1.14, 4: 1.38, 8: 1.67, 16: 2.69}) == 4  # (Gemma 3)
+    assert choose_width({1: 1.0, 2: 1.0, 4: 1.0, 8: 1.0, 16: 1.0}) == 16
+    # a CPU: a batch costs nearly as much per token as one token
+    assert choose_width({1: 13.5, 2: 24.0, 4: 34.0, 8: 51.0, 16: 84.0}) == 1
+    # a width must promise MIN_WIDTH_GAIN over one token per decode
+    assert choose_width({1: 1.0, 2: 1.5}) == 1
+    assert choose_width({1: 1.0, 2: 1.3}) == 2
+    assert choose_width({1: 1.0}) == 1

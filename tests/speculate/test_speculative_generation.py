@@ -272,6 +272,98 @@ def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_c
         assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
 
 
+def one_width(width: int, ratio: float = 1.1) -> DecodeCost:
+    """A DecodeCost as a GPU's probe leaves it: every decode with drafts ``width`` tokens wide."""
+    cost = DecodeCost(probe=True)
+    cost.width, cost.width_ratio, cost.one_seconds = width, ratio, 1e-3
+    return cost
+
+
+@pytest.mark.parametrize("kind", list(CONSTRAINTS))
+def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_cache(model, kind):
+    # As on a GPU replaying a captured graph: every decode of the generation is 8 tokens wide
+    # (the sampled token, every draft, padding), its samples those of the classic loop.
+    constraint, prompt = CONSTRAINTS[kind]
+    counts = trained_counts(model, constraint, prompt)
+    saved = model._cost
+    model._cost = one_width(8)
+    try:
+        tokens, logits = run(model, constraint, prompt, speculate=True, seed=5, counts=counts, record=True)
+        stats = model.last_stats
+    finally:
+        model._cost = saved
+    assert stats.drafted > 0 and stats.padded > 0
+    assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
+    assert replay(model, constraint, logits, 5, 40)[:len(tokens)] == tokens
+    if kind != "grammar":
+        assert fully_matches(model, constraint, tokens)
+    fresh = fresh_logits(model, prompt, tokens)
+    for i in range(len(tokens)):
+        assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
+    for max_tokens in (2, 5, 11, 17, 22):  # the budget holds, the width too, near its end
+        saved = model._cost
+        model._cost = one_width(8)
+        try:
+            tokens, _ = run(model, constraint, prompt, speculate=True, seed=max_tokens, counts=counts,
+                            max_tokens=max_tokens)
+            stats = model.last_stats
+        except localguide.BudgetError:
+            continue
+        finally:
+            model._cost = saved
+        assert len(tokens) <= max_tokens
+        assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
+
+
+def test_with_one_width_a_generation_that_does_not_draft_guesses_whether_it_should(model):
+    # Where drafting lost, a generation decodes one token at a time throughout (another shape
+    # would cost a graph capture), and guesses what drafts would have given: where the model
+    # takes them, the next generations draft again.
+    constraint, prompt = CONSTRAINTS["schema"]
+    counts = trained_counts(model, constraint, prompt)
+    counts.calibration.width_gain = 0.0
+    saved = model._cost
+    model._cost = one_width(8, ratio=1.0)
+    try:
+        tokens, _ = run(model, constraint, prompt, speculate=True, seed=1, counts=counts)
+        stats = model.last_stats
+        assert stats.drafted == 0 and stats.padded == 0 and stats.decode_calls == len(tokens) - 1
+        assert 0.0 < counts.calibration.width_gain
+        for seed in range(2, 40):
+            if counts.calibration.width_gain >= 1.0:
+                break
+            run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)
+        assert counts.calibration.width_gain >= 1.0
+        tokens, _ = run(model, constraint, prompt, speculate=True, seed=41, counts=counts)
+        stats = model.last_stats
+        assert stats.drafted > 0 and stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
+        assert fully_matches(model, constraint, tokens)
+    finally:
+        model._cost = saved
+
+
+def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
+    # The probe runs where layers are offloaded (not on this CPU: forced here); what it leaves
+    # in the KV cache is nothing, so the text is what the classic loop writes.
+    constraint, prompt = CONSTRAINTS["schema"]
+    assert model._cost.width == 1  # (no layers offloaded: no probe, lengths chosen per decode)
+    saved = model._cost
+    model._cost = cost = DecodeCost(probe=True)
+    try:
+        tokens, logits = run(model, constraint, prompt, speculate=True, seed=3, record=True)
+        assert set(cost.widths) == {1, 2, 4, 8, 16} and cost.width in cost.widths
+        assert cost.one_seconds == cost.widths[1] > 0
+        assert cost.width_ratio == pytest.approx(cost.widths[cost.width] / cost.widths[1])
+        timed = cost.widths
+        run(model, constraint, prompt, speculate=True, seed=4)
+        assert cost.widths is timed  # (once per model)
+    finally:
+        model._cost = saved
+    fresh = fresh_logits(model, prompt, tokens)
+    for i in range(len(tokens)):
+        assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
+
+
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
 def test_budget_is_kept_with_drafts_near_its_end(eager, kind):
     constraint, prompt = CONSTRAINTS[kind]
