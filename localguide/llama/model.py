@@ -272,7 +272,9 @@ class Model:
     def stream_json(self, prompt_or_messages, *, json_schema=True, **kwargs) -> Iterator:
         """Yield the document as it grows: successively more complete parsed values (partial
         strings, lists and objects; ``localguide.llama.partial_json``), each one the finished
-        value extends, the last one the whole document. ``prompt_or_messages``: a prompt (as
+        value extends, the last one the whole document. (Except where an object names a
+        property twice, which JSON allows and a schema cannot forbid for properties it does not
+        declare: the finished value holds the last value, as ``json.loads`` does.) ``prompt_or_messages``: a prompt (as
         ``generate``) or chat messages (as ``chat``). With a Pydantic class, partial instances
         (``model_construct``, unvalidated) and the last one validated.
         """
