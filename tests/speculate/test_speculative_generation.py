@@ -21,6 +21,7 @@ What "exact" means here, and how it is checked without trusting the implementati
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import math
@@ -255,13 +256,9 @@ def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_c
     constraint, prompt = CONSTRAINTS[kind]
     counts = trained_counts(model, constraint, prompt)
     counts.calibration.paused = 0  # (training, at this machine's costs, may have paused drafting)
-    saved = model._cost
-    model._cost = PaddedDecodes()
-    try:
+    with costing(model, PaddedDecodes()):
         tokens, logits = run(model, constraint, prompt, speculate=True, seed=5, counts=counts, record=True)
         stats = model.last_stats
-    finally:
-        model._cost = saved
     assert stats.padded > 0 and stats.drafted > 0
     assert stats.decode_calls < stats.tokens
     assert replay(model, constraint, logits, 5, 40)[:len(tokens)] == tokens
@@ -270,6 +267,17 @@ def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_c
     fresh = fresh_logits(model, prompt, tokens)
     for i in range(len(tokens)):
         assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
+
+
+@contextlib.contextmanager
+def costing(model, cost: DecodeCost):
+    """``model`` with ``cost`` as what its decodes cost, for the ``with`` block."""
+    saved = model._cost
+    model._cost = cost
+    try:
+        yield cost
+    finally:
+        model._cost = saved
 
 
 def one_width(width: int, ratio: float = 1.1) -> DecodeCost:
@@ -285,13 +293,9 @@ def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_k
     # (the sampled token, every draft, padding), its samples those of the classic loop.
     constraint, prompt = CONSTRAINTS[kind]
     counts = trained_counts(model, constraint, prompt)
-    saved = model._cost
-    model._cost = one_width(8)
-    try:
+    with costing(model, one_width(8)):
         tokens, logits = run(model, constraint, prompt, speculate=True, seed=5, counts=counts, record=True)
         stats = model.last_stats
-    finally:
-        model._cost = saved
     assert stats.drafted > 0 and stats.padded > 0
     assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
     assert replay(model, constraint, logits, 5, 40)[:len(tokens)] == tokens
@@ -301,16 +305,13 @@ def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_k
     for i in range(len(tokens)):
         assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
     for max_tokens in (2, 5, 11, 17, 22):  # the budget holds, the width too, near its end
-        saved = model._cost
-        model._cost = one_width(8)
         try:
-            tokens, _ = run(model, constraint, prompt, speculate=True, seed=max_tokens, counts=counts,
-                            max_tokens=max_tokens)
-            stats = model.last_stats
+            with costing(model, one_width(8)):
+                tokens, _ = run(model, constraint, prompt, speculate=True, seed=max_tokens, counts=counts,
+                                max_tokens=max_tokens)
+                stats = model.last_stats
         except localguide.BudgetError:
             continue
-        finally:
-            model._cost = saved
         assert len(tokens) <= max_tokens
         assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
 
@@ -322,9 +323,7 @@ def test_with_one_width_a_generation_that_does_not_draft_guesses_whether_it_shou
     constraint, prompt = CONSTRAINTS["schema"]
     counts = trained_counts(model, constraint, prompt)
     counts.calibration.width_gain = 0.0
-    saved = model._cost
-    model._cost = one_width(8, ratio=1.0)
-    try:
+    with costing(model, one_width(8, ratio=1.0)):
         tokens, _ = run(model, constraint, prompt, speculate=True, seed=1, counts=counts)
         stats = model.last_stats
         assert stats.drafted == 0 and stats.padded == 0 and stats.decode_calls == len(tokens) - 1
@@ -338,8 +337,6 @@ def test_with_one_width_a_generation_that_does_not_draft_guesses_whether_it_shou
         stats = model.last_stats
         assert stats.drafted > 0 and stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
         assert fully_matches(model, constraint, tokens)
-    finally:
-        model._cost = saved
 
 
 def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
@@ -347,9 +344,7 @@ def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
     # in the KV cache is nothing, so the text is what the classic loop writes.
     constraint, prompt = CONSTRAINTS["schema"]
     assert model._cost.width == 1  # (no layers offloaded: no probe, lengths chosen per decode)
-    saved = model._cost
-    model._cost = cost = DecodeCost(probe=True)
-    try:
+    with costing(model, DecodeCost(probe=True)) as cost:
         tokens, logits = run(model, constraint, prompt, speculate=True, seed=3, record=True)
         assert set(cost.widths) == {1, 2, 4, 8, 16} and cost.width in cost.widths
         assert cost.one_seconds == cost.widths[1] > 0
@@ -357,8 +352,6 @@ def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
         timed = cost.widths
         run(model, constraint, prompt, speculate=True, seed=4)
         assert cost.widths is timed  # (once per model)
-    finally:
-        model._cost = saved
     fresh = fresh_logits(model, prompt, tokens)
     for i in range(len(tokens)):
         assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
