@@ -334,9 +334,8 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
             # read waits for them): without this wait, every length would look as cheap as one.
             llama_cpp.llama_synchronize(ctx)
             elapsed = time.perf_counter() - t_decode
-            if width > 1:
-                pass  # (judged on the steady times, after the samples: ``_judge_width``)
-            else:
+            # (with one width, decodes are judged on the steady times instead: ``_judge_width``)
+            if width == 1:
                 # A length tried before it was timed enough is tried to learn what it costs: what
                 # it lost is not drafting's to answer for (long drafts of a repeating text explore
                 # many lengths at first; judged on them, drafting paused for the generations after).

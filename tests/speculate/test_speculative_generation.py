@@ -261,12 +261,24 @@ def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_c
         stats = model.last_stats
     assert stats.padded > 0 and stats.drafted > 0
     assert stats.decode_calls < stats.tokens
-    assert replay(model, constraint, logits, 5, 40)[:len(tokens)] == tokens
-    if kind != "grammar":
-        assert fully_matches(model, constraint, tokens)
+    assert_as_classic(model, kind, tokens, logits, seed=5)
+
+
+def assert_kv_clean(model, prompt, tokens, logits) -> None:
+    """Each logits vector sampled from equals a fresh one-token-at-a-time decode's (KL < 0.05)."""
     fresh = fresh_logits(model, prompt, tokens)
     for i in range(len(tokens)):
         assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
+
+
+def assert_as_classic(model, kind, tokens, logits, seed: int, max_tokens: int = 40) -> None:
+    """The speculative run's samples are the classic chain's given its logits, its text matches
+    the constraint, and the KV cache held nothing of its drafts or padding."""
+    constraint, prompt = CONSTRAINTS[kind]
+    assert replay(model, constraint, logits, seed, max_tokens)[:len(tokens)] == tokens
+    if kind != "grammar":
+        assert fully_matches(model, constraint, tokens)
+    assert_kv_clean(model, prompt, tokens, logits)
 
 
 @contextlib.contextmanager
@@ -298,12 +310,7 @@ def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_k
         stats = model.last_stats
     assert stats.drafted > 0 and stats.padded > 0
     assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
-    assert replay(model, constraint, logits, 5, 40)[:len(tokens)] == tokens
-    if kind != "grammar":
-        assert fully_matches(model, constraint, tokens)
-    fresh = fresh_logits(model, prompt, tokens)
-    for i in range(len(tokens)):
-        assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
+    assert_as_classic(model, kind, tokens, logits, seed=5)
     for max_tokens in (2, 5, 11, 17, 22):  # the budget holds, the width too, near its end
         try:
             with costing(model, one_width(8)):
@@ -352,9 +359,7 @@ def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
         timed = cost.widths
         run(model, constraint, prompt, speculate=True, seed=4)
         assert cost.widths is timed  # (once per model)
-    fresh = fresh_logits(model, prompt, tokens)
-    for i in range(len(tokens)):
-        assert kl(logits[i], fresh[i]) < 0.05, (i, kl(logits[i], fresh[i]))
+    assert_kv_clean(model, prompt, tokens, logits)
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
