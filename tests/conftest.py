@@ -23,7 +23,7 @@ import pytest
 os.environ["LOCALGUIDE_COMPILE"] = "foreground"
 
 import localguide  # noqa: E402
-from localguide import Vocabulary
+from localguide import Vocabulary, numba_cache
 from localguide.speculate import DecodeCost
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import strategies`
@@ -36,7 +36,20 @@ _hsettings.register_profile("fixed", derandomize=True, database=None)
 _hsettings.register_profile("explore", derandomize=False)
 _hsettings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
+# Processes the tests start (the CLI, the server, a fresh process) load this process's compiled
+# kernels: under the session's cache directory each would compile them anew (a minute and a half
+# on 2 cores, for the first of them). The tests of cold compiles and of where kernels go name
+# their own folders (NUMBA_CACHE_DIR wins) or drop this.
+os.environ["_LOCALGUIDE_KERNELS_DIR"] = str(numba_cache.kernels_dir())
+
 MODEL_NAMES = ["smollm2", "gemma3"]
+
+# The tests' models decode on every core the process may use, up to 4: llama-cpp-python's default
+# (half of the logical CPUs, for hyperthreads) leaves one of a 2-core CI machine's cores idle
+# while one token decodes, and the suite spends most of its time decoding.
+THREADS = {"n_threads": max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                       else os.cpu_count() or 1))}
+THREADS["n_threads_batch"] = THREADS["n_threads"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -93,12 +106,12 @@ def vocab(request) -> Vocabulary:
 
 @pytest.fixture(scope="session")
 def smollm2(cache_dir, smollm2_path) -> localguide.Model:
-    return localguide.load(smollm2_path, n_ctx=1024)
+    return localguide.load(smollm2_path, n_ctx=1024, **THREADS)
 
 
 @pytest.fixture(scope="session")
 def gemma3(cache_dir, gemma3_path) -> localguide.Model:
-    return localguide.load(gemma3_path, n_ctx=1024)
+    return localguide.load(gemma3_path, n_ctx=1024, **THREADS)
 
 
 @pytest.fixture(scope="session", params=MODEL_NAMES)

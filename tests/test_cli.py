@@ -126,6 +126,7 @@ def test_info_reports_versions_backend_model_and_caches(tmp_path):
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path), COLUMNS="40")
     env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("_LOCALGUIDE_KERNELS_DIR", None)  # (where a user's process keeps them)
     out = subprocess.run([sys.executable, str(root / "cli.py"), "info"], capture_output=True, text=True, env=env,
                          check=True).stdout
     rows = dict(re.fullmatch(r"(.*?) {2,}(.*)", line).groups() for line in out.splitlines())

@@ -78,6 +78,7 @@ def test_other_packages_keep_numbas_rule(tmp_path):
     code = "import localguide, elsewhere; print(elsewhere.f._cache._cache_path)"
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
     env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("_LOCALGUIDE_KERNELS_DIR", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert Path(out.stdout.strip()) == tmp_path / "__pycache__"
 
@@ -99,6 +100,7 @@ def test_an_installed_package_writes_nothing_under_site_packages(tmp_path):
     before = sorted(p.relative_to(site) for p in site.rglob("*"))
     env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("_LOCALGUIDE_KERNELS_DIR", None)
     # (a small regex needs no kernel; one of 300 states compiles the index kernels)
     code = ("import localguide; v = localguide.Vocabulary.from_gguf(localguide.default_model_path()); "
             "print(len(localguide.compile_regex(r'\\d{4}', v).guide().allowed_token_ids())); "
@@ -131,6 +133,7 @@ def test_the_readme_commands_in_order_leave_a_working_localguide(tmp_path):
     env = dict(os.environ, PATH=f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(env_dir),
                LOCALGUIDE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("_LOCALGUIDE_KERNELS_DIR", None)
     env.pop("PYTHONPATH", None)
     out = {}
     for command in (first, second, "localguide grammars", "localguide run --regex '[0-9]{3}' 'Three digits:'"):

@@ -37,7 +37,9 @@ def _paths():
 
 @pytest.fixture(scope="module", params=sorted(_paths()))
 def model(request):
-    return localguide.load(_paths()[request.param], n_ctx=512)
+    from conftest import THREADS
+
+    return localguide.load(_paths()[request.param], n_ctx=512, **THREADS)
 
 
 def _lark(name):
