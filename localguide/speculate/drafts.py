@@ -148,7 +148,9 @@ class Drafter:
         the length of context its guess came from. The calibration of guesses with context
         moves faster than the state's: how far they hold changes with the text (a run of
         whitespace the model went round in, and then leaves; at 0.02 a step, Gemma 3's C
-        grammar kept drafting long runs the model had stopped taking, 0.94x)."""
+        grammar kept drafting long runs the model had stopped taking, 0.94x). ``predicted``
+        averages ``p`` as proposed, already scaled: the scale settles at sqrt(hits / estimate), a
+        damped correction; dividing the scale out measured no faster (BENCHMARKS.md)."""
         cal = self.calibration
         if forced:
             cal.forced_rate = 0.95 * cal.forced_rate + 0.05 * hit
