@@ -4,7 +4,8 @@
 that compiles or reads a vocabulary runs, so the user's cache of indexes is never touched and
 every run starts cold. numba's machine code for the kernels is the exception: it goes where
 ``import localguide`` puts it (``localguide.numba_cache``), keyed by version and CPU, as numba's
-own ``__pycache__`` would keep it. Loading a model takes about half a second: one per session.
+own ``__pycache__`` would keep it, and the processes the tests start load it from there.
+Loading a model takes about half a second: one per session.
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ MODEL_NAMES = ["smollm2", "gemma3"]
 # The tests' models decode on every core the process may use, up to 4: llama-cpp-python's default
 # (half of the logical CPUs, for hyperthreads) leaves one of a 2-core CI machine's cores idle
 # while one token decodes, and the suite spends most of its time decoding.
-THREADS = {"n_threads": max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                       else os.cpu_count() or 1))}
-THREADS["n_threads_batch"] = THREADS["n_threads"]
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+THREADS = {"n_threads": min(4, _CORES), "n_threads_batch": min(4, _CORES)}
 
 
 @pytest.fixture(scope="session", autouse=True)
