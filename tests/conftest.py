@@ -10,6 +10,7 @@ Loading a model takes about half a second: one per session.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -134,10 +135,19 @@ class FreeDecodes(DecodeCost):
 def eager(model):
     """The model drafting whenever a draft may be accepted (more than pays on a CPU: the point
     is to exercise long drafts and their rejections)."""
+    with costing(model, FreeDecodes()):
+        yield model
+
+
+@contextlib.contextmanager
+def costing(model: localguide.Model, cost: DecodeCost):
+    """``model`` with ``cost`` as what its decodes cost, for the ``with`` block."""
     saved = model._cost
-    model._cost = FreeDecodes()
-    yield model
-    model._cost = saved
+    model._cost = cost
+    try:
+        yield cost
+    finally:
+        model._cost = saved
 
 
 # --- helpers shared by the test modules ---------------------------------------------------

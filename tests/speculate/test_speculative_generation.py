@@ -21,7 +21,6 @@ What "exact" means here, and how it is checked without trusting the implementati
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import math
@@ -35,7 +34,7 @@ import localguide
 from localguide.llama.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost, constraint_key
 from localguide.speculate.counts import MIN_PAUSE, Calibration
-from conftest import FreeDecodes
+from conftest import FreeDecodes, costing
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120},
@@ -279,17 +278,6 @@ def assert_as_classic(model, kind, tokens, logits, seed: int, max_tokens: int = 
     if kind != "grammar":
         assert fully_matches(model, constraint, tokens)
     assert_kv_clean(model, prompt, tokens, logits)
-
-
-@contextlib.contextmanager
-def costing(model, cost: DecodeCost):
-    """``model`` with ``cost`` as what its decodes cost, for the ``with`` block."""
-    saved = model._cost
-    model._cost = cost
-    try:
-        yield cost
-    finally:
-        model._cost = saved
 
 
 def one_width(width: int, ratio: float = 1.1) -> DecodeCost:
