@@ -70,8 +70,27 @@ class HealGuide:
         self.logits: np.ndarray | None = None
         self.rest: bytes | None = None  # the bytes past ``healed`` of the token taken
         self.candidates = extensions(vocabulary, healed)  # every token that starts with the healed bytes
+        if inner is not None:
+            self.candidates = self._first_byte_allowed(self.candidates)
         self._paths: dict[int, list[int]] = {}  # checked candidate -> the inner tokens of its rest
         self._refused: set[int] = set()
+
+    def _first_byte_allowed(self, candidates: np.ndarray) -> np.ndarray:
+        """The candidates whose rest is empty or starts with a byte that starts a token ``inner``
+        allows now. The rest's first token starts with the rest's first byte, so the others could
+        never pass ``_check``; a prompt ending in a space has tens of thousands of candidates, and
+        where the constraint allows few of them each refusal would cost a tokenization."""
+        v = self.vocabulary
+        n = len(self.healed)
+        allowed = self.inner.allowed_token_ids()
+        starts = v.offsets[allowed]
+        first = np.zeros(256, bool)
+        first[v.flat[starts[v.offsets[allowed + 1] > starts]]] = True
+        begin, end = v.offsets[candidates] + n, v.offsets[candidates + 1]
+        keep = end == begin
+        longer = ~keep
+        keep[longer] = first[v.flat[begin[longer]]]
+        return candidates[keep]
 
     def _check(self, t: int) -> bool:
         """Whether candidate ``t``'s bytes past the healed ones are allowed (remembered)."""

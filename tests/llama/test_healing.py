@@ -74,6 +74,30 @@ def test_a_spanning_token_advances_the_constraint(model):
     assert rests and all(b"nce".startswith(r) or b"nkfurt".startswith(r) for r in rests), rests
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_candidates_are_dropped_by_their_first_byte_only_where_the_check_would_refuse_them(model, kind):
+    """A prompt ending in a space has tens of thousands of healing candidates; those whose rest
+    starts with a byte no allowed token starts with are dropped untried. None of them passes the
+    full check (its rest tokenized and walked through the constraint); the candidates kept are
+    the ones the check is asked about."""
+    import random
+
+    toks, healed = _healed_prompt(model, "Result: ")
+    assert healed == b" "
+    options, _ = KINDS[kind]
+    g = HealGuide(model.vocabulary, healed, model.compile(**options).guide(max_tokens=24), model._tokenize_text)
+    every = extensions(model.vocabulary, healed)
+    kept = set(g.candidates.tolist())
+    assert kept < set(every.tolist())
+    dropped = sorted(set(every.tolist()) - kept)
+    for t in random.Random(0).sample(dropped, min(400, len(dropped))):
+        assert not g._check(t), model.vocabulary[t]
+    passed = [t for t in sorted(kept)[:400] if g._check(t)]
+    assert passed, "some kept candidate must pass"
+    allowed = set(g.allowed_token_ids().tolist())
+    assert allowed <= kept and set(passed) <= allowed
+
+
 def test_control_tokens_and_unextendable_tokens_are_not_healed(model):
     v = model.vocabulary
     assert heal_point(v, [v.eos_id, v.eos_id]) == 0  # (no bytes: control and stop tokens)
