@@ -82,16 +82,35 @@ def trained_counts(model, constraint, prompt, n=4):
     return counts
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``trained(model, kind)``: a count model that has seen 4 generations of ``CONSTRAINTS[kind]``,
+    as ``trained_counts`` (with drafts free), trained once per model and kind and saved; each test
+    loads its own copy from the file (counts and calibration, as another process would)."""
+    folder = tmp_path_factory.mktemp("trained-counts")
+
+    def get(model, kind: str) -> CountModel:
+        path = folder / f"{model.path.stem}-{kind}.npz"
+        if not path.exists():
+            with costing(model, FreeDecodes()):
+                counts = trained_counts(model, *CONSTRAINTS[kind])
+            counts.path, counts._dirty = path, True
+            counts.save()
+        return CountModel(path)
+
+    return get
+
+
 def replay(model, constraint, logits, seed, max_tokens):
     """The tokens a classic chain (fresh guide, same seed) samples from ``logits``, one vector each."""
     guide = model.compile(**constraint).guide(max_tokens=max_tokens)
     n = model.vocabulary.size
     data = (llama_cpp.llama_token_data * n)()
+    rows = np.ctypeslib.as_array(data)  # (a structured view: id, logit, p)
     out = []
     with SamplerChain(Sampling(temperature=0.8, seed=seed), guide) as chain:
         for vec in logits:
-            for t in range(n):
-                data[t].id, data[t].logit, data[t].p = t, float(vec[t]), 0.0
+            rows["id"], rows["logit"], rows["p"] = np.arange(n), vec, 0.0
             arr = llama_cpp.llama_token_data_array(data, n, -1, False)
             chain.guide_sampler.prepare()
             llama_cpp.llama_sampler_apply(chain.pointer, ctypes.byref(arr))
@@ -113,9 +132,9 @@ def fully_matches(model, constraint, tokens) -> bool:
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
-def test_replay_of_the_recorded_logits_gives_the_same_tokens(eager, kind):
+def test_replay_of_the_recorded_logits_gives_the_same_tokens(eager, trained, kind):
     constraint, prompt = CONSTRAINTS[kind]
-    counts = trained_counts(eager, constraint, prompt)
+    counts = trained(eager, kind)
     for seed in (1, 2):
         tokens, logits = run(eager, constraint, prompt, speculate=True, seed=seed, counts=counts, record=True)
         stats = eager.last_stats
@@ -126,9 +145,9 @@ def test_replay_of_the_recorded_logits_gives_the_same_tokens(eager, kind):
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
-def test_same_seed_same_text_apart_from_numeric_cases(eager, kind):
+def test_same_seed_same_text_apart_from_numeric_cases(eager, trained, kind):
     constraint, prompt = CONSTRAINTS[kind]
-    counts = trained_counts(eager, constraint, prompt)
+    counts = trained(eager, kind)
     same = numeric = 0
     drafted = 0
     for seed in range(6):
@@ -249,11 +268,11 @@ def fresh_logits(model, prompt, tokens) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
-def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_cache(model, kind):
+def test_padded_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_cache(model, trained, kind):
     # Where a longer decode is cheaper, drafts are padded up to it: the padding's logits are
     # never sampled, and its KV cache entries go with the rejected drafts'.
     constraint, prompt = CONSTRAINTS[kind]
-    counts = trained_counts(model, constraint, prompt)
+    counts = trained(model, kind)
     counts.calibration.paused = 0  # (training, at this machine's costs, may have paused drafting)
     with costing(model, PaddedDecodes()):
         tokens, logits = run(model, constraint, prompt, speculate=True, seed=5, counts=counts, record=True)
@@ -288,11 +307,11 @@ def one_width(width: int, ratio: float = 1.1) -> DecodeCost:
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
-def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_cache(model, kind):
+def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_kv_cache(model, trained, kind):
     # As on a GPU replaying a captured graph: every decode of the generation is 8 tokens wide
     # (the sampled token, every draft, padding), its samples those of the classic loop.
     constraint, prompt = CONSTRAINTS[kind]
-    counts = trained_counts(model, constraint, prompt)
+    counts = trained(model, kind)
     with costing(model, one_width(8)):
         tokens, logits = run(model, constraint, prompt, speculate=True, seed=5, counts=counts, record=True)
         stats = model.last_stats
@@ -311,12 +330,12 @@ def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_k
         assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
 
 
-def test_with_one_width_a_generation_that_does_not_draft_guesses_whether_it_should(model):
+def test_with_one_width_a_generation_that_does_not_draft_guesses_whether_it_should(model, trained):
     # Where drafting lost, a generation decodes one token at a time throughout (another shape
     # would cost a graph capture), and guesses what drafts would have given: where the model
     # takes them, the next generations draft again.
     constraint, prompt = CONSTRAINTS["schema"]
-    counts = trained_counts(model, constraint, prompt)
+    counts = trained(model, "schema")
     counts.calibration.width_gain = 0.0
     with costing(model, one_width(8, ratio=1.0)):
         tokens, _ = run(model, constraint, prompt, speculate=True, seed=1, counts=counts)
@@ -351,9 +370,9 @@ def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
-def test_budget_is_kept_with_drafts_near_its_end(eager, kind):
+def test_budget_is_kept_with_drafts_near_its_end(eager, trained, kind):
     constraint, prompt = CONSTRAINTS[kind]
-    counts = trained_counts(eager, constraint, prompt)
+    counts = trained(eager, kind)
     for max_tokens in (3, 9, 17, 30):
         try:
             guide = eager.compile(**constraint).guide(max_tokens=max_tokens)
@@ -403,12 +422,12 @@ class UntimedDearDecodes(DearDecodes):
         return False
 
 
-def test_drafting_pauses_where_it_does_not_pay(model):
+def test_drafting_pauses_where_it_does_not_pay(model, trained):
     # The same trained counts and seeds: with decodes that cost what they are expected to, the
     # drafts go on; where they turn out dear, drafting pauses after a few, and the texts are the
     # same. A decode of a length not timed yet is not judged: it is tried to learn its cost.
     constraint, prompt = CONSTRAINTS["schema"]
-    counts = trained_counts(model, constraint, prompt)
+    counts = trained(model, "schema")
     saved = model._cost
     done = {}
     try:
@@ -497,12 +516,12 @@ def test_a_text_that_repeats_itself_is_drafted_from_itself_and_counted_once(eage
             assert len(ctx) <= ORDER or n <= generation  # (shorter contexts: one per longer one)
 
 
-def test_a_model_that_cannot_drop_rejected_drafts_does_not_speculate(model):
+def test_a_model_that_cannot_drop_rejected_drafts_does_not_speculate(model, trained):
     # A recurrent model's memory (Mamba, RWKV) cannot drop its last positions: with speculation
     # asked for, it decodes one token at a time, and gives the text it gives without speculation.
     assert model.can_speculate  # (both models here are transformers)
     constraint, prompt = CONSTRAINTS["schema"]
-    counts = trained_counts(model, constraint, prompt)
+    counts = trained(model, "schema")
     model.can_speculate = False
     try:
         tokens, _ = run(model, constraint, prompt, speculate=True, seed=4, counts=counts)
