@@ -70,8 +70,8 @@ def test_sentences_are_accepted_token_by_token(model, name):
         # (a text the vocabulary cannot spell is no case: SmolLM2's has no token for byte 0xF1,
         # and its tokenizer drops it)
         assume(b"".join(voc[t] for t in tokens) == text.encode())
-        # Lark (some 20 ms a prefix of sql) judges 8 prefixes, drawn anew for each text
-        asked = set(rng.sample(range(len(tokens)), min(8, len(tokens))))
+        # Lark (20 to 160 ms a prefix of sql) judges 4 prefixes, drawn anew for each text
+        asked = set(rng.sample(range(len(tokens)), min(4, len(tokens))))
         g = idx.guide()
         done = b""
         for i, t in enumerate(tokens):
