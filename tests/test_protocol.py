@@ -144,3 +144,16 @@ def test_lazy_rollback_across_the_hand_over(smollm2_vocab):
     for t in path[2:]:  # and again across the hand-over, from the automaton state
         g.advance(t)
     assert _view(g)[:4] == _view(replayed(len(path)))[:4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.data())
+def test_a_masks_allowed_ids_read_every_kind_alike(size, data):
+    allowed = np.array(sorted(data.draw(st.sets(st.integers(0, size - 1)))), np.int32)
+    excluded = np.setdiff1d(np.arange(size), allowed).astype(np.int32)
+    words = np.zeros((size + 63) // 64, np.uint64)
+    for t in allowed.tolist():
+        words[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    for mask in (Mask(MaskKind.ALLOWED, allowed), Mask(MaskKind.EXCLUDED, excluded), Mask(MaskKind.BITS, words)):
+        got = mask.allowed(size)
+        assert got.dtype == np.int32 and got.tolist() == allowed.tolist(), mask.kind

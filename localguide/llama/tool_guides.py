@@ -66,10 +66,7 @@ class _Cursor:
         return c
 
     def allowed_token_ids(self) -> np.ndarray:
-        kind, data = self.mask()
-        if kind == MaskKind.ALLOWED:
-            return data
-        return np.setdiff1d(np.arange(self.vocabulary.size, dtype=np.int32), data).astype(np.int32)
+        return self.mask().allowed(self.vocabulary.size)
 
     def native_block(self) -> None:
         return None

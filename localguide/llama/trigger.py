@@ -202,10 +202,7 @@ class TriggerGuide:
         return inner.mask() if inner is not None else Mask(MaskKind.EXCLUDED, np.empty(0, np.int32))
 
     def allowed_token_ids(self) -> np.ndarray:
-        kind, data = self.mask()
-        if kind == MaskKind.ALLOWED:
-            return data
-        return np.setdiff1d(np.arange(self._t.vocabulary.size, dtype=np.int32), data).astype(np.int32)
+        return self.mask().allowed(self._t.vocabulary.size)
 
     def _inner_allowed(self, inner) -> np.ndarray:
         if inner is None:
