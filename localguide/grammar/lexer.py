@@ -288,13 +288,17 @@ class Scanner:
                                        f"{max_states} states", source=g.cfg.source)
             return c
 
+        seeded: dict[int, int] = {}
+        n_bytes = (nt + 7) // 8
+
         def seed(mask: int) -> int:
-            terms = []
-            while mask:
-                low = mask & -mask
-                terms.append(low.bit_length() - 1)
-                mask ^= low
-            return intern(self.r_base[terms])
+            # (a large schema's grammar has 10³ terminals and asks for 10⁵ seeds, most of them
+            # alike: one bit walk in C per distinct mask)
+            c = seeded.get(mask)
+            if c is None:
+                bits = np.unpackbits(np.frombuffer(mask.to_bytes(n_bytes, "little"), np.uint8), bitorder="little")
+                c = seeded[mask] = intern(self.r_base[np.flatnonzero(bits)])
+            return c
 
         every = (1 << nt) - 1
         ign_bit = g.ignore_mask
