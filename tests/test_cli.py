@@ -307,7 +307,9 @@ def test_interrupted_starts_a_line_of_its_own(smollm2):
     env = {k: v for k, v in os.environ.items() if k != "LOCALGUIDE_COMPILE"}
     child = pexpect.spawn(sys.executable, ["-m", "localguide.cli", "run", "--raw", "--max-tokens", "400",
                                            "--regex", r" 4, 5, 6(, [0-9]{1,3}){1,300}", "Count: 1, 2, 3,"],
-                          env=dict(env, COLUMNS="200"), encoding="utf-8", timeout=120)
+                          env=dict(env, COLUMNS="200"), encoding="utf-8", timeout=120,
+                          # (a suite started in the background ignores SIGINT, and so would the CLI)
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         child.expect("4, 5, 6")  # (the output has begun)
         child.kill(signal.SIGINT)

@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 import localguide
+from localguide import cache
 from localguide.llama.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost, constraint_key
 from localguide.speculate.counts import MIN_PAUSE, Calibration
@@ -94,8 +95,7 @@ def trained(tmp_path_factory):
         if not path.exists():
             with costing(model, FreeDecodes()):
                 counts = trained_counts(model, *CONSTRAINTS[kind])
-            counts.path, counts._dirty = path, True
-            counts.save()
+            cache.save(path, counts.to_arrays())
         return CountModel(path)
 
     return get
