@@ -48,12 +48,18 @@ class Mask(NamedTuple):
         if self.kind == MaskKind.ALLOWED:
             return self.data
         if self.kind == MaskKind.BITS:
-            bits = np.unpackbits(self.data.view(np.uint8), bitorder="little")[:size]
-            return np.flatnonzero(bits).astype(np.int32)
+            return bits_ids(self.data)
         # (a boolean pass, not np.setdiff1d: that sorts and took 0.1 s on 262,144 tokens)
         keep = np.ones(size, bool)
         keep[self.data] = False
         return np.flatnonzero(keep).astype(np.int32)
+
+
+def bits_ids(bits: np.ndarray) -> np.ndarray:
+    """The sorted token ids of the vocabulary bitset ``bits`` (int32, read-only)."""
+    out = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")).astype(np.int32)
+    out.flags.writeable = False
+    return out
 
 
 @runtime_checkable

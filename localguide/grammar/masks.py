@@ -30,6 +30,7 @@ import numpy as np
 from . import trees_kernels, trees_numpy, warmup
 from ..numba_tools import read_only
 from ..progress import stage
+from ..protocol import bits_ids  # noqa: F401 - (the grammar modules read it from here)
 from ..slabs import Slabs
 
 MAX_READINGS = 256
@@ -742,11 +743,6 @@ def bits_has(bits: np.ndarray, token_id: int) -> bool:
     return token_id < 64 * len(bits) and bool((int(bits[token_id >> 6]) >> (token_id & 63)) & 1)
 
 
-def bits_ids(bits: np.ndarray) -> np.ndarray:
-    """The sorted token ids of the vocabulary bitset ``bits`` (int32, read-only)."""
-    out = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")).astype(np.int32)
-    out.flags.writeable = False
-    return out
 
 
 def insert_sorted(base: np.ndarray, small: np.ndarray) -> np.ndarray:
