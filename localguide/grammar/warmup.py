@@ -43,6 +43,7 @@ def kernels() -> list:
     return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,
             trees_kernels.union_bits, arena_kernels.earley_intern, arena_kernels.earley_seed,
             arena_kernels.earley_rehash, arena_kernels.earley_restore, candidates_kernels.mask_candidates_bits,
+            candidates_kernels.gather_bits,
             masks_kernels.earley_masks, native_kernels.prepared_apply, native_kernels.prepared_accept]
 
 
@@ -236,6 +237,9 @@ def _sample(mask, n: int) -> None:
     if mask.kind == MaskKind.BITS:
         data, header = candidates()
         candidates_kernels.mask_candidates_bits(header.ctypes.data, mask.data)
+        logits = np.zeros(n, np.float32)
+        out = np.zeros((n, 3), np.int32)
+        candidates_kernels.gather_bits(mask.data, logits.ctypes.data, n, out.ctypes.data, n)
     words = np.ascontiguousarray(mask.data, np.uint64 if mask.kind == MaskKind.BITS else np.int32)
     data, header = candidates()
     block = np.array([int(mask.kind), words.ctypes.data, len(words), -1, 0], np.int64)

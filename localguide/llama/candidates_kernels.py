@@ -247,3 +247,48 @@ def mask_candidates_bits(array_address, words):
     if k >= 0:
         header[1] = k
     return k
+
+
+# --- a compacted array built from the logits ----------------------------------------
+
+@njit(cache=True)
+def gather_bits(words, logits_address, n_vocab, out_address, limit):
+    """The candidate array ``keep_bits_in_id_order`` would leave of llama.cpp's fresh one, written
+    from the logits instead: a (id, logit, p = 0) record per id set in ``words`` (below ``n_vocab``),
+    in id order, at ``out_address`` (room for ``limit`` records), O(words + kept). The count, or
+    -1 (nothing written) where more than ``limit`` ids are set."""
+    kept = np.uint64(0)
+    for w in range(len(words)):
+        kept += _popcount(words[w])
+    if np.int64(kept) > limit:
+        return -1
+    logits = carray(_voidptr(logits_address), (n_vocab,), np.float32)
+    ids = carray(_voidptr(out_address), (max(limit, 1), 3), np.int32)
+    values = carray(_voidptr(out_address), (max(limit, 1), 3), np.float32)
+    one = np.uint64(1)
+    j = 0
+    for w in range(len(words)):
+        word = words[w]
+        while word:
+            t = (w << 6) + _lowest_bit(word)
+            word &= word - one
+            if t >= n_vocab:
+                return j
+            ids[j, 0] = t
+            values[j, 1] = logits[t]
+            values[j, 2] = 0.0
+            j += 1
+    return j
+
+
+def py_gather_bits(words, logits, out, limit):
+    """Twin of ``gather_bits``, on arrays: ``logits`` float32[n_vocab], ``out`` the records
+    (``llama_token_data``'s dtype)."""
+    ids = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+    if len(ids) > limit:
+        return -1
+    ids = ids[ids < len(logits)]
+    out["id"][:len(ids)] = ids
+    out["logit"][:len(ids)] = logits[ids]
+    out["p"][:len(ids)] = 0.0
+    return len(ids)

@@ -5,6 +5,12 @@ still in token-id order, and compacts it to the allowed tokens: the cost is
 O(allowed), not O(vocabulary), and the samplers after it (top-k, top-p,
 temperature, dist) only see allowed tokens. llama.cpp calls ``accept`` with the
 chosen token, which advances the guide. Works with any llama.cpp build.
+
+Where the guide allows a few tokens, ``SamplerChain.sample`` builds that compacted array
+itself, from the logits of the allowed tokens, and runs the chain's samplers after the
+guide on it: the same array as the guide sampler would have made, so the same token, without
+llama.cpp writing a candidate for every token of the vocabulary first (262,144 of them for
+Gemma 3: 0.25-0.45 ms a sample on a 2-core CPU, a quarter of a small model's decode on a GPU).
 """
 
 from __future__ import annotations
@@ -71,6 +77,11 @@ def _mask_bits():
     """``mask_candidates_bits``: the kernel once it is compiled (a grammar's warm-up compiles it)."""
     kernel = candidates_kernels.mask_candidates_bits
     return kernel if compiled(kernel) else candidates_numpy.mask_candidates_bits
+
+
+def _gather_ready() -> bool:
+    """Whether ``gather_bits`` is compiled (the grammar kernels' warm-up compiles it)."""
+    return compiled(candidates_kernels.gather_bits)
 
 
 def _prepared_ready() -> bool:
@@ -207,6 +218,12 @@ class GuideSampler:
             self.error = e
 
 
+# The candidates of a few allowed tokens are built here where they are at most this share of the
+# vocabulary (1 / DIRECT_SHARE); past it, numpy's gather costs about what llama.cpp's full array does.
+DIRECT_SHARE = 8
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
+
 _NOT_FIRST = ("the guide sampler must come first in the llama.cpp sampler chain "
               "(it got a candidate array that was not in token-id order)")
 
@@ -230,29 +247,94 @@ class SamplerChain:
         self.guide_sampler = GuideSampler(guide) if guide is not None else None
         if self.guide_sampler is not None:
             llama_cpp.llama_sampler_chain_add(self.pointer, self.guide_sampler.pointer)
+        after = []  # the samplers after the guide (the chain owns them)
+
+        def add(smpl):
+            llama_cpp.llama_sampler_chain_add(self.pointer, smpl)
+            after.append(smpl)
+
         s = sampling
         if s.temperature <= 0:
             if draw:
-                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_greedy())
+                add(llama_cpp.llama_sampler_init_greedy())
         else:
             if s.top_k > 0:
-                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_top_k(s.top_k))
+                add(llama_cpp.llama_sampler_init_top_k(s.top_k))
             if s.top_p < 1.0:
-                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_top_p(s.top_p, 1))
+                add(llama_cpp.llama_sampler_init_top_p(s.top_p, 1))
             if s.min_p > 0:
-                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
-            llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_temp(s.temperature))
+                add(llama_cpp.llama_sampler_init_min_p(s.min_p, 1))
+            add(llama_cpp.llama_sampler_init_temp(s.temperature))
             seed = s.seed if s.seed is not None else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
             if draw:
-                llama_cpp.llama_sampler_chain_add(self.pointer, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+                add(llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        self._after = after
+        # A few allowed tokens: their candidates are built here (``_sample_allowed``). Not with
+        # extra samplers, which see the whole vocabulary before the guide.
+        self.direct = self.guide_sampler is not None and not extra and draw
+        self._direct_buffer = None
+        self._direct_array = None
+        self._n_vocab = 0
 
     def sample(self, ctx, idx: int = -1) -> int:
         """Sample from the logits of batch position ``idx`` (-1: the last), advancing the guide."""
-        if self.guide_sampler is not None:
-            self.guide_sampler.prepare()
+        if self.guide_sampler is None:
+            return llama_cpp.llama_sampler_sample(self.pointer, ctx, idx)
+        if self.direct:
+            kind, data = self.guide_sampler.guide.mask()
+            if kind == MaskKind.ALLOWED and 0 < len(data) or kind == MaskKind.BITS and _gather_ready():
+                token = self._sample_allowed(ctx, idx, kind, data)
+                if token >= 0:
+                    return token
+        self.guide_sampler.prepare()
         token = llama_cpp.llama_sampler_sample(self.pointer, ctx, idx)
-        if self.guide_sampler is not None:
-            self.guide_sampler.sync()
+        self.guide_sampler.sync()
+        return token
+
+    def _buffer(self, ctx) -> tuple[int, np.ndarray]:
+        """(the vocabulary's size, the records' buffer: room for 1 / DIRECT_SHARE of it), made once."""
+        if self._direct_buffer is None:
+            n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama_cpp.llama_get_model(ctx)))
+            buf = self._direct_buffer = np.zeros(max(1, n_vocab // DIRECT_SHARE), _TOKEN_DATA)
+            self._direct_array = llama_cpp.llama_token_data_array(
+                data=buf.ctypes.data_as(llama_cpp.llama_token_data_p), size=0, selected=-1, sorted=False)
+            self._n_vocab = n_vocab
+        return self._n_vocab, self._direct_buffer
+
+    def _sample_allowed(self, ctx, idx: int, kind: MaskKind, data: np.ndarray) -> int:
+        """What ``llama_sampler_sample`` would give, where the guide allows a few tokens: the
+        candidate array the guide sampler would have compacted the vocabulary's to (the allowed
+        tokens in id order, their logits, p 0), through the samplers after the guide, then
+        ``accept`` through the whole chain (the guide advances as it would). -1 where the mask
+        allows more than 1 / DIRECT_SHARE of the vocabulary, or nothing: nothing sampled."""
+        n_vocab, buf = self._buffer(ctx)
+        limit = len(buf)
+        address = ctypes.cast(llama_cpp.llama_get_logits_ith(ctx, idx), _VOIDP).value
+        if kind == MaskKind.BITS:
+            n = candidates_kernels.gather_bits(data, address, n_vocab, buf.ctypes.data, limit)
+            if n <= 0:
+                return -1
+        else:
+            n = len(data)
+            if n > limit:
+                return -1
+            logits = np.frombuffer((ctypes.c_float * n_vocab).from_address(address), np.float32)
+            view = buf[:n]
+            view["id"] = data
+            view["logit"] = logits[data]
+            view["p"] = 0.0
+        arr = self._direct_array
+        arr.size, arr.selected, arr.sorted = n, -1, False
+        ref = ctypes.byref(arr)
+        for smpl in self._after:
+            llama_cpp.llama_sampler_apply(smpl, ref)
+        selected = arr.selected
+        if not 0 <= selected < n:
+            raise LocalguideError(f"llama.cpp's samplers selected no candidate ({selected} of {n})")
+        token = int(buf["id"][selected])
+        self.guide_sampler.prepare()  # (for the accept: the native block takes the cursor)
+        llama_cpp.llama_sampler_accept(self.pointer, token)
+        self.guide_sampler.sync()
         return token
 
     def close(self) -> None:
