@@ -15,7 +15,10 @@ tokenization of the forced text than the one fast-forward imposes.
 
     python benchmarks/speculation.py [--models smollm2,gemma] [--rounds 5] [--tokens 96]
         [--warmup 3] [--min-tokens 250] [--cases person,maskbench,date,...] [--threads N]
-        [--n-gpu-layers -1] [--markdown]
+        [--n-gpu-layers -1] [--full-candidates] [--markdown]
+
+``--full-candidates`` adds speculation off and on with llama.cpp's candidate array of the whole
+vocabulary at every sample, as before ``SamplerChain._sample_allowed``: its gain, paired.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from common import PATTERNS, PERSON_SCHEMA, PROMPTS, ROOT, SAMPLING, fmt, log, m
 import llama_cpp
 
 import localguide
-from localguide.llama.sampler import Sampling
+from localguide.llama.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost
 from localguide.speculate.drafts import MAX_DRAFT
 
@@ -99,7 +102,16 @@ def _ban_stops(model):
 
 
 def one(model, constraint: dict, prompt_tokens, max_tokens: int, seed: int, mode: str, counts):
-    """(tokens, stats) of one run; ``mode``: unconstrained, off, on or ff."""
+    """(tokens, stats) of one run; ``mode``: unconstrained, off, on or ff; "off full" and "on full":
+    off and on with llama.cpp's candidate array of the whole vocabulary at every sample (the
+    sampler before ``SamplerChain._sample_allowed``)."""
+    if mode.endswith(" full"):
+        saved = SamplerChain._sample_allowed
+        SamplerChain._sample_allowed = lambda self, *a: -1
+        try:
+            return one(model, constraint, prompt_tokens, max_tokens, seed, mode[:-5], counts)
+        finally:
+            SamplerChain._sample_allowed = saved
     sampling = Sampling(SAMPLING.temperature, SAMPLING.top_k, SAMPLING.top_p, SAMPLING.min_p, seed)
     if mode == "unconstrained":
         smpl, keep = _ban_stops(model)
@@ -114,13 +126,16 @@ def one(model, constraint: dict, prompt_tokens, max_tokens: int, seed: int, mode
 
 
 def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_tokens: int, warmup: int,
-            min_tokens: int = 0) -> dict:
+            min_tokens: int = 0, full: bool = False) -> dict:
     prompt_tokens = model.tokenize_prompt(prompt)
     counts = CountModel()
     ff_counts = CountModel()
+    full_counts = CountModel()
     for w in range(warmup):
         one(model, constraint, prompt_tokens, max_tokens, 500 + w, "on", counts)
-    modes = ("unconstrained", "off", "on", "ff")
+        if full:
+            one(model, constraint, prompt_tokens, max_tokens, 500 + w, "on full", full_counts)
+    modes = ("unconstrained", "off", "on", "ff") + (("off full", "on full") if full else ())
     agg = {m: {"tokens": 0, "seconds": 0.0, "decodes": 0, "drafted": 0, "accepted": 0, "forced_drafted": 0,
                "forced_accepted": 0, "ff": 0} for m in modes}
     same = 0
@@ -132,7 +147,7 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
         texts = {}
         for mode in modes:
             tokens, s = one(model, constraint, prompt_tokens, max_tokens, 1000 + r, mode,
-                            ff_counts if mode == "ff" else counts)
+                            {"ff": ff_counts, "on full": full_counts}.get(mode, counts))
             a = agg[mode]
             a["tokens"] += s.tokens
             a["seconds"] += s.seconds
@@ -174,6 +189,7 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
         "forced_other": (1 - forced["accepted"] / forced["drafted"]) if forced["drafted"] else None,
         "forced_n": forced["drafted"],
         "tokens": {m: agg[m]["tokens"] / timed for m in modes},
+        "full": {m: tps[m] / tps[f"{m} full"] for m in ("off", "on")} if full else None,
     }
 
 
@@ -191,7 +207,13 @@ def report(name: str, path: Path, rows: list[dict], args) -> str:
                       f"{x['same_seed']}/{x['rounds']}",
                       "–" if x["forced_other"] is None else f"{x['forced_other']:.0%} of {x['forced_n']}",
                       fmt(x["tokens"]["on"], 0)])
-    return f"### {name}: `{path.name}`\n\n" + md_table(head, table)
+    text = f"### {name}: `{path.name}`\n\n" + md_table(head, table)
+    if args.full_candidates:
+        text += "\n\n" + md_table(
+            ["constraint", "off / off with every candidate", "on / on with every candidate", "on full / unconstrained"],
+            [[x["case"], f"{x['full']['off']:.3f}", f"{x['full']['on']:.3f}",
+              f"{x['tps']['on full'] / x['tps']['unconstrained']:.2f}"] for x in rows])
+    return text
 
 
 def main() -> None:
@@ -205,6 +227,8 @@ def main() -> None:
                     help=f"more rounds (up to {MAX_ROUNDS}x) until each mode generated this many tokens")
     ap.add_argument("--threads", type=int, default=None, help="n_threads and n_threads_batch (default: llama-cpp-python's)")
     ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--full-candidates", action="store_true",
+                    help="also off and on with llama.cpp's candidate array of the whole vocabulary at every sample")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     notes: list[str] = []
@@ -226,7 +250,8 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001
                 log(f"  {case}: skipped ({e})")
                 continue
-            row = measure(model, case, constraint, prompt, args.rounds, args.tokens, args.warmup, args.min_tokens)
+            row = measure(model, case, constraint, prompt, args.rounds, args.tokens, args.warmup, args.min_tokens,
+                          args.full_candidates)
             rows.append(row)
             log(f"  {case}: on {row['ratio_on']:.2f}x, off {row['ratio_off']:.2f}x, ff {row['ratio_ff']:.2f}x, "
                 f"acceptance {row['acceptance']}, tokens/decode {row['tokens_per_decode']:.2f}, "
