@@ -10,7 +10,7 @@ Where the guide allows a few tokens, ``SamplerChain.sample`` builds that compact
 itself, from the logits of the allowed tokens, and runs the chain's samplers after the
 guide on it: the same array as the guide sampler would have made, so the same token, without
 llama.cpp writing a candidate for every token of the vocabulary first (262,144 of them for
-Gemma 3: 0.25-0.45 ms a sample on a 2-core CPU, a quarter of a small model's decode on a GPU).
+Gemma 3: 0.4-0.8 ms a sample in the generation loop on a 2-core CPU, against 0.01-0.05 ms).
 """
 
 from __future__ import annotations
