@@ -233,8 +233,8 @@ class SamplerChain:
 
     ``extra`` samplers (llama.cpp's own grammar sampler or a logit bias, for benchmarks)
     come first; the guide must see the candidates in token-id order, so an extra
-    sampler placed before it may only change logits in place (as a logit bias does),
-    unless there is no guide.
+    sampler placed before it may only change logits in place, token by token (as a logit
+    bias does), unless there is no guide.
     """
 
     def __init__(self, sampling: Sampling, guide=None, extra=(), draw: bool = True):
@@ -268,10 +268,11 @@ class SamplerChain:
             seed = s.seed if s.seed is not None else 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: random
             if draw:
                 add(llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
-        self._after = after
-        # A few allowed tokens: their candidates are built here (``_sample_allowed``). Not with
-        # extra samplers, which see the whole vocabulary before the guide.
-        self.direct = self.guide_sampler is not None and not extra and draw
+        # A few allowed tokens: their candidates are built here (``_sample_allowed``) and go
+        # through the extra samplers (which change logits token by token, in place: the same on
+        # the allowed tokens alone), then the samplers after the guide.
+        self._direct_samplers = [*extra, *after]
+        self.direct = self.guide_sampler is not None and draw
         self._direct_buffer = None
         self._direct_array = None
         self._n_vocab = 0
@@ -304,7 +305,7 @@ class SamplerChain:
     def _sample_allowed(self, ctx, idx: int, kind: MaskKind, data: np.ndarray) -> int:
         """What ``llama_sampler_sample`` would give, where the guide allows a few tokens: the
         candidate array the guide sampler would have compacted the vocabulary's to (the allowed
-        tokens in id order, their logits, p 0), through the samplers after the guide, then
+        tokens in id order, their logits, p 0), through the extra samplers and those after the guide, then
         ``accept`` through the whole chain (the guide advances as it would). -1 where the mask
         allows more than 1 / DIRECT_SHARE of the vocabulary, or nothing: nothing sampled."""
         n_vocab, buf = self._buffer(ctx)
@@ -326,7 +327,7 @@ class SamplerChain:
         arr = self._direct_array
         arr.size, arr.selected, arr.sorted = n, -1, False
         ref = ctypes.byref(arr)
-        for smpl in self._after:
+        for smpl in self._direct_samplers:
             llama_cpp.llama_sampler_apply(smpl, ref)
         selected = arr.selected
         if not 0 <= selected < n:

@@ -59,10 +59,26 @@ CONSTRAINTS = {
 }
 
 
+def _bias(model):
+    """An extra sampler before the guide: a logit bias (the stop tokens banned, the digit 7
+    favoured), as the benchmarks use."""
+    import llama_cpp
+
+    tokens = model.vocabulary.stop_ids.tolist()
+    seven = model.llama.tokenize(b"7", add_bos=False, special=False)
+    biases = [float("-inf")] * len(tokens) + [2.0] * len(seven)
+    arr = (llama_cpp.llama_logit_bias * len(biases))()
+    for i, (t, b) in enumerate(zip(tokens + seven, biases)):
+        arr[i].token, arr[i].bias = t, b
+    return llama_cpp.llama_sampler_init_logit_bias(model.vocabulary.size, len(biases), arr)
+
+
+@pytest.mark.parametrize("extra", [False, True], ids=["chain", "with a logit bias"])
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
-def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind):
+def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind, extra):
     """Same seed, same tokens, with the candidates built here or by llama.cpp, at temperatures
-    1, 0.8 and 0 (greedy), with a token budget and without; and the direct path did sample.
+    1, 0.8 and 0 (greedy), with a token budget and without, with an extra sampler before the
+    guide and without; and the direct path did sample.
     (Each prompt decoded whole: a prompt decoded after a cached prefix is another batch, and
     Gemma 3's logits differ in their last bits by the batch.)"""
     constraint, prompt = CONSTRAINTS[kind]
@@ -94,8 +110,9 @@ def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind)
         else:
             monkeypatch.setattr(SamplerChain, "_sample_allowed", lambda self, *a: -1)
         runs[path] = [list(model.generate_tokens(prompt_tokens, index.guide(max_tokens=budget), 40,
-                                                 Sampling(temperature=t, seed=seed), speculate=False,
-                                                 cache_prompt=False))
+                                                 Sampling(temperature=t, seed=seed),
+                                                 extra_samplers=[_bias(model)] if extra else (),
+                                                 speculate=False, cache_prompt=False))
                       for seed, t, budget in ((1, 1.0, None), (2, 0.8, None), (3, 1.0, 24), (4, 0.0, None))]
     assert runs["direct"] == runs["llama.cpp"]
     assert all(runs["direct"])
