@@ -221,6 +221,11 @@ class GuideSampler:
 # The candidates of a few allowed tokens are built here where they are at most this share of the
 # vocabulary (1 / DIRECT_SHARE); past it, numpy's gather costs about what llama.cpp's full array does.
 DIRECT_SHARE = 8
+# ... and where the vocabulary has at least this many tokens. Right after a decode has swept the
+# CPU's caches, the direct path's Python costs 150-250 µs a sample on a 2-core CPU; llama.cpp's
+# array of Gemma 3's 262,144 candidates cost 520-660 µs, SmolLM2's 49,152 about 200 µs (the whole
+# sample, in the generation loop): a loss there.
+DIRECT_MIN_VOCAB = 100_000
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 
@@ -281,7 +286,7 @@ class SamplerChain:
         """Sample from the logits of batch position ``idx`` (-1: the last), advancing the guide."""
         if self.guide_sampler is None:
             return llama_cpp.llama_sampler_sample(self.pointer, ctx, idx)
-        if self.direct:
+        if self.direct and self._large(ctx):
             kind, data = self.guide_sampler.guide.mask()
             if kind == MaskKind.ALLOWED and 0 < len(data) or kind == MaskKind.BITS and _gather_ready():
                 token = self._sample_allowed(ctx, idx, kind, data)
@@ -291,6 +296,10 @@ class SamplerChain:
         token = llama_cpp.llama_sampler_sample(self.pointer, ctx, idx)
         self.guide_sampler.sync()
         return token
+
+    def _large(self, ctx) -> bool:
+        """Whether the vocabulary is large enough for ``_sample_allowed`` to pay (``DIRECT_MIN_VOCAB``)."""
+        return self._buffer(ctx)[0] >= DIRECT_MIN_VOCAB
 
     def _buffer(self, ctx) -> tuple[int, np.ndarray]:
         """(the vocabulary's size, the records' buffer: room for 1 / DIRECT_SHARE of it), made once."""

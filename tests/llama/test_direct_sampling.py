@@ -41,6 +41,12 @@ def test_gather_bits_equals_twin(case):
     assert np.array_equal(out["logit"][:k], logits[sorted(ids)])
 
 
+def test_the_direct_path_is_for_large_vocabularies(model):
+    with SamplerChain(Sampling(seed=1), model.compile(regex=r"[0-9]+").guide()) as chain:
+        assert chain._large(model.llama.ctx) == (model.vocabulary.size >= sampler_mod.DIRECT_MIN_VOCAB)
+    assert sampler_mod.DIRECT_MIN_VOCAB > 49_152  # (SmolLM2 keeps llama.cpp's array: cheaper there)
+
+
 def test_gather_bits_leaves_out_ids_past_the_vocabulary():
     words = bitset([3, 70, 127], 128)
     logits = np.arange(100, dtype=np.float32)
@@ -81,6 +87,7 @@ def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind,
     guide and without; and the direct path did sample.
     (Each prompt decoded whole: a prompt decoded after a cached prefix is another batch, and
     Gemma 3's logits differ in their last bits by the batch.)"""
+    monkeypatch.setattr(sampler_mod, "DIRECT_MIN_VOCAB", 0)  # (SmolLM2's vocabulary too)
     constraint, prompt = CONSTRAINTS[kind]
     index = model.compile(**constraint)
     if kind == "grammar":  # (its bitsets take the kernel, compiled by the warm-up)
