@@ -10,7 +10,7 @@ With a large vocabulary, where the guide allows a few tokens, ``SamplerChain.sam
 that compacted array itself, from the logits of the allowed tokens, and runs the chain's samplers after the
 guide on it: the same array as the guide sampler would have made, so the same token, without
 llama.cpp writing a candidate for every token of the vocabulary first (262,144 of them for
-Gemma 3: 0.4-0.8 ms a sample in the generation loop on a 2-core CPU, against 0.01-0.05 ms).
+Gemma 3: 0.5-0.65 ms a sample in the generation loop on a 2-core CPU, against 0.25 ms this way).
 """
 
 from __future__ import annotations
