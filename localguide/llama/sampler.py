@@ -279,8 +279,9 @@ class SamplerChain:
         self._direct_samplers = [*extra, *after]
         self.direct = self.guide_sampler is not None and draw
         self._direct_buffer = None
+        self._direct_address = 0
         self._direct_array = None
-        self._n_vocab = 0
+        self._n_vocab = 0  # (read from the context at the first sample)
 
     def sample(self, ctx, idx: int = -1) -> int:
         """Sample from the logits of batch position ``idx`` (-1: the last), advancing the guide."""
@@ -299,17 +300,19 @@ class SamplerChain:
 
     def _large(self, ctx) -> bool:
         """Whether the vocabulary is large enough for ``_sample_allowed`` to pay (``DIRECT_MIN_VOCAB``)."""
-        return self._buffer(ctx)[0] >= DIRECT_MIN_VOCAB
+        if not self._n_vocab:
+            self._n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama_cpp.llama_get_model(ctx)))
+        return self._n_vocab >= DIRECT_MIN_VOCAB
 
-    def _buffer(self, ctx) -> tuple[int, np.ndarray]:
-        """(the vocabulary's size, the records' buffer: room for 1 / DIRECT_SHARE of it), made once."""
+    def _buffer(self) -> np.ndarray:
+        """The records' buffer (room for 1 / DIRECT_SHARE of the vocabulary), made at the first
+        direct sample only; its address is kept in ``_direct_address``."""
         if self._direct_buffer is None:
-            n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(llama_cpp.llama_get_model(ctx)))
-            buf = self._direct_buffer = np.zeros(max(1, n_vocab // DIRECT_SHARE), _TOKEN_DATA)
+            buf = self._direct_buffer = np.zeros(max(1, self._n_vocab // DIRECT_SHARE), _TOKEN_DATA)
+            self._direct_address = buf.ctypes.data
             self._direct_array = llama_cpp.llama_token_data_array(
                 data=buf.ctypes.data_as(llama_cpp.llama_token_data_p), size=0, selected=-1, sorted=False)
-            self._n_vocab = n_vocab
-        return self._n_vocab, self._direct_buffer
+        return self._direct_buffer
 
     def _sample_allowed(self, ctx, idx: int, kind: MaskKind, data: np.ndarray) -> int:
         """What ``llama_sampler_sample`` would give, where the guide allows a few tokens: the
@@ -317,11 +320,11 @@ class SamplerChain:
         tokens in id order, their logits, p 0), through the extra samplers and those after the guide, then
         ``accept`` through the whole chain (the guide advances as it would). -1 where the mask
         allows more than 1 / DIRECT_SHARE of the vocabulary, or nothing: nothing sampled."""
-        n_vocab, buf = self._buffer(ctx)
+        n_vocab, buf = self._n_vocab, self._buffer()
         limit = len(buf)
         address = ctypes.cast(llama_cpp.llama_get_logits_ith(ctx, idx), _VOIDP).value
         if kind == MaskKind.BITS:
-            n = candidates_kernels.gather_bits(data, address, n_vocab, buf.ctypes.data, limit)
+            n = candidates_kernels.gather_bits(data, address, n_vocab, self._direct_address, limit)
             if n <= 0:
                 return -1
         else:
