@@ -26,7 +26,7 @@ import llama_cpp
 import numpy as np
 
 from ..errors import LocalguideError
-from ..speculate.counts import ORDER
+from ..speculate.counts import ORDER, PROBE_DRAFTS
 from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length, choose_width
 from ..speculate.lookup import Lookup
 
@@ -314,6 +314,8 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
                 if width > 1:
                     room = min(room, width - 1)
+                elif drafter.calibration.probing:
+                    room = min(room, PROBE_DRAFTS)
                 props, probs, flags, orders = drafter.propose(guide, room, context=tuple(taken),
                                                               recent=recent, lookup=seen)
                 if width > 1:  # every decode with drafts has the one width: all drafts, then padding

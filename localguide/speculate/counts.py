@@ -45,6 +45,10 @@ _SATURATE = 1 << 30  # counts are halved in their state before they would overfl
 _warned: set[Path] = set()
 JUDGED = 8  # decodes with drafts before drafting is first judged (``Calibration.settle``)
 PROBE = 2  # decodes with drafts after a pause before it is judged again
+# The drafts of one probing decode at most: a probe asks whether drafts pay again where they had
+# stopped paying; a long one that the model refuses at its first token costs 1.5-3 tokens' decode
+# (SmolLM2's digits of a float on a 2-core CPU), and one short one accepted answers as well.
+PROBE_DRAFTS = 2
 MIN_PAUSE, MAX_PAUSE = 16, 512  # decodes without drafts, where drafting did not pay
 
 
@@ -59,7 +63,7 @@ class Calibration:
     (a cache). Updated without a lock: a lost update between threads costs nothing."""
 
     __slots__ = ("forced_rate", "hits", "predicted", "lookup", "forced", "gain", "judged", "paused", "pause",
-                 "width_gain")
+                 "probing", "width_gain")
 
     def __init__(self, forced_rate: float = 0.9, hits=None, predicted=None, lookup=None):
         self.forced_rate = forced_rate
@@ -73,6 +77,7 @@ class Calibration:
         self.judged = 0  # decodes with drafts averaged since the last pause
         self.paused = 0  # decodes left without drafts
         self.pause = MIN_PAUSE  # the next pause's length
+        self.probing = False  # after a pause, until judged again: drafts at most PROBE_DRAFTS a decode
         # Where every decode with drafts has one width (``DecodeCost.width``): what a decode of
         # that width gives against one token, drafted or (not drafting) simulated, as a running
         # average; each generation drafts where it is 1 or more. (Optimistic at first: tried.)
@@ -95,8 +100,9 @@ class Calibration:
         drafting's included, in one-token decodes; one token alone gains 0). Where such decodes
         lose on average after ``JUDGED`` of them (drafts the model keeps refusing, a decode
         dearer than its estimate), drafting pauses for a while; after it, ``PROBE`` decodes
-        with drafts decide, the average so far halved: a loss pauses again, twice as long, a
-        gain brings the pauses back to their shortest. The count model keeps learning meanwhile."""
+        with drafts decide (``PROBE_DRAFTS`` drafts each at most), the average so far halved: a
+        loss pauses again, twice as long, a gain brings the pauses back to their shortest. The
+        count model keeps learning meanwhile."""
         self.gain = 0.9 * self.gain + 0.1 * (tokens - cost)
         self.judged += 1
         if self.judged < JUDGED:
@@ -104,8 +110,9 @@ class Calibration:
         if self.gain < 0:
             self.paused, self.pause = self.pause, min(2 * self.pause, MAX_PAUSE)
             self.gain, self.judged = 0.5 * self.gain, JUDGED - PROBE
+            self.probing = True
         else:
-            self.pause = MIN_PAUSE
+            self.pause, self.probing = MIN_PAUSE, False
 
 
 class Guess(NamedTuple):

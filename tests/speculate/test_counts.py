@@ -238,6 +238,7 @@ def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():
 
     first = decodes(JUDGED + MIN_PAUSE + PROBE, 1, 3.0)  # 1 token for the time of 3
     assert first == [True] * JUDGED + [False] * MIN_PAUSE + [True] * PROBE
+    assert cal.probing  # (the decodes after a pause probe: short drafts, ``PROBE_DRAFTS``)
     second = decodes(2 * MIN_PAUSE + PROBE, 1, 3.0)  # losing still: the next pause is twice as long
     assert second == [False] * 2 * MIN_PAUSE + [True] * PROBE
     decodes(5000, 1, 3.0)
@@ -247,5 +248,5 @@ def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():
     while not cal.drafting():
         pass
     assert all(decodes(50, 4, 2.0))  # drafts that pay again: no more pauses, and the next is short
-    assert cal.pause == MIN_PAUSE
+    assert cal.pause == MIN_PAUSE and not cal.probing
     assert all(decodes(JUDGED, 4, 2.0) + decodes(1, 1, 4.0) + decodes(3, 4, 2.0))  # a loss among gains

@@ -34,7 +34,8 @@ import localguide
 from localguide import cache
 from localguide.llama.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost, constraint_key
-from localguide.speculate.counts import MIN_PAUSE, Calibration
+from localguide.llama import loop
+from localguide.speculate.counts import MIN_PAUSE, PROBE_DRAFTS, Calibration
 from conftest import FreeDecodes, costing
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
@@ -422,14 +423,23 @@ class UntimedDearDecodes(DearDecodes):
         return False
 
 
-def test_drafting_pauses_where_it_does_not_pay(model, trained):
+def test_drafting_pauses_where_it_does_not_pay(model, trained, monkeypatch):
     # The same trained counts and seeds: with decodes that cost what they are expected to, the
     # drafts go on; where they turn out dear, drafting pauses after a few, and the texts are the
     # same. A decode of a length not timed yet is not judged: it is tried to learn its cost.
+    # The decodes that probe after a pause draft PROBE_DRAFTS tokens at most.
     constraint, prompt = CONSTRAINTS["schema"]
     counts = trained(model, "schema")
     saved = model._cost
     done = {}
+    offered = []  # (probing, drafts offered to choose_length) per decode with drafts
+    chosen = loop.choose_length
+
+    def choose_length(probs, *args, **kwargs):
+        offered.append((counts.calibration.probing, len(probs)))
+        return chosen(probs, *args, **kwargs)
+
+    monkeypatch.setattr("localguide.llama.loop.choose_length", choose_length)
     try:
         for name, cost in (("free", FreeDecodes()), ("dear", DearDecodes()), ("untimed", UntimedDearDecodes())):
             counts.calibration = Calibration(counts.calibration.forced_rate)
@@ -448,6 +458,9 @@ def test_drafting_pauses_where_it_does_not_pay(model, trained):
     assert d_untimed > 0 and c_untimed.pause == MIN_PAUSE and c_untimed.paused == 0
     assert c_dear.pause > MIN_PAUSE, (d_free, d_dear)  # it paused at least once
     assert d_dear < d_free
+    probes = [n for probing, n in offered if probing]
+    assert probes and max(probes) <= PROBE_DRAFTS
+    assert max(n for probing, n in offered if not probing) > PROBE_DRAFTS
     if model.vocabulary.size < 100_000:  # (SmolLM2's batched logits are bitwise one-token logits)
         assert dear == free
 
