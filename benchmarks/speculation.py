@@ -2,16 +2,17 @@
 against unconstrained generation of the same prompt, side by side in one process.
 
 For each model and constraint, runs go in rounds: in every round each mode runs once with the
-same seed (unconstrained, speculation off, on, fast-forward), so load drift hits all modes
-alike; a constraint whose texts are short runs more rounds, until each mode generated
-``--min-tokens``. tokens/s = generated tokens / generation seconds (``Model.last_stats``: from the
-end of the prompt's decode to the last token), summed over the rounds. The count model starts empty
-and learns from the speculative runs (``warm-up runs`` of them come first, untimed, as an app
-that has been used a little; ``--warmup 0`` shows a first use). Also reported: acceptance
-(drafts the sampler confirmed / drafted), tokens per decode call, how many speculative runs
-gave the same text as speculation off with the same seed (the rest differ by llama.cpp's
-batched logits), and for fast-forward how often the verified runs' model chose another
-tokenization of the forced text than the one fast-forward imposes.
+same seed (unconstrained, speculation off, on, fast-forward; each round starting one mode
+later), so load drift hits all modes alike; a constraint whose texts are short runs more
+rounds, until each mode generated ``--min-tokens``. tokens/s = generated tokens / generation
+seconds (``Model.last_stats``: from the end of the prompt's decode to the last token), summed
+over the rounds. The count model starts empty and learns from the speculative runs
+(``warm-up runs`` of them come first, untimed, as an app that has been used a little;
+``--warmup 0`` shows a first use). Also reported: acceptance (drafts the sampler confirmed /
+drafted), tokens per decode call, how many speculative runs gave the same text as
+speculation off with the same seed (the rest differ by llama.cpp's batched logits), and for
+fast-forward how often the verified runs' model chose another tokenization of the forced text
+than the one fast-forward imposes.
 
     python benchmarks/speculation.py [--models smollm2,gemma] [--rounds 5] [--tokens 96]
         [--warmup 3] [--min-tokens 250] [--cases person,maskbench,date,...] [--threads N]
@@ -145,7 +146,9 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
     # milliseconds per mode would be measured otherwise, where a scheduler hiccup moves the ratio 5%.
     while r < rounds or (r < MAX_ROUNDS * rounds and min(agg[m]["tokens"] for m in modes) < min_tokens):
         texts = {}
-        for mode in modes:
+        # (each round starts with the next mode: the machine's speed drifts within a round too,
+        # and no mode should always run after the same one)
+        for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
             tokens, s = one(model, constraint, prompt_tokens, max_tokens, 1000 + r, mode,
                             {"ff": ff_counts, "on full": full_counts}.get(mode, counts))
             a = agg[mode]
