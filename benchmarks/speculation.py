@@ -19,7 +19,8 @@ than the one fast-forward imposes.
         [--n-gpu-layers -1] [--full-candidates] [--markdown]
 
 ``--full-candidates`` adds speculation off and on with llama.cpp's candidate array of the whole
-vocabulary at every sample, as before ``SamplerChain._sample_allowed``: its gain, paired.
+vocabulary at every sample, as before ``SamplerChain._sample_allowed`` and ``_sample_top``: their
+gain, paired.
 """
 
 from __future__ import annotations
@@ -105,14 +106,14 @@ def _ban_stops(model):
 def one(model, constraint: dict, prompt_tokens, max_tokens: int, seed: int, mode: str, counts):
     """(tokens, stats) of one run; ``mode``: unconstrained, off, on or ff; "off full" and "on full":
     off and on with llama.cpp's candidate array of the whole vocabulary at every sample (the
-    sampler before ``SamplerChain._sample_allowed``)."""
+    sampler before ``SamplerChain._sample_allowed`` and ``_sample_top``)."""
     if mode.endswith(" full"):
-        saved = SamplerChain._sample_allowed
-        SamplerChain._sample_allowed = lambda self, *a: -1
+        saved = SamplerChain._sample_allowed, SamplerChain._sample_top
+        SamplerChain._sample_allowed = SamplerChain._sample_top = lambda self, *a: -1
         try:
             return one(model, constraint, prompt_tokens, max_tokens, seed, mode[:-5], counts)
         finally:
-            SamplerChain._sample_allowed = saved
+            SamplerChain._sample_allowed, SamplerChain._sample_top = saved
     sampling = Sampling(SAMPLING.temperature, SAMPLING.top_k, SAMPLING.top_p, SAMPLING.min_p, seed)
     if mode == "unconstrained":
         smpl, keep = _ban_stops(model)

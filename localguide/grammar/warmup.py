@@ -43,7 +43,7 @@ def kernels() -> list:
     return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,
             trees_kernels.union_bits, arena_kernels.earley_intern, arena_kernels.earley_seed,
             arena_kernels.earley_rehash, arena_kernels.earley_restore, candidates_kernels.mask_candidates_bits,
-            candidates_kernels.gather_bits,
+            candidates_kernels.gather_bits, candidates_kernels.gather_top,
             masks_kernels.earley_masks, native_kernels.prepared_apply, native_kernels.prepared_accept]
 
 
@@ -241,6 +241,10 @@ def _sample(mask, n: int) -> None:
         out = np.zeros((n, 3), np.int32)
         candidates_kernels.gather_bits(mask.data, logits.ctypes.data, n, out.ctypes.data, n)
     words = np.ascontiguousarray(mask.data, np.uint64 if mask.kind == MaskKind.BITS else np.int32)
+    logits = np.zeros(n, np.float32)
+    out = np.zeros((1, 3), np.int32)
+    candidates_kernels.gather_top(int(mask.kind), words.ctypes.data, len(words), logits.ctypes.data, n, 1,
+                                  out.ctypes.data)
     data, header = candidates()
     block = np.array([int(mask.kind), words.ctypes.data, len(words), -1, 0], np.int64)
     native_kernels.prepared_apply(block, header.ctypes.data)

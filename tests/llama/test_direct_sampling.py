@@ -1,9 +1,12 @@
-"""Sampling where the guide allows a few tokens: the candidate array built from their logits
-(``SamplerChain._sample_allowed``) instead of llama.cpp's array of the whole vocabulary.
+"""Sampling from a candidate array built from the logits instead of llama.cpp's array of the
+whole vocabulary: where the guide allows a few tokens, their records
+(``SamplerChain._sample_allowed``); where it allows many and top-k (or greedy) comes first after
+it, the k highest allowed logits (``SamplerChain._sample_top``).
 
-It must sample exactly as the guide sampler inside llama.cpp's chain does: the same tokens for
-the same seed, on both models, for every kind of mask it takes (an Index's allowed ids, a
-grammar's bitset), with and without a token budget; ``gather_bits`` is held to its twin.
+Each must sample exactly as the guide sampler inside llama.cpp's chain does: the same tokens for
+the same seed, on both models, for every kind of mask it takes (allowed ids, excluded ids, a
+grammar's bitset), with and without a token budget; ``gather_bits`` and ``gather_top`` are held
+to their twins.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind,
             monkeypatch.setattr(SamplerChain, "sample", sample)
         else:
             monkeypatch.setattr(SamplerChain, "_sample_allowed", lambda self, *a: -1)
+            monkeypatch.setattr(SamplerChain, "_sample_top", lambda self, *a: -1)
         runs[path] = [list(model.generate_tokens(prompt_tokens, index.guide(max_tokens=budget), 40,
                                                  Sampling(temperature=t, seed=seed),
                                                  extra_samplers=[_bias(model)] if extra else (),
@@ -124,3 +128,144 @@ def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind,
     assert runs["direct"] == runs["llama.cpp"]
     assert all(runs["direct"])
     assert taken[0] >= max(1, taken[1] // 10), taken  # (forced text, digits, keys: a few tokens allowed)
+
+
+# --- the k highest allowed logits of a dense mask -------------------------------------------
+
+KINDS = {"allowed": candidates_kernels.KIND_ALLOWED, "excluded": candidates_kernels.KIND_EXCLUDED,
+         "bits": candidates_kernels.KIND_BITS}
+
+
+def _top(kind: str, ids: list[int], n: int, logits: np.ndarray, k: int):
+    """``gather_top`` and its twin on the mask allowing ``ids`` of ``n`` tokens, given as ``kind``."""
+    if kind == "bits":
+        mask = bitset(ids, n)
+    elif kind == "excluded":
+        mask = np.setdiff1d(np.arange(n), ids).astype(np.int32)
+    else:
+        mask = np.asarray(sorted(ids), np.int32)
+    held = np.ascontiguousarray(mask) if len(mask) else np.zeros(1, mask.dtype)
+    out = np.zeros(max(k, 1), sampler_mod._TOKEN_DATA)
+    twin = np.zeros(max(k, 1), sampler_mod._TOKEN_DATA)
+    got = candidates_kernels.gather_top(KINDS[kind], held.ctypes.data, len(mask), logits.ctypes.data, n, k,
+                                        out.ctypes.data)
+    return got, out, candidates_kernels.py_gather_top(KINDS[kind], mask, logits, k, twin), twin
+
+
+@SETTINGS
+@given(st.integers(1, 700).flatmap(lambda n: st.tuples(
+    st.just(n), st.sets(st.integers(0, n - 1), max_size=n), st.integers(1, 50), st.integers(0, 2 ** 32 - 1),
+    st.sampled_from(list(KINDS)), st.sampled_from(["normal", "few values", "rising", "nan"]))))
+def test_gather_top_equals_twin(case):
+    n, ids, k, seed, kind, values = case
+    rng = np.random.default_rng(seed)
+    if values == "few values":  # ties among the highest: llama.cpp's sort would decide them
+        logits = rng.integers(0, 6, n).astype(np.float32)
+    elif values == "rising":  # a new highest logit at every token
+        logits = np.arange(n, dtype=np.float32)
+    else:
+        logits = rng.normal(size=n).astype(np.float32)
+        if values == "nan":
+            logits[rng.integers(0, n)] = np.nan
+    got, out, want, twin = _top(kind, sorted(ids), n, logits, k)
+    assert got == want
+    if got < 0:
+        allowed = logits[sorted(ids)]
+        top = np.sort(allowed)[::-1][:k + 1]
+        assert len(ids) <= k or np.isnan(allowed).any() or not (top[:-1] > top[1:]).all()
+        return
+    assert got == k
+    assert np.array_equal(out[:k], twin[:k])
+    kept = out["id"][:k]
+    assert (np.diff(kept) > 0).all() and set(kept) <= set(ids)
+    others = np.setdiff1d(sorted(ids), kept)
+    assert logits[kept].min() > logits[others].max()
+
+
+def test_gather_top_declines_where_it_would_be_slow():
+    n = 262_144
+    rising = np.arange(n, dtype=np.float32)  # each logit passes every one kept before it
+    got, *_ = _top("excluded", list(range(n)), n, rising, 40)
+    assert got == -1 and n > candidates_kernels.TOP_KEEPS
+    got, out, *_ = _top("excluded", list(range(n)), n, rising[::-1].copy(), 40)
+    assert got == 40 and out["id"][:40].tolist() == list(range(40))
+
+
+DENSE = {  # masks that allow most of the vocabulary: free strings, a grammar's strings, letters
+    "schema strings": ({"json_schema": {"type": "object", "properties": {"name": {"type": "string"},
+                                                                          "note": {"type": "string"}},
+                                        "required": ["name", "note"], "additionalProperties": False}},
+                       "A JSON object describing a person:\n"),
+    "grammar string": ({"grammar": 'start: "\\"" TEXT "\\""\nTEXT: /[^"\\\\\\n]{20,300}/\n'},
+                       "A quote from a famous book: "),
+    "regex words": ({"regex": r"[A-Za-z ,.]{10,80}"}, "Write a sentence about the sea:"),
+}
+
+
+@pytest.mark.parametrize("kind", list(DENSE))
+def test_top_k_of_a_dense_mask_samples_as_llama_cpp(model, monkeypatch, kind):
+    """Same seed, same tokens with the k highest allowed logits gathered here or llama.cpp's
+    array of the whole vocabulary, with top-k 40, 5 and 1, greedy, and top-k off (the path not
+    taken); and the top path did sample."""
+    monkeypatch.setattr(sampler_mod, "DIRECT_MIN_VOCAB", 0)  # (SmolLM2's vocabulary too)
+    constraint, prompt = DENSE[kind]
+    index = model.compile(**constraint)
+    from localguide.grammar import warmup
+    if not warmup.ready():  # (compiled by the grammar kernels' warm-up otherwise)
+        one = np.zeros(1, np.int32)
+        candidates_kernels.gather_top(0, one.ctypes.data, 1, np.zeros(1, np.float32).ctypes.data, 1, 1,
+                                      np.zeros(3, np.int32).ctypes.data)
+        if kind == "grammar string":
+            candidates_kernels.gather_bits(np.zeros(1, np.uint64), np.zeros(1, np.float32).ctypes.data, 1,
+                                           np.zeros(3, np.int32).ctypes.data, 1)
+    prompt_tokens = model.tokenize_prompt(prompt)
+    top = SamplerChain._sample_top
+    taken = [0, 0]  # samples through the top path, samples in all
+
+    def counted(self, *args):
+        token = top(self, *args)
+        taken[0] += token >= 0
+        return token
+
+    def sample(self, ctx, idx=-1):
+        taken[1] += 1
+        return original(self, ctx, idx)
+
+    original = SamplerChain.sample
+    settings = [Sampling(temperature=1.0, seed=1), Sampling(temperature=0.8, top_k=5, seed=2),
+                Sampling(temperature=0.7, top_k=1, seed=3), Sampling(temperature=0.0, seed=4),
+                Sampling(temperature=1.0, top_k=0, seed=5)]
+    runs = {}
+    for path in ("top", "llama.cpp"):
+        if path == "top":
+            monkeypatch.setattr(SamplerChain, "_sample_top", counted)
+            monkeypatch.setattr(SamplerChain, "sample", sample)
+        else:
+            monkeypatch.setattr(SamplerChain, "_sample_allowed", lambda self, *a: -1)
+            monkeypatch.setattr(SamplerChain, "_sample_top", lambda self, *a: -1)
+        runs[path] = [list(model.generate_tokens(prompt_tokens, index.guide(max_tokens=budget), 40, sampling,
+                                                 speculate=False, cache_prompt=False))
+                      for sampling, budget in zip(settings, (None, 30, None, None, None))]
+        if path == "top":
+            shares = taken[:]
+    assert runs["top"] == runs["llama.cpp"]
+    assert all(runs["top"])
+    assert shares[0] >= max(1, shares[1] // 6), shares  # (top-k off: a fifth of the samples; keys: sparse)
+
+
+def test_the_top_path_waits_for_its_kernel_and_starts_its_warm_up(monkeypatch):
+    """Until ``gather_top`` is compiled, llama.cpp samples dense masks and the grammar kernels'
+    warm-up (which compiles it) is started; once it is there, the top path is taken."""
+    from localguide.grammar import warmup
+
+    started = []
+    ready = [False]
+    monkeypatch.setattr(sampler_mod, "_TOP_READY", False)
+    monkeypatch.setattr(sampler_mod, "_top_checked", 0.0)
+    monkeypatch.setattr(sampler_mod, "compiled", lambda kernel: ready[0])
+    monkeypatch.setattr(warmup, "start", lambda: started.append(True))
+    assert not sampler_mod._top_ready() and started == [True]
+    ready[0] = True
+    assert not sampler_mod._top_ready()  # (looked at again a quarter of a second later at most)
+    monkeypatch.setattr(sampler_mod, "_top_checked", 0.0)
+    assert sampler_mod._top_ready() and sampler_mod._top_ready() and started == [True]
