@@ -13,7 +13,7 @@ llama.cpp writing a candidate for every token of the vocabulary first (262,144 o
 Gemma 3: 0.5-0.65 ms a sample in the generation loop on a 2-core CPU, against 0.25 ms this way).
 Where the guide allows many tokens and top-k (or greedy) comes first after it, the chain hands
 llama.cpp the k highest allowed logits instead (``gather_top``), all that top-k would keep:
-0.8-1.0 ms a sample there, against 0.3-0.4 ms.
+0.7-0.9 ms a sample there with Gemma 3, against 0.33-0.41 ms.
 """
 
 from __future__ import annotations
@@ -250,8 +250,9 @@ DIRECT_SHARE = 8
 # ... and where the vocabulary has at least this many tokens. Right after a decode has swept the
 # CPU's caches, the direct path's Python costs 150-250 µs a sample on a 2-core CPU; llama.cpp's
 # array of Gemma 3's 262,144 candidates cost 520-660 µs, SmolLM2's 49,152 about 200 µs (the whole
-# sample, in the generation loop): a loss there. (The same for ``_sample_top``: with SmolLM2, only
-# its masks of words gained, 290 -> 250 µs; those of schemas and grammars lost 10-80 µs.)
+# sample, in the generation loop): a loss there. The same bound for ``_sample_top``: with SmolLM2's
+# vocabulary its samples took 200-275 µs against 200-280 in one run, and 230-275 against 200-220 in
+# another (``benchmarks/sampler_paths.py``), where the mask looked at first costs too.
 DIRECT_MIN_VOCAB = 100_000
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
