@@ -251,8 +251,9 @@ DIRECT_SHARE = 8
 # CPU's caches, the direct path's Python costs 150-250 µs a sample on a 2-core CPU; llama.cpp's
 # array of Gemma 3's 262,144 candidates cost 520-660 µs, SmolLM2's 49,152 about 200 µs (the whole
 # sample, in the generation loop): a loss there. The same bound for ``_sample_top``: with SmolLM2's
-# vocabulary its samples took 200-275 µs against 200-280 in one run, and 230-275 against 200-220 in
-# another (``benchmarks/sampler_paths.py``), where the mask looked at first costs too.
+# vocabulary its samples of words gained in two runs (250 µs against 280-290), those of a schema and
+# of the json grammar in one and lost in the other (230-275 against 200-220), where the mask looked
+# at first costs too (``benchmarks/sampler_paths.py``).
 DIRECT_MIN_VOCAB = 100_000
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
