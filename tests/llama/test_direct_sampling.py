@@ -82,6 +82,31 @@ def _bias(model):
     return llama_cpp.llama_sampler_init_logit_bias(model.vocabulary.size, len(biases), arr)
 
 
+def _counting(monkeypatch, path: str) -> list[int]:
+    """[samples the chain's ``path`` method took, samples in all], counted from now on."""
+    taken = [0, 0]
+    method, original = getattr(SamplerChain, path), SamplerChain.sample
+
+    def counted(self, *args):
+        token = method(self, *args)
+        taken[0] += token >= 0
+        return token
+
+    def sample(self, ctx, idx=-1):
+        taken[1] += 1
+        return original(self, ctx, idx)
+
+    monkeypatch.setattr(SamplerChain, path, counted)
+    monkeypatch.setattr(SamplerChain, "sample", sample)
+    return taken
+
+
+def _llama_cpp_only(monkeypatch) -> None:
+    """Every sample from llama.cpp's candidate array of the whole vocabulary."""
+    monkeypatch.setattr(SamplerChain, "_sample_allowed", lambda self, *a: -1)
+    monkeypatch.setattr(SamplerChain, "_sample_top", lambda self, *a: -1)
+
+
 @pytest.mark.parametrize("extra", [False, True], ids=["chain", "with a logit bias"])
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
 def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind, extra):
@@ -99,27 +124,12 @@ def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind,
             candidates_kernels.gather_bits(np.zeros(1, np.uint64), np.zeros(1, np.float32).ctypes.data, 1,
                                            np.zeros(3, np.int32).ctypes.data, 1)
     prompt_tokens = model.tokenize_prompt(prompt)
-    direct = SamplerChain._sample_allowed
-    taken = [0, 0]  # samples through the direct path, samples in all
-
-    def counted(self, *args):
-        token = direct(self, *args)
-        taken[0] += token >= 0
-        return token
-
-    def sample(self, ctx, idx=-1):
-        taken[1] += 1
-        return original(self, ctx, idx)
-
-    original = SamplerChain.sample
     runs = {}
     for path in ("direct", "llama.cpp"):
         if path == "direct":
-            monkeypatch.setattr(SamplerChain, "_sample_allowed", counted)
-            monkeypatch.setattr(SamplerChain, "sample", sample)
+            taken = _counting(monkeypatch, "_sample_allowed")
         else:
-            monkeypatch.setattr(SamplerChain, "_sample_allowed", lambda self, *a: -1)
-            monkeypatch.setattr(SamplerChain, "_sample_top", lambda self, *a: -1)
+            _llama_cpp_only(monkeypatch)
         runs[path] = [list(model.generate_tokens(prompt_tokens, index.guide(max_tokens=budget), 40,
                                                  Sampling(temperature=t, seed=seed),
                                                  extra_samplers=[_bias(model)] if extra else (),
@@ -219,30 +229,15 @@ def test_top_k_of_a_dense_mask_samples_as_llama_cpp(model, monkeypatch, kind):
             candidates_kernels.gather_bits(np.zeros(1, np.uint64), np.zeros(1, np.float32).ctypes.data, 1,
                                            np.zeros(3, np.int32).ctypes.data, 1)
     prompt_tokens = model.tokenize_prompt(prompt)
-    top = SamplerChain._sample_top
-    taken = [0, 0]  # samples through the top path, samples in all
-
-    def counted(self, *args):
-        token = top(self, *args)
-        taken[0] += token >= 0
-        return token
-
-    def sample(self, ctx, idx=-1):
-        taken[1] += 1
-        return original(self, ctx, idx)
-
-    original = SamplerChain.sample
     settings = [Sampling(temperature=1.0, seed=1), Sampling(temperature=0.8, top_k=5, seed=2),
                 Sampling(temperature=0.7, top_k=1, seed=3), Sampling(temperature=0.0, seed=4),
                 Sampling(temperature=1.0, top_k=0, seed=5)]
     runs = {}
     for path in ("top", "llama.cpp"):
         if path == "top":
-            monkeypatch.setattr(SamplerChain, "_sample_top", counted)
-            monkeypatch.setattr(SamplerChain, "sample", sample)
+            taken = _counting(monkeypatch, "_sample_top")
         else:
-            monkeypatch.setattr(SamplerChain, "_sample_allowed", lambda self, *a: -1)
-            monkeypatch.setattr(SamplerChain, "_sample_top", lambda self, *a: -1)
+            _llama_cpp_only(monkeypatch)
         runs[path] = [list(model.generate_tokens(prompt_tokens, index.guide(max_tokens=budget), 40, sampling,
                                                  speculate=False, cache_prompt=False))
                       for sampling, budget in zip(settings, (None, 30, None, None, None))]
