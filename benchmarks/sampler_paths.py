@@ -10,7 +10,7 @@ the table gives µs per sample, median and mean, over all samples and over those
 each way (as the run with the paths on took them), and which share that was.
 
     python benchmarks/sampler_paths.py [--models gemma,smollm2] [--rounds 4] [--tokens 48]
-        [--cases words,person,json,date] [--markdown]
+        [--cases words,person,json,date] [--n-gpu-layers -1] [--any-vocabulary]
 
 The paths are taken with a vocabulary of ``DIRECT_MIN_VOCAB`` tokens or more; ``--any-vocabulary``
 takes them on SmolLM2 too (what set that bound).
@@ -106,13 +106,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--any-vocabulary", action="store_true", help="the chain's paths with SmolLM2's vocabulary too")
-    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--n-gpu-layers", type=int, default=0, help="-1: every layer on the GPU (a CUDA or Metal build)")
     args = ap.parse_args()
     if args.any_vocabulary:
         sampler_mod.DIRECT_MIN_VOCAB = 0
     paths = model_paths(args.models.split(","), [])
     for name, path in paths.items():
-        model = localguide.load(path)
+        model = localguide.load(path, n_gpu_layers=args.n_gpu_layers)
         rows = []
         for case in args.cases.split(","):
             log(f"{name} {case}")
