@@ -51,10 +51,11 @@ class Lookup:
         s = toks[base:] + list(extra)
         end = len(s)
         first = len(toks) - base  # the first draft's place in s
+        last = s[end - 1] if end else None
         for m in range(min(MAX_MATCH, len(toks) + len(extra) - 1), MIN_MATCH - 1, -1):
             tail = s[end - m:]
             for f in range(end - 1, max(first, m) - 1, -1):  # followed by a draft, latest first
-                if s[f - m:f] == tail:
+                if s[f - 1] == last and s[f - m:f] == tail:  # (the last token first: no slice mostly)
                     return s[f], m
             at = self._after.get(tuple(tail)) if m <= end else None
             if at is not None:
