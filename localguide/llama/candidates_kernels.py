@@ -11,6 +11,7 @@ import numpy as np
 from numba import carray, njit
 
 from ..numba_tools import _lowest_bit, _popcount, _voidptr
+from ..protocol import MaskKind
 
 @njit(cache=True)
 def mask_candidates_at(array_address, tokens, exclude):
@@ -296,7 +297,8 @@ def py_gather_bits(words, logits, out, limit):
 
 # --- the top-k candidates of a dense mask, from the logits ------------------------------
 
-KIND_ALLOWED, KIND_EXCLUDED, KIND_BITS = 0, 1, 2  # (``MaskKind``'s values)
+# (``MaskKind``'s values, as plain ints for the kernels)
+KIND_ALLOWED, KIND_EXCLUDED, KIND_BITS = int(MaskKind.ALLOWED), int(MaskKind.EXCLUDED), int(MaskKind.BITS)
 
 
 @njit(cache=True)
