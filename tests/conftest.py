@@ -48,10 +48,10 @@ os.environ["_LOCALGUIDE_KERNELS_DIR"] = str(numba_cache.kernels_dir())
 # Compiling the grammar kernels takes two minutes and more on a 2-core machine, most of it one
 # process's work. Where the session holds tests of the regex route and tests of grammars, the
 # former go first (their order among themselves kept) while a background process compiles the
-# grammar kernels into the same folder (the product's own warm-up, ``warmup.main``); a test that
+# grammar kernels into the same folder (the product's own warm-up, ``warmup.warm``); a test that
 # calls a kernel before it is there compiles it itself, as it would have.
 _REGEX_ROUTE = ("automaton", "regex", "index", "vocabulary", "json_schema")
-_GRAMMAR_ROUTE_FILES = ("test_json_grammar_route.py",)
+_GRAMMAR_ROUTE_FILES = ("test_json_grammar_route.py", "test_json_generation.py")  # (recursive schemas)
 _warm_up = None
 
 
@@ -73,7 +73,9 @@ def pytest_collection_modifyitems(config, items):
         return
     import subprocess
 
-    code = "import sys; from localguide.grammar.warmup import main; sys.exit(main([]))"
+    # (``warm`` itself, not ``warmup.main``: that one yields to every other process, and a model
+    # decoding on both cores left it a tenth of one)
+    code = "from localguide.grammar.warmup import warm; warm()"
     _warm_up = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, env=dict(os.environ, _LOCALGUIDE_WARMUP_CHILD="1"))
 

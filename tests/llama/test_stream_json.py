@@ -74,7 +74,7 @@ def test_stream_json_on_a_model(model, as_messages, monkeypatch):
                 yield piece
         monkeypatch.setattr(model, name, spy)
     checked = 0
-    for seed in range(6):
+    for seed in range(4):
         pieces.clear()
         values = list(model.stream_json(src, json_schema=SCHEMA, max_tokens=96, temperature=1.0, seed=seed))
         final = values[-1]
@@ -86,7 +86,7 @@ def test_stream_json_on_a_model(model, as_messages, monkeypatch):
         for v in values[:-1]:
             assert extends(final, v), (v, final)
         checked += 1
-    assert checked >= 3
+    assert checked >= 2
 
 
 def test_stream_json_with_pydantic(smollm2):
