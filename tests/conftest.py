@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,58 +43,6 @@ _hsettings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 # on 2 cores, for the first of them). The tests of cold compiles and of where kernels go name
 # their own folders (NUMBA_CACHE_DIR wins) or drop this.
 os.environ["_LOCALGUIDE_KERNELS_DIR"] = str(numba_cache.kernels_dir())
-
-# --- the grammar kernels, compiled beside the first tests -------------------------------------
-# Compiling the grammar kernels takes two minutes and more on a 2-core machine, most of it one
-# process's work. Where the session holds tests of the regex route and tests of grammars, the
-# former go first (their order among themselves kept) while a background process compiles the
-# grammar kernels into the same folder (the product's own warm-up, ``warmup.warm``), which the
-# first test past them waits for.
-_REGEX_ROUTE = ("automaton", "regex", "index", "vocabulary", "json_schema")
-_GRAMMAR_ROUTE_FILES = ("test_json_grammar_route.py", "test_json_generation.py")  # (recursive schemas)
-_warm_up = None
-
-
-def _regex_route(item) -> bool:
-    parts = Path(str(item.fspath)).parts
-    return len(parts) >= 2 and parts[-2] in _REGEX_ROUTE and parts[-1] not in _GRAMMAR_ROUTE_FILES
-
-
-def pytest_collection_modifyitems(config, items):
-    global _warm_up
-    first = [i for i in items if _regex_route(i)]
-    if not first or len(first) == len(items):
-        return
-    items[:] = first + [i for i in items if not _regex_route(i)]
-    from localguide import numba_tools
-    from localguide.grammar import warmup
-
-    if all(numba_tools.compiled(k) for k in warmup.kernels()):
-        return
-    # (``warm`` itself, not ``warmup.main``: that one yields to every other process, and a model
-    # decoding on both cores left it a tenth of one)
-    code = "from localguide.grammar.warmup import warm; warm()"
-    _warm_up = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=dict(os.environ, _LOCALGUIDE_WARMUP_CHILD="1"))
-
-
-def pytest_runtest_setup(item):
-    """The first test past the regex route waits for the background compile (a kernel compiled
-    here meanwhile would be compiled twice, each on half the machine)."""
-    global _warm_up
-    if _warm_up is not None and not _regex_route(item):
-        try:
-            _warm_up.wait(timeout=900)
-        except subprocess.TimeoutExpired:
-            _warm_up.kill()
-        _warm_up = None
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if _warm_up is not None and _warm_up.poll() is None:
-        _warm_up.kill()
-        _warm_up.wait()
-
 
 MODEL_NAMES = ["smollm2", "gemma3"]
 
