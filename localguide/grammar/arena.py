@@ -120,7 +120,7 @@ def _new_arena(n: int, n_words: int, f: int, scratch: int) -> tuple:
     meta = np.array([0, 0, 0, -1], np.int64)  # sets, entry keys, feeds, the initial set (-1: not in yet)
     return (meta, np.zeros(n + 1, np.int64), np.zeros(8 * n, np.int64), np.zeros((n, n_words), np.uint64),
             np.zeros(n, np.uint64), np.zeros(4 * n, np.int64), np.zeros(f, np.int64), np.zeros(f, np.int64),
-            np.zeros((1, 1), np.int64), np.zeros(1, np.uint8), np.zeros((1, 1), np.int64),
+            np.zeros((1, 1), np.int64), np.zeros(1, np.int64), np.zeros((1, 1), np.int64),
             np.zeros(4 * scratch, np.int64))
 
 

@@ -320,13 +320,14 @@ def earley_feed(A, D, s, t):
     The memo lookup is inlined; a feed not seen before is a call (``_earley_feed_new``).
     Inlining that too, with ``_earley_make`` and ``earley_intern``, at each of the feed's
     call sites made ``earley_masks`` a function LLVM took minutes to compile; the call
-    passes views without reference counts, and happens once per new feed."""
+    passes views without reference counts, and happens once per new feed. ``s`` and ``t`` go
+    to it as int64s: a caller's int32 terminal (a tree's) would compile it once more."""
     fk, fv = A[AR_FEED_KEYS], A[AR_FEED_SETS]
     key = s * (A[AR_SET_ALLOWED].shape[1] * 64) + t + 1
     i = _feed_find(fk, key)
     if fk[i] == key:
         return fv[i]
-    return _earley_feed_new(A, D, s, t, i, key)
+    return _earley_feed_new(A, D, np.int64(s), np.int64(t), i, key)
 
 
 @njit(cache=True)
