@@ -46,11 +46,22 @@ os.environ["_LOCALGUIDE_KERNELS_DIR"] = str(numba_cache.kernels_dir())
 
 MODEL_NAMES = ["smollm2", "gemma3"]
 
-# The tests' models decode on every core the process may use, up to 4: llama-cpp-python's default
-# (half of the logical CPUs, for hyperthreads) leaves one of a 2-core CI machine's cores idle
-# while one token decodes, and the suite spends most of its time decoding.
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-THREADS = {"n_threads": min(4, _CORES), "n_threads_batch": min(4, _CORES)}
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject's addopts): two processes, one where there is one core. Much of the
+    suite runs on one thread (compiles, index builds, property tests) and goes on beside the
+    decoding tests; each process holds both models and their indexes, so not more."""
+    return min(2, _CORES)
+
+
+# The tests' models decode on this process's share of the cores, up to 4: llama-cpp-python's
+# default (half of the logical CPUs, for hyperthreads) leaves one of a 2-core CI machine's cores
+# idle while one token decodes alone, and two processes on two threads each would contend.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_N_THREADS = max(1, min(4, _CORES // _WORKERS))
+THREADS = {"n_threads": _N_THREADS, "n_threads_batch": _N_THREADS}
 
 
 @pytest.fixture(scope="session", autouse=True)
