@@ -49,11 +49,31 @@ MODEL_NAMES = ["smollm2", "gemma3"]
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto`` (pyproject's addopts): two processes, one where there is one core. Much of the
-    suite runs on one thread (compiles, index builds, property tests) and goes on beside the
-    decoding tests; each process holds both models and their indexes, so not more."""
+def _workers() -> int:
+    """Two processes, one where there is one core. Much of the suite runs on one thread
+    (compiles, index builds, property tests) and goes on beside the decoding tests; each process
+    holds both models and their indexes, so not more."""
     return min(2, _CORES)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Without ``-n``, the tests run in ``_workers()`` processes (pytest-xdist, a file's tests in
+    one of them); ``-n 0`` runs them here, and so do ``--pdb``, ``-s`` and a checkout without
+    pytest-xdist."""
+    opt = config.option
+    serial = getattr(opt, "usepdb", False) or getattr(opt, "capture", "") == "no"
+    if (getattr(opt, "numprocesses", 0) is None and _workers() > 1 and not serial
+            and "PYTEST_XDIST_WORKER" not in os.environ):
+        opt.numprocesses = _workers()
+        if opt.dist == "no":
+            opt.dist = "loadfile"
+
+
+@pytest.hookimpl(optionalhook=True)  # (a hook of pytest-xdist's, which may be missing)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: as without ``-n``."""
+    return _workers()
 
 
 # The tests' models decode on this process's share of the cores, up to 4: llama-cpp-python's
