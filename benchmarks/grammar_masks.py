@@ -200,9 +200,9 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
     from localguide import Vocabulary, cache
     from localguide.grammar import compile_grammar, sources
     from localguide.regex.ast_dfa import warm_kernels
-    from localguide.vocabulary import quiet_stderr
+    from localguide.quiet import quiet_llama
 
-    with quiet_stderr():
+    with quiet_llama():
         llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
     voc = Vocabulary.from_gguf(path)
     llg_tok = _llg_tokenizer(voc, llama)

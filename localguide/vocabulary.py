@@ -8,10 +8,8 @@ and unknown tokens get empty byte strings: they never match text. The stop ids
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
-import os
 from functools import cached_property
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import numpy as np
 from . import cache
 from .errors import ModelFileError
 from .progress import stage
+from .quiet import quiet_llama
 
 # llama.cpp's llama_token_attr bits
 _ATTR_UNKNOWN, _ATTR_UNUSED, _ATTR_CONTROL = 1 << 0, 1 << 1, 1 << 3
@@ -164,23 +163,6 @@ def _looks_like_vocab(arrays: dict) -> bool:
             and int(arrays["eos_id"]) >= 0)
 
 
-@contextlib.contextmanager
-def quiet_stderr():
-    """Silence llama.cpp's C-level logging (it writes to fd 2 directly)."""
-    try:
-        fd = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(fd, 2)
-        os.close(fd)
-
-
 def _read_gguf_vocab_reported(path):
     with stage(f"reading the vocabulary of {Path(path).name}"):
         return _read_gguf_vocab(path)
@@ -223,7 +205,7 @@ def _read_gguf_vocab(path: Path) -> dict:
     llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_default_params()
     params.vocab_only = True
-    with quiet_stderr():
+    with quiet_llama():
         model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
     if not model:
         raise ModelFileError(path, "llama.cpp could not read this GGUF file (corrupt or unsupported)")

@@ -18,7 +18,8 @@ from ..grammar import compile_grammar
 from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from ..regex import compile_choice, compile_regex
-from ..vocabulary import Vocabulary, quiet_stderr
+from ..quiet import quiet_llama
+from ..vocabulary import Vocabulary
 from ..speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter, constraint_key
 from . import loop
 from .healing import HealGuide, heal_point
@@ -68,7 +69,7 @@ class Model:
         # SmolLM2 on CPU); without it llama.cpp's batched attention differs in the last bits.
         llama_kwargs.setdefault("flash_attn", True)
         try:
-            with quiet_stderr(), stage(f"loading {path.name}"):
+            with quiet_llama(), stage(f"loading {path.name}"):
                 self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import random
+import subprocess
+import sys
+import textwrap
 
 import llama_cpp
 import numpy as np
@@ -130,6 +134,26 @@ def test_from_gguf_is_deterministic_and_cached(vocab, request, model_paths, cach
     np.testing.assert_array_equal(again.offsets, vocab.offsets)
     np.testing.assert_array_equal(again.stop_ids, vocab.stop_ids)
     assert any(p.name.startswith("vocab-") for p in cache_dir.iterdir())
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_reading_a_model_prints_nothing_where_an_app_replaced_stderr(name, model_paths, tmp_path):
+    # A fresh process: llama-cpp-python's logger is still NOTSET there, and its log callback
+    # prints each line of a model load to sys.stderr (an app's, not fd 2).
+    code = textwrap.dedent(f"""
+        import io, sys
+        import localguide
+        sys.stderr = caught = io.StringIO()
+        vocab = localguide.Vocabulary.from_gguf({str(model_paths[name])!r})
+        model = localguide.load({str(model_paths[name])!r})
+        sys.stderr = sys.__stderr__
+        assert len(vocab) == model.vocabulary.size > 0
+        print(repr(caught.getvalue()))
+    """)
+    env = {**os.environ, "LOCALGUIDE_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "''"
 
 
 def test_vocabulary_is_read_only(smollm2_vocab):
