@@ -59,6 +59,17 @@ class _StatusLine:
     def __enter__(self):
         global _OPEN
         self._stop = threading.Event()
+        self._console, self._own = err, None
+        if _is_fd2(sys.stderr):
+            # Loading a model points fd 2 at /dev/null for a while (``quiet_llama``, against
+            # llama.cpp's own lines): the status line, "loading the model..." first, writes on
+            # where fd 2 pointed outside it.
+            from .quiet import stderr_fd
+
+            fd = stderr_fd()
+            if fd is not None:
+                self._own = open(fd, "w", buffering=1, encoding=sys.stderr.encoding, errors="replace")
+                self._console = Console(file=self._own)
         self._thread = threading.Thread(target=self._loop, name="localguide-status", daemon=True)
         self._thread.start()
         _OPEN = self
@@ -75,6 +86,9 @@ class _StatusLine:
             self._thread.join()
         if _OPEN is self:
             _OPEN = None
+        if self._own is not None and not self._thread.is_alive():
+            self._own.close()
+            self._own = None
 
     def _loop(self) -> None:
         from .progress import current
@@ -94,21 +108,28 @@ class _StatusLine:
             ended = None
             if what == shown:
                 continue
-            if not err.is_terminal:
+            if not self._console.is_terminal:
                 if what is not None and what not in printed:
                     printed.add(what)
-                    print(f"localguide: {what}...", file=sys.stderr, flush=True)
+                    print(f"localguide: {what}...", file=self._console.file, flush=True)
             elif what is None:
                 status.stop()
                 status = None
             elif status is None:
-                status = err.status(what + "...", spinner="dots")
+                status = self._console.status(what + "...", spinner="dots")
                 status.start()
             else:
                 status.update(what + "...")
             shown = what
         if status is not None:
             status.stop()
+
+
+def _is_fd2(stream) -> bool:
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # (a test's or an app's stream in its place)
+        return False
 
 
 @app.command()

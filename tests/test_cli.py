@@ -15,6 +15,13 @@ def run(*args, input=None):
     return runner.invoke(app, list(args), input=input)
 
 
+def said(stderr: str) -> list[str]:
+    """stderr's lines less the status line's progress ("localguide: building the index..."): in this
+    process, a stage another test left running in the background (a lazy index build) is shown too."""
+    return [line for line in stderr.strip().splitlines()
+            if not (line.startswith("localguide: ") and line.endswith("..."))]
+
+
 def test_regex_output_matches(smollm2):
     r = run("run", "--regex", r"(19|20)\d{2}", "--seed", "1", "Alan Turing was born in")
     assert r.exit_code == 0, r.output
@@ -71,7 +78,7 @@ def test_errors_are_one_line_without_traceback(args, message):
     r = run(*args)
     assert r.exit_code == 1
     assert message in r.stderr
-    assert "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.output and len(said(r.stderr)) == 1
 
 
 def test_grammars_lists_the_shipped_ones():
@@ -277,7 +284,8 @@ def test_error_messages_keep_the_users_text(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(schema))
     r = run("run", "hi", "--json-schema", str(path))
-    lines = r.stderr.strip().splitlines()
+    lines = said(r.stderr)
+    assert lines[0].startswith("error: the schema uses 2 unsupported")
     assert "#/properties/a/$dynamicRef" in lines[1] and "#/properties/b/$dynamicRef" in lines[2]
 
 

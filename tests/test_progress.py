@@ -56,3 +56,26 @@ def test_a_cold_kernel_compile_is_reported_and_a_cached_load_is_not(tmp_path):
     second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert second.returncode == 0 and second.stdout == first.stdout
     assert progress.COMPILING not in second.stderr
+
+
+def test_a_slow_model_load_is_shown_though_llama_cpp_is_silenced(tmp_path):
+    """Loading a model points fd 2 at /dev/null (llama.cpp's own lines); the status line still names
+    the load, and nothing of llama.cpp's gets through. Here the load is made a second slower."""
+    script = tmp_path / "slow_load.py"
+    script.write_text(
+        "import sys, time, llama_cpp\n"
+        "load = llama_cpp.Llama.__init__\n"
+        "def slow(self, *a, **k):\n"
+        "    time.sleep(1.2)\n"
+        "    load(self, *a, **k)\n"
+        "llama_cpp.Llama.__init__ = slow\n"
+        "from localguide.cli import main\n"
+        "sys.argv = ['localguide', 'run', 'Year:', '--regex', '(19|20)[0-9]{2}', '--max-tokens', '4']\n"
+        "main()\n")
+    env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    name = Path(localguide.default_model_path()).name
+    assert f"localguide: loading {name}..." in r.stderr.splitlines(), r.stderr
+    assert "llama" not in r.stderr.replace(f"loading {name}", ""), r.stderr
