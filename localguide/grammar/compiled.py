@@ -180,7 +180,7 @@ class GrammarIndex:
         g = self.grammar
         out.update(cfg_arrays(self.cfg, g.cfg_rules))
         out.update(g.arrays(arena.MAX_DSTATES if g.n_rules <= arena.MAX_RULES else 0))
-        later = seed and not warmup.ready()  # (made by the first process that has the kernels)
+        later = seed and not warmup.ready(warmup.MASKS)  # (made by the first process that has the kernels)
         out.update(arena.seed_arrays(g if seed and not later else None))
         if later:
             out["ar_seed_later"] = np.array([1], np.uint8)

@@ -578,7 +578,7 @@ class MaskEngine:
     def _compiled(self):
         """The compiled path (``arena.CompiledMasks``), built at the first call; None if the grammar is too large."""
         if not self._core_tried:
-            if not warmup.ready():
+            if not warmup.ready(warmup.MASKS):
                 return None  # the Python walks answer until the kernels are compiled (``warmup``)
             from ..gcpause import paused
             from .arena import CompiledMasks, seed_arrays

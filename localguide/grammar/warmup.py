@@ -9,12 +9,17 @@ all giving what the kernels give. ``start`` launches one detached process per ke
 and writes a marker; ``ready`` turns true once the marker is there, and from the next mask on
 the process loads the kernels (milliseconds) and takes them.
 
+The warm-up compiles in two parts at once where the machine has the cores: the compiled mask
+path (``ready(MASKS)``: the arena kernels and ``earley_masks``, about half of the compile) in a
+helper process, everything else in the first; each takes the other's twins meanwhile.
+
 ``LOCALGUIDE_COMPILE=foreground`` (``numba_tools.COMPILE_MODE``) compiles them in the process
 instead, at their first call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -29,6 +34,10 @@ LOCK = "grammar-kernels.lock"
 LOG = "grammar-kernels.log"
 STALE_S = 30 * 60  # a lock older than this is a warm-up that died without removing it
 _CHILD_ENV = "_LOCALGUIDE_WARMUP_CHILD"
+_PART_ENV = "_LOCALGUIDE_WARMUP_PART"
+MASKS, REST = "masks", "rest"  # the compiled mask path; every other grammar kernel
+# In a warm-up process: the part it compiles (the other part's kernels are not taken there).
+_part = os.environ.get(_PART_ENV) or None
 
 _ready = False
 _checked = 0.0
@@ -47,11 +56,14 @@ def kernels() -> list:
             masks_kernels.earley_masks, native_kernels.prepared_apply, native_kernels.prepared_accept]
 
 
-def ready() -> bool:
-    """Whether this process takes the grammar kernels: in the foreground mode (or ``kernels_only``),
-    when they are loaded here, or once the warm-up's marker says numba's cache holds them all
-    (looked at every quarter of a second at most)."""
+def ready(part: str = REST) -> bool:
+    """Whether this process takes the grammar kernels (of ``part``: ``MASKS`` asks for the compiled
+    mask path): in the foreground mode (or ``kernels_only``), when they are loaded here, or once
+    the warm-up's marker says numba's cache holds them all (looked at every quarter of a second
+    at most). A warm-up process takes those of the part it compiles, and no others."""
     global _ready, _checked
+    if _part is not None:
+        return part == _part
     if _ready or numba_tools._KERNELS_ONLY:
         return True
     now = time.monotonic()
@@ -175,10 +187,11 @@ _TOKENS = [b"<eos>", b"{", b"}", b"[", b"]", b",", b":", b'"', b" ", b"a", b"b",
            b"}]", b"},", b"]}", b"\n", b"  ", b'":"', b"-2", b".5"]
 
 
-def warm() -> None:
-    """Compile every grammar kernel, with the argument types of real use: a grammar compiled
-    here and one loaded from a cache file, with and without a token budget, before and after
-    a flush."""
+def warm(part: str | None = None) -> None:
+    """Compile the grammar kernels (of ``part``; None: all), with the argument types of real use:
+    a grammar compiled here and one loaded from a cache file, with and without a token budget,
+    before and after a flush. ``part`` is the warm-up process's own (``_part``): the other
+    part's kernels give way to their twins there."""
     from .. import cache
     from ..regex.ast_dfa import warm_kernels
     from ..vocabulary import Vocabulary
@@ -186,30 +199,34 @@ def warm() -> None:
     from .compiled import GrammarIndex
     from .sources import DEFAULT_MAX_IGNORED_RUN, to_cfg
 
-    warm_kernels()  # the automaton kernels of large terminals
+    rest = part in (None, REST)
+    if rest:
+        warm_kernels()  # the automaton kernels of large terminals
     vocab = Vocabulary.from_tokens(_TOKENS, stop_ids=[0])
-    with numba_tools.kernels_only():
+    with numba_tools.kernels_only() if rest else contextlib.nullcontext():
         cfg = normalize(to_cfg(_GRAMMAR, "lark", "the warm-up grammar"), DEFAULT_MAX_IGNORED_RUN)
         idx = GrammarIndex(cfg, vocab, "the warm-up grammar", lazy=True)
-        _walk(idx, vocab)
+        _walk(idx, vocab, rest)
         arrays = idx.arrays(seed=True)
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "warm-up"
             cache.save(path, arrays)
             loaded = GrammarIndex.from_arrays(cache.load(path), vocab)
-            _walk(loaded, vocab)
+            _walk(loaded, vocab, rest)
             loaded.flush()
-            _walk(loaded, vocab)
+            _walk(loaded, vocab, rest)
             del loaded
 
 
-def _walk(idx, vocab) -> None:
+def _walk(idx, vocab, sample: bool = True) -> None:
     """Write ``_TEXT`` through guides of ``idx``, greedily by the longest allowed token."""
     for budget in (None, 64):
         g = idx.guide(max_tokens=budget)
         pos = 0
         while pos < len(_TEXT):
-            _sample(g.mask(), vocab.size)
+            mask = g.mask()
+            if sample:
+                _sample(mask, vocab.size)
             allowed = g.allowed_token_ids().tolist()
             best = max((t for t in allowed if vocab[t] and _TEXT.startswith(vocab[t], pos)),
                        key=lambda t: len(vocab[t]), default=None)
@@ -252,13 +269,52 @@ def _sample(mask, n: int) -> None:
     native_kernels.prepared_callbacks()
 
 
+def _helper() -> subprocess.Popen | None:
+    """The process that compiles the ``MASKS`` part beside this one, where a second core is free
+    for it (None: this one compiles both)."""
+    if (os.cpu_count() or 1) < 2:
+        return None
+    env = dict(os.environ, **{_CHILD_ENV: "1", _PART_ENV: MASKS})
+    code = "import sys; from localguide.grammar.warmup import main; sys.exit(main([]))"
+    try:
+        return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+                                stdin=subprocess.DEVNULL, env=env, close_fds=True)
+    except OSError:
+        return None
+
+
+def _warm_part(part: str) -> None:
+    global _part
+    _part = part
+    try:
+        warm(part)
+    finally:
+        _part = None
+
+
 def main(argv: list[str]) -> int:
+    """The warm-up process: with a lock path, the first one (it writes the marker once both
+    parts are compiled); without, the helper of ``_helper`` (its part in ``_PART_ENV``)."""
     lock = Path(argv[0]) if argv else None
     try:
-        if hasattr(os, "nice"):
-            os.nice(10)  # the process that waits for no one yields to the one a person waits for
+        if hasattr(os, "nice") and os.nice(0) < 10:
+            os.nice(10 - os.nice(0))  # the process that waits for no one yields to the one a person waits for
+        if lock is None:
+            warm(_part)
+            return 0
         ks = kernels()
-        warm()
+        helper = _helper()
+        if helper is None:
+            warm()
+        else:
+            _warm_part(REST)
+            try:
+                failed = helper.wait(timeout=STALE_S) != 0  # (its log says why, above)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                failed = True
+            if failed:
+                _warm_part(MASKS)
         folder = _folder()
         if folder is not None:
             tmp = folder / f"{MARKER}.{os.getpid()}"

@@ -1,7 +1,7 @@
 """A grammar's first use, before its kernels are compiled: the scanner's twin, numpy trees and
 the Python mask walks give the kernels' masks; a process that has no kernels compiles none and
-starts one background process that compiles them all; once it is done, the next mask comes
-from the compiled path and a fresh process compiles nothing."""
+starts one background warm-up that compiles them all (in two processes, a part each); once it
+is done, the next mask comes from the compiled path and a fresh process compiles nothing."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def cold(monkeypatch):
     ``cold.warm()`` makes them ready, as the warm-up's marker would."""
     state = {"ready": False}
     monkeypatch.setattr(numba_tools, "_KERNELS_ONLY", False)
-    monkeypatch.setattr(warmup, "ready", lambda: state["ready"])
+    monkeypatch.setattr(warmup, "ready", lambda part=warmup.REST: state["ready"])
     monkeypatch.setattr(warmup, "start", lambda: None)
 
     class Cold:
@@ -175,7 +175,40 @@ def test_a_marker_of_other_sources_is_not_ready(tmp_path, monkeypatch):
     assert warmup._marker_ok(ks)  # (the kernels' own index files are where numba keeps them)
 
 
-@pytest.mark.slow
+def test_a_warmup_process_takes_the_kernels_of_its_part_only(tmp_path):
+    code = ("from localguide.grammar import warmup as w; "
+            "print(w.ready(), w.ready(w.MASKS), w.ready(w.REST))")
+    env = cold_env(tmp_path, _LOCALGUIDE_WARMUP_CHILD="1")
+    got = {}
+    for part in ("masks", "rest"):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                           env=dict(env, _LOCALGUIDE_WARMUP_PART=part))
+        assert r.returncode == 0, r.stderr
+        got[part] = r.stdout.split()
+    assert got == {"masks": ["False", "True", "False"], "rest": ["True", "False", "True"]}
+
+
+@pytest.mark.parametrize("helper_rc, parts", [(0, ["rest"]), (1, ["rest", "masks"]), (None, [None])])
+def test_the_warmup_compiles_a_part_the_helper_could_not(helper_rc, parts, tmp_path, monkeypatch):
+    """The first warm-up process compiles the rest while its helper compiles the mask path; where
+    the helper fails, it compiles that part too, and writes the marker once both are done (with
+    no helper, on one core: both parts, in one go)."""
+    done = []
+    monkeypatch.setattr(warmup, "warm", lambda part=None: done.append((part, warmup._part)))
+    monkeypatch.setattr(warmup, "_folder", lambda: tmp_path)
+    monkeypatch.setattr(warmup.os, "nice", lambda inc: 10)  # (this test's process keeps its priority)
+    helper = None
+    if helper_rc is not None:
+        helper = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({helper_rc})"])
+    monkeypatch.setattr(warmup, "_helper", lambda: helper)
+    lock = tmp_path / warmup.LOCK
+    lock.write_text(str(os.getpid()))
+    assert warmup.main([str(lock)]) == 0
+    assert done == [(p, p) for p in parts] and warmup._part is None
+    assert (tmp_path / warmup.MARKER).read_text("utf-8") == warmup._stamp(warmup.kernels())
+    assert not lock.exists()
+
+
 def test_the_warmup_compiles_every_grammar_kernel(tmp_path):
     """The first process starts one warm-up; when it is done, a fresh process takes the compiled
     path from its first mask and compiles nothing, on grammars compiled there and loaded from
