@@ -25,7 +25,7 @@ def _silence() -> tuple:
     import llama_cpp
 
     log = None
-    if hasattr(llama_cpp, "llama_log_get"):  # (llama-cpp-python before 0.3.9 has no getter)
+    if hasattr(llama_cpp, "llama_log_get"):  # (an older llama-cpp-python may lack the getter: fd 2 only)
         if _drop is None:
             _drop = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
         callback, user_data = llama_cpp.llama_log_callback(), ctypes.c_void_p()

@@ -270,8 +270,8 @@ def _sample(mask, n: int) -> None:
 
 
 def _helper() -> subprocess.Popen | None:
-    """The process that compiles the ``MASKS`` part beside this one, where a second core is free
-    for it (None: this one compiles both)."""
+    """The process that compiles the ``MASKS`` part beside this one, where the machine has a second
+    core (None: this one compiles both)."""
     if (os.cpu_count() or 1) < 2:
         return None
     env = dict(os.environ, **{_CHILD_ENV: "1", _PART_ENV: MASKS})
