@@ -10,27 +10,15 @@ runs again as soon as the outermost compile returns.
 from __future__ import annotations
 
 import gc
-import threading
-from contextlib import contextmanager
 
-_lock = threading.Lock()
-_depth = 0
-_was_enabled = False
+from .held import Held
 
 
-@contextmanager
-def paused():
-    """Disable the cycle collector inside (nested and concurrent uses re-enable it once, at the end)."""
-    global _depth, _was_enabled
-    with _lock:
-        if _depth == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
+def _disable() -> bool:
+    enabled = gc.isenabled()
+    gc.disable()
+    return enabled
+
+
+# Disable the cycle collector inside (nested and concurrent uses re-enable it once, at the end).
+paused = Held(_disable, lambda enabled: gc.enable() if enabled else None)

@@ -9,14 +9,11 @@ the first thread in saves both, the last one out restores them.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-import threading
 
-_lock = threading.Lock()
-_depth = 0
-_saved = None  # (the fd 2 copy or None, the log callback and its user data, or None)
+from .held import Held
+
 _drop = None  # the dropping callback (llama.cpp holds a pointer to it: kept alive here)
 
 
@@ -53,28 +50,16 @@ def _restore(saved: tuple) -> None:
         llama_cpp.llama_log_set(log[0], log[1])
 
 
-@contextlib.contextmanager
-def quiet_llama():
-    """Run the block with llama.cpp's logging silenced (re-entrant, and across threads)."""
-    global _depth, _saved
-    with _lock:
-        if _depth == 0:
-            _saved = _silence()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _restore(_saved)
-                _saved = None
+# Run the block with llama.cpp's logging silenced (re-entrant, and across threads); while inside,
+# ``_held.saved`` is (the fd 2 copy or None, the log callback and its user data, or None).
+quiet_llama = _held = Held(_silence, _restore)
 
 
 def stderr_fd() -> int | None:
     """A new fd on what fd 2 is outside ``quiet_llama()`` (the caller closes it), or None."""
-    with _lock:
+    with _held.lock:
+        saved = _held.saved
         try:
-            return os.dup(_saved[0] if _saved is not None and _saved[0] is not None else 2)
+            return os.dup(saved[0] if saved is not None and saved[0] is not None else 2)
         except OSError:
             return None
