@@ -1,11 +1,13 @@
 """Where a generation's time goes, decode by decode: speculation on, off and unconstrained.
 
-Runs ``speculation.py``'s rounds (the same modes, seeds, count models and rotation) for a few
-constraints, with every ``llama_decode`` timed to the end of its kernels (``llama_synchronize``
+Runs ``speculation.py``'s rounds (the same modes, seeds and rotation; each mode warmed up first) for a
+few constraints, with every ``llama_decode`` timed to the end of its kernels (``llama_synchronize``
 after it: a GPU backend returns before them). Per mode it reports, averaged over the timed
 generations: generation ms (``Model.last_stats.seconds``, from the end of the prompt's decode),
 the first decode after the prompt's and the later ones (ms, by their length), and the host's ms
-(the generation's time outside the decodes: sampling, the guide, drafting, Python).
+(the generation's time outside the decodes: sampling, the guide, drafting, Python), per
+generation and per decode. Where a decode costs about a millisecond (a small model on a GPU), the
+host's share per decode is what speculation's ratio turns on.
 
 It is the tool for a cost that lands once per generation, which ``speculation.py``'s ratios only
 show on short texts (on a GPU: a date or an IP address). Run it again with
@@ -63,8 +65,11 @@ def trace(model, constraint: dict, prompt: str, rounds: int, max_tokens: int, wa
     """mode -> per generation: [(seconds, tokens, [(n, seconds) of the decodes after the prompt's])]."""
     prompt_tokens = model.tokenize_prompt(prompt)
     counts = CountModel()
-    for w in range(warmup):  # (the widths are timed in the first speculative generation: not here)
-        one(model, constraint, prompt_tokens, max_tokens, 500 + w, "on", counts)
+    # Every mode warms up: the first visits of an index's states build their masks (lazily), and the
+    # first speculative generation times the widths; neither belongs to a generation's steady cost.
+    for w in range(warmup):
+        for mode in MODES:
+            one(model, constraint, prompt_tokens, max_tokens, 500 + w, mode, counts)
     out = defaultdict(list)
     with DecodeTimer() as timer:
         for r in range(rounds):
@@ -92,7 +97,8 @@ def summarize(gens: list) -> list:
     return [fmt(statistics.mean(toks)), fmt(statistics.mean(decodes)), fmt(statistics.mean(secs) * 1e3, 2),
             fmt(statistics.mean(toks) / statistics.mean(secs) if statistics.mean(secs) else None),
             f"{fmt(statistics.mean(firsts) * 1e3, 2) if firsts else '–'} (n={first_n})", widths or "–",
-            fmt(statistics.mean(host) * 1e3, 2)]
+            fmt(statistics.mean(host) * 1e3, 2),
+            fmt(sum(host) / sum(decodes) * 1e3 if sum(decodes) else None, 3)]
 
 
 def main() -> None:
@@ -107,7 +113,7 @@ def main() -> None:
     args = ap.parse_args()
     selected = [s.strip() for s in args.cases.split(",") if s.strip()]
     head = ["constraint", "mode", "tokens", "decodes", "ms per generation", "tok/s", "first decode ms",
-            "later decodes: length: ms (count)", "host ms"]
+            "later decodes: length: ms (count)", "host ms", "host ms per decode"]
     print(f"GGML_CUDA_DISABLE_GRAPHS={os.environ.get('GGML_CUDA_DISABLE_GRAPHS', '(unset)')}, "
           f"n_gpu_layers={args.n_gpu_layers}\n")
     for name, path in model_paths(args.models.split(","), []).items():
