@@ -71,13 +71,14 @@ def trace(model, constraint: dict, prompt: str, rounds: int, max_tokens: int, wa
         for mode in MODES:
             one(model, constraint, prompt_tokens, max_tokens, 500 + w, mode, counts)
     out = defaultdict(list)
+    n_batch = max(1, llama_cpp.llama_n_batch(model.llama.ctx))
     with DecodeTimer() as timer:
         for r in range(rounds):
             for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:
                 timer.events.clear()
                 _, s = one(model, constraint, prompt_tokens, max_tokens, 1000 + r, mode, counts)
                 # The prompt's decodes come first; a fully cached prompt still decodes its last token.
-                n_prompt = max(1, -(-(s.prompt_tokens - s.cached_tokens) // max(1, llama_cpp.llama_n_batch(model.llama.ctx))))
+                n_prompt = max(1, -(-(s.prompt_tokens - s.cached_tokens) // n_batch))
                 out[mode].append((s.seconds, s.tokens, list(timer.events[n_prompt:])))
     return out
 
