@@ -209,10 +209,14 @@ def test_the_warmup_compiles_a_part_the_helper_could_not(helper_rc, parts, tmp_p
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_the_warmup_compiles_every_grammar_kernel(tmp_path):
     """The first process starts one warm-up; when it is done, a fresh process takes the compiled
     path from its first mask and compiles nothing, on grammars compiled there and loaded from
-    the cache, with a token budget."""
+    the cache, with a token budget.
+    (Slow: every grammar kernel compiled cold, in two more processes, took 70 s alone and 196 s
+    beside the suite's other worker on 2 cores, which it slowed as much; the warm-up's parts and
+    its ordering are tested above, in the default suite.)"""
     env = cold_env(tmp_path)
     first = run_child(env, "json")
     assert first["compiles"] == [] and first["core"] == [False]
