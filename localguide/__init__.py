@@ -7,9 +7,13 @@
 The flow: Vocabulary → constraint → byte DFA → Index → Guide → llama.cpp sampler.
 """
 
-from ._version import __version__
-from .numba_cache import install as _install_kernel_cache
-from .progress import watch_kernel_compiles as _watch_kernel_compiles
+from . import threads as _threads
+
+_threads.prepare()  # before anything loads llama.cpp: OpenMP reads its wait policy then
+
+from ._version import __version__  # noqa: E402
+from .numba_cache import install as _install_kernel_cache  # noqa: E402
+from .progress import watch_kernel_compiles as _watch_kernel_compiles  # noqa: E402
 
 _install_kernel_cache()  # before any kernel module is imported: numba picks a cache per function then
 _watch_kernel_compiles()

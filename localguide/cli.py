@@ -171,6 +171,12 @@ def run(
     seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING)] = None,
     n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
     n_ctx: Annotated[int, typer.Option(help="Context size in tokens.")] = 4096,
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", min=1, rich_help_panel=SPEED, show_default=False,
+        help="Threads of one-token decodes (default: half the CPUs; `localguide info` says why).")] = None,
+    threads_batch: Annotated[Optional[int], typer.Option(
+        "--threads-batch", min=1, rich_help_panel=SPEED, show_default=False,
+        help="Threads of batches: the prompt, verified drafts (default: see `localguide info`).")] = None,
     chat: Annotated[bool, typer.Option("--chat", rich_help_panel=CHAT,
                                        help="Use the model's chat template (the default where it has one).")] = False,
     raw: Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT,
@@ -213,7 +219,8 @@ def run(
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
     chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice,
                      parallel_tool_calls=parallel_tool_calls, after=after,
-                     max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx)
+                     max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx,
+                     threads=threads, threads_batch=threads_batch)
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
              max_recursion,
@@ -230,7 +237,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
          max_recursion,
          max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
          speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, parallel_tool_calls, after,
-         max_reasoning_tokens, min_p, n_ctx) -> None:
+         max_reasoning_tokens, min_p, n_ctx, threads, threads_batch) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -242,7 +249,8 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
 
         if chat and raw:
             raise typer.BadParameter("give --chat or --raw, not both")
-        model = localguide.load(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx)
+        model = localguide.load(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx, n_threads=threads,
+                                n_threads_batch=threads_batch)
         use_chat = not raw and (chat or _has_template(model))
         if not use_chat and (system is not None or tools is not None or after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")
@@ -390,6 +398,12 @@ def serve(
                                                "speculation and the prompt cache; more wait in a queue).")] = 1,
     n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="Context of each sequence, in tokens.")] = 4096,
     n_gpu_layers: Annotated[int, typer.Option("--n-gpu-layers", help="Layers offloaded to the GPU (-1: all).")] = 0,
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", min=1, show_default=False,
+        help="Threads of one-token decodes (default: half the CPUs; `localguide info` says why).")] = None,
+    threads_batch: Annotated[Optional[int], typer.Option(
+        "--threads-batch", min=1, show_default=False,
+        help="Threads of batches: prompts, several sequences, verified drafts (default: see `localguide info`).")] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", show_default=False,
                                                    help="Requests must send 'Authorization: Bearer KEY'.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1,
@@ -411,7 +425,8 @@ def serve(
             raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {str(model)!r}", param_hint="MODEL")
         with _StatusLine():
             # (--parallel N decodes in a context of its own: the model's is then only for tokens)
-            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256)
+            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
+                                n_threads=threads, n_threads_batch=threads_batch)
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,

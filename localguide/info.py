@@ -56,12 +56,19 @@ def report() -> list[tuple[str, str]]:
     cd, kd = cache_dir(), kernels_dir()
     done, total = kernels()
     name, offload = backend()
+    from . import threads
+
+    chosen = threads.for_model()
+    passive, said = threads.passive()
     mb = 1 << 20
     return [
         ("localguide", localguide.__version__),
         ("llama-cpp-python", llama_cpp.__version__),
         ("llama.cpp backend", name),
         ("GPU offload", "available" if offload else "not available (a CPU build of llama.cpp)"),
+        ("threads", f"{chosen.n_threads} per token, {chosen.n_threads_batch} per batch ({chosen.why}; "
+                    "--threads, --threads-batch)"),
+        ("workers wait", f"{'passively' if passive else 'spinning'}: {said}"),
         ("numba", numba.__version__),
         ("default model", model),
         ("cache", f"{cd} ({folder_size(cd) / mb:.1f} MB, the compiled kernels included)"),

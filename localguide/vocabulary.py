@@ -199,6 +199,10 @@ def _pieces(llama_cpp, vocab, ids: list, n: int) -> tuple:
 def _read_gguf_vocab(path: Path) -> dict:
     import llama_cpp
 
+    from . import threads
+
+    threads.loaded()
+
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF":
             raise ModelFileError(path, "not a GGUF model file (bad magic bytes)")

@@ -147,6 +147,27 @@ def test_info_reports_versions_backend_model_and_caches(tmp_path):
     done, total = kernels()  # this process: the test session has compiled some
     assert 0 < done <= total
     assert rows["kernels compiled for this CPU"].startswith(f"0 of {total}:")
+    cpus = len(os.sched_getaffinity(0))
+    assert rows["threads"].startswith(f"{max(1, cpus // 2)} per token, {cpus} per batch (")
+    assert rows["workers wait"].startswith("passively: OMP_WAIT_POLICY=PASSIVE, set by localguide")
+
+
+def test_threads_options_reach_llama_cpp(smollm2, monkeypatch):
+    import llama_cpp
+
+    seen = []
+    real = llama_cpp.Llama.__init__
+
+    def init(self, *args, **kwargs):
+        seen.append((kwargs.get("n_threads"), kwargs.get("n_threads_batch")))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(llama_cpp.Llama, "__init__", init)
+    r = run("run", "--regex", "[0-9]{2}", "--threads", "1", "--threads-batch", "2", "--seed", "1", "Two digits:")
+    assert r.exit_code == 0, r.output
+    assert seen == [(1, 2)] and re.fullmatch(r"[0-9]{2}\n?", r.stdout)
+    r = run("run", "--regex", "[0-9]{2}", "--threads", "0", "Two digits:")
+    assert r.exit_code != 0 and "--threads" in r.output
 
 
 @pytest.mark.parametrize("flags", [[], ["--no-speculate"], ["--fast-forward"]])

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import LocalguideError
 from ..speculate.counts import ORDER, PROBE_DRAFTS
-from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length, choose_width
+from ..speculate.drafts import MAX_DRAFT, RETIME, DecodeCost, Drafter, choose_length, choose_width
 from ..speculate.lookup import Lookup
 
 
@@ -309,7 +309,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 sim[:] = [props, 0, time.perf_counter() - t_draft]
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
                                                     and not guide.is_finished())) \
-                    and not simulate and (wide or drafter.calibration.drafting()):
+                    and not simulate and (wide or not cost.stale() and drafter.calibration.drafting()):
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
                 if width > 1:
@@ -322,6 +322,12 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                     k, n = len(props), (width if pos + width <= n_ctx else 1 + len(props))
                 else:
                     k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
+                    cost.declined = cost.declined + 1 if k == 0 and props else 0
+                    if k == 0 and props and (drafter.calibration.probing or cost.declined >= RETIME):
+                        # A probe asks whether drafts pay again; lengths that were dear once are
+                        # decoded now and then: their old times would keep drafting off for good.
+                        k, n = 1, 2 + len(forced)
+                        cost.declined = 0
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
                 pads = n - 1 - len(forced) - k
                 drafting = time.perf_counter() - t_draft
@@ -338,12 +344,11 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
             elapsed = time.perf_counter() - t_decode
             # (with one width, decodes are judged on the steady times instead: ``_judge_width``)
             if width == 1:
-                # A length tried before it was timed enough is tried to learn what it costs: what
-                # it lost is not drafting's to answer for (long drafts of a repeating text explore
-                # many lengths at first; judged on them, drafting paused for the generations after).
-                judged = cost.known(len(tokens))
+                # Every decode with drafts is judged, a length tried before it was timed enough
+                # too: where another program holds a core, trying the lengths one by one is
+                # what costs (each several times a one-token decode).
                 cost.observe(len(tokens), elapsed)
-                if drafts and judged:
+                if drafts:
                     spent = cost.in_ones(elapsed + drafting)
         stats.decode_calls += 1
         for t in forced:
@@ -377,7 +382,10 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                     continue
             break
         if spent is not None:
+            probing = drafter.calibration.probing
             drafter.calibration.settle(n_ok + 1, spent)
+            if probing and not drafter.calibration.probing:
+                cost.forget()
         elif wide:
             _judge_width(drafter.calibration, n_ok + 1, cost, drafting)
         if n_ok < len(drafts) or pads:  # the KV cache keeps the sampled token's context only

@@ -19,6 +19,7 @@ from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from ..regex import compile_choice, compile_regex
 from ..quiet import quiet_llama
+from .. import threads
 from ..vocabulary import Vocabulary
 from ..speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter, constraint_key
 from . import loop
@@ -48,7 +49,10 @@ def default_model_path() -> Path:
 def load(path=None, **llama_kwargs) -> "Model":
     """Load a GGUF model (the default model when ``path`` is None).
 
-    ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ``n_threads``, ...).
+    ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
+    (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
+    when another program wants a core (``localguide.threads``; ``Model.threads`` says what was
+    chosen and why).
     """
     return Model(default_model_path() if path is None else Path(path), **llama_kwargs)
 
@@ -68,11 +72,14 @@ class Model:
         # speculation's batched verification sees the logits one-token decoding would (bitwise, for
         # SmolLM2 on CPU); without it llama.cpp's batched attention differs in the last bits.
         llama_kwargs.setdefault("flash_attn", True)
+        self.threads = threads.for_model(llama_kwargs.pop("n_threads", None), llama_kwargs.pop("n_threads_batch", None))
+        llama_kwargs.update(n_threads=self.threads.n_threads, n_threads_batch=self.threads.n_threads_batch)
         try:
             with quiet_llama(), stage(f"loading {path.name}"):
                 self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
+        threads.loaded()
         self._stop = set(self.vocabulary.stop_ids.tolist())
         self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
         self._counts: dict[str, CountModel] = {}

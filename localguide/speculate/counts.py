@@ -44,6 +44,7 @@ MAX_CONTEXT_TOKENS = 4
 _SATURATE = 1 << 30  # counts are halved in their state before they would overflow int32
 _warned: set[Path] = set()
 JUDGED = 8  # decodes with drafts before drafting is first judged (``Calibration.settle``)
+EARLY = 3  # decodes with drafts before drafting that loses a decode on average is judged
 PROBE = 2  # decodes with drafts after a pause before it is judged again
 # The drafts of one probing decode at most: a probe asks whether drafts pay again where they had
 # stopped paying; a long one that the model refuses at its first token costs 1.5-3 tokens' decode
@@ -100,16 +101,17 @@ class Calibration:
         drafting's included, in one-token decodes; one token alone gains 0). Where such decodes
         lose on average after ``JUDGED`` of them (drafts the model keeps refusing, a decode
         dearer than its estimate), drafting pauses for a while; after it, ``PROBE`` decodes
-        with drafts decide (``PROBE_DRAFTS`` drafts each at most), the average so far halved: a
-        loss pauses again, twice as long, a gain brings the pauses back to their shortest. The
-        count model keeps learning meanwhile."""
+        with drafts decide (``PROBE_DRAFTS`` drafts each at most), alone: a loss pauses again,
+        twice as long, a gain brings the pauses back to their shortest. The count model keeps
+        learning meanwhile."""
         self.gain = 0.9 * self.gain + 0.1 * (tokens - cost)
         self.judged += 1
-        if self.judged < JUDGED:
+        # (a loss of a whole decode on average is judged at once: a busy machine, not bad luck)
+        if self.judged < JUDGED and not (self.judged >= EARLY and self.gain < -1.0):
             return
         if self.gain < 0:
             self.paused, self.pause = self.pause, min(2 * self.pause, MAX_PAUSE)
-            self.gain, self.judged = 0.5 * self.gain, JUDGED - PROBE
+            self.gain, self.judged = 0.0, JUDGED - PROBE  # (the probes alone decide: the machine may have changed)
             self.probing = True
         else:
             self.pause, self.probing = MIN_PAUSE, False

@@ -41,6 +41,14 @@ MAX_FORCED_BYTES = 256
 # where 4% of the steps drafted anything.
 MIN_REACHED = 0.05
 TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as they are
+# Decodes with drafts between two one-token decodes timed: the yardstick of every decode's cost
+# is the machine as it is now (another program may have taken a core since), not as it was.
+REFRESH_ONE = 12
+FLOOR = 0.8  # of the cheapest length timed: what a length not timed enough costs at least
+CHANGED = 0.5  # a length timed at under this share of its estimate: its earlier times are dropped
+# Decodes in a row whose drafts were declined as too dear before one is decoded anyway, to time
+# a length again (the machine may be quiet again): at most a two-token decode in this many.
+RETIME = 48
 MAX_FORCED_STATES = 1 << 14  # the forced tokens cached per count model
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
 
@@ -265,19 +273,40 @@ class DecodeCost:
         self.slope = slope
         self.cap = cap
         self.explore = explore
-        self._ones: deque = deque(maxlen=5)  # the last one-token decodes, seconds
+        self._ones: deque = deque(maxlen=3)  # the last one-token decodes, seconds
+        self._since_one = 0  # decodes of several tokens timed since the last one-token decode
         self._ratios: dict[int, deque] = {}  # n -> the last ``window`` times / the one-token median
         self._window = window
         self._rel = [1.0 + explore * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
+        # What a decode of several tokens costs at least, from the lengths timed: a length not
+        # timed enough is taken to cost no less. Where another program holds a core, every
+        # decode of several tokens pays about the same wait at each of its barriers, whatever
+        # its length; on a quiet machine this is below the optimistic guess and changes nothing.
+        self._floor = 0.0
+        self.declined = 0  # decodes in a row whose drafts cost more than they promised (the loop's)
 
     def observe(self, n: int, seconds: float) -> None:
         if n == 1:
             if seconds > 0:
                 self._ones.append(seconds)
+                self._since_one = 0
             return
+        self._since_one += 1
         if not self._ones or n >= len(self._rel):
             return
         self._add(n, seconds / self._one())
+
+    def forget(self) -> None:
+        """Drop what the lengths were timed at (drafting resumes after a pause: the machine that
+        made them dear may have changed); the one-token decodes stay."""
+        self._ratios.clear()
+        self._rel = [1.0 + self.explore * (n - 1) for n in range(len(self._rel))]
+        self._floor = 0.0
+
+    def stale(self) -> bool:
+        """Whether the next decode should be one token, timed: no one-token decode was timed
+        yet, or ``REFRESH_ONE`` decodes of several tokens came since the last."""
+        return not self._ones or self._since_one >= REFRESH_ONE
 
     def in_ones(self, seconds: float) -> float | None:
         """``seconds`` in one-token decodes (the median of the last few), or None before the first."""
@@ -290,9 +319,12 @@ class DecodeCost:
         ratios = self._ratios.get(n)
         if ratios is None:
             ratios = self._ratios[n] = deque(maxlen=self._window)
+        elif ratio < CHANGED * self._rel[n]:
+            ratios.clear()  # far cheaper than it was: the machine changed, its old times no longer hold
         ratios.append(ratio)
         mid = sorted(ratios)[len(ratios) // 2]
         self._rel[n] = mid if len(ratios) >= TRUSTED_TIMES else min(mid, 1.0 + self.cap * (n - 1))
+        self._floor = FLOOR * min(sorted(r)[len(r) // 2] for r in self._ratios.values())
 
     def known(self, n: int) -> bool:
         """Whether T(n) is timed enough to be taken as it is (padding goes to such lengths only:
@@ -304,8 +336,10 @@ class DecodeCost:
         """T(n) / T(1)."""
         rel = self._rel
         if n < len(rel):
+            if n > 1 and self._floor > rel[n] and not self.known(n):
+                return self._floor
             return rel[max(n, 1)]
-        return rel[-1] + self.slope * (n - len(rel) + 1)
+        return max(rel[-1] + self.slope * (n - len(rel) + 1), self._floor)
 
 
 ACCEPT_GUESS = 0.6  # the chance of each draft that a width is chosen for (the schemas' acceptance: 0.3-0.9)

@@ -236,17 +236,36 @@ def test_drafting_pauses_where_it_does_not_pay_and_resumes_where_it_does():
                 cal.settle(tokens, cost)
         return out
 
-    first = decodes(JUDGED + MIN_PAUSE + PROBE, 1, 3.0)  # 1 token for the time of 3
+    first = decodes(JUDGED + MIN_PAUSE + PROBE, 1, 2.0)  # 1 token for the time of 2
     assert first == [True] * JUDGED + [False] * MIN_PAUSE + [True] * PROBE
     assert cal.probing  # (the decodes after a pause probe: short drafts, ``PROBE_DRAFTS``)
-    second = decodes(2 * MIN_PAUSE + PROBE, 1, 3.0)  # losing still: the next pause is twice as long
+    second = decodes(2 * MIN_PAUSE + PROBE, 1, 2.0)  # losing still: the next pause is twice as long
     assert second == [False] * 2 * MIN_PAUSE + [True] * PROBE
-    decodes(5000, 1, 3.0)
+    decodes(5000, 1, 2.0)
     assert cal.pause == MAX_PAUSE  # the pauses have a ceiling
-    long_run = decodes(10 * MAX_PAUSE, 1, 3.0)  # and drafting costs little where it never pays
+    long_run = decodes(10 * MAX_PAUSE, 1, 2.0)  # and drafting costs little where it never pays
     assert sum(long_run) <= 10 * PROBE + PROBE
     while not cal.drafting():
         pass
     assert all(decodes(50, 4, 2.0))  # drafts that pay again: no more pauses, and the next is short
     assert cal.pause == MIN_PAUSE and not cal.probing
     assert all(decodes(JUDGED, 4, 2.0) + decodes(1, 1, 4.0) + decodes(3, 4, 2.0))  # a loss among gains
+
+
+def test_drafting_that_loses_several_decodes_each_pauses_within_a_few():
+    """A busy machine: each decode with drafts costs many one-token decodes. Judged after
+    ``EARLY`` of them, not ``JUDGED``; a small loss still waits for ``JUDGED``."""
+    from localguide.speculate.counts import EARLY, JUDGED, MIN_PAUSE
+
+    cal = CountModel().calibration
+    drafted = []
+    for _ in range(EARLY + MIN_PAUSE):
+        drafted.append(cal.drafting())
+        if drafted[-1]:
+            cal.settle(1, 12.0)
+    assert drafted == [True] * EARLY + [False] * MIN_PAUSE
+    cal = CountModel().calibration
+    for _ in range(JUDGED - 1):
+        assert cal.drafting()
+        cal.settle(1, 1.5)
+    assert cal.drafting()
