@@ -43,7 +43,7 @@ MIN_REACHED = 0.05
 TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as they are
 # Decodes with drafts between two one-token decodes timed: the yardstick of every decode's cost
 # is the machine as it is now (another program may have taken a core since), not as it was.
-REFRESH_ONE = 12
+REFRESH_ONE = 32
 FLOOR = 0.8  # of the cheapest length timed: what a length not timed enough costs at least
 CHANGED = 0.5  # a length timed at under this share of its estimate: its earlier times are dropped
 # Decodes in a row whose drafts were declined as too dear before one is decoded anyway, to time

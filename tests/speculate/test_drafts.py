@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import localguide
-from localguide.speculate import CountModel, Drafter
+from localguide.speculate import CountModel, DecodeCost, Drafter
 from localguide.speculate.drafts import MIN_REACHED
 
 
@@ -237,3 +237,44 @@ def test_a_width_is_chosen_where_it_decodes_nearly_as_fast_as_one_token():
     assert choose_width({1: 1.0, 2: 1.5}) == 1
     assert choose_width({1: 1.0, 2: 1.3}) == 2
     assert choose_width({1: 1.0}) == 1
+
+
+def test_decode_cost_one_dear_batch_makes_every_untimed_length_dear():
+    from localguide.speculate.drafts import FLOOR
+
+    c = DecodeCost()
+    assert c.stale()  # (no one-token decode timed yet: the next decode is one)
+    c.observe(1, 0.010)
+    assert not c.stale()
+    before = c.relative(6)
+    c.observe(9, 0.120)  # a busy machine: 12 one-token decodes' time
+    assert c.relative(6) >= FLOOR * 12.0 * 0.99 > before
+    assert c.relative(2) >= FLOOR * 12.0 * 0.99
+    assert not c.known(6)
+
+
+def test_decode_cost_a_length_far_cheaper_than_its_times_drops_them():
+    c = DecodeCost()
+    c.observe(1, 0.010)
+    for _ in range(5):
+        c.observe(2, 0.100)  # 10x: dear, and trusted
+    assert c.known(2) and c.relative(2) > 9
+    c.observe(2, 0.012)  # the machine is quiet again
+    assert c.relative(2) < 1.5 and not c.known(2)
+    assert c.relative(5) < 1.5 * 1.2  # (the floor follows the cheapest length timed)
+
+
+def test_decode_cost_forget_and_stale():
+    from localguide.speculate.drafts import REFRESH_ONE
+
+    c = DecodeCost()
+    c.observe(1, 0.010)
+    for _ in range(REFRESH_ONE - 1):
+        c.observe(4, 0.030)
+    assert not c.stale()
+    c.observe(4, 0.030)
+    assert c.stale()
+    c.forget()
+    assert not c.known(4) and c.relative(4) == 1.0 + c.explore * 3
+    c.observe(1, 0.010)
+    assert not c.stale()
