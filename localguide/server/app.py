@@ -15,12 +15,14 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
                       SchemaError)
 from ..llama.chat import ChatError, ChatRun
@@ -75,17 +77,20 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
         param = None
     if isinstance(e, (LocalguideError, ValueError, TypeError)):
         return ApiError(str(e), param)
-    return ApiError(f"internal error: {type(e).__name__}: {e}", None, status=500, type="server_error")
+    # (the exception's text may name the server's files: the type only)
+    return ApiError(f"internal error ({type(e).__name__})", None, status=500, type="server_error")
 
 
 class Server:
     """The routes over one model and engine."""
 
     def __init__(self, model, engine, *, name: str, limits: Limits, api_key: str | None = None,
-                 cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY):
+                 cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY,
+                 grammar_dir=None):
         self.model, self.engine, self.name, self.limits = model, engine, name, limits
         self.api_key, self.max_body = api_key, max_body
-        self.compiled = CompileCache(model.compile, cache_entries, cache_bytes)
+        self.confined = Confined(None if grammar_dir is None else Path(grammar_dir))
+        self.compiled = CompileCache(self._compile, cache_entries, cache_bytes)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="localguide-prepare")
         self.created = int(time.time())
         self.app = Starlette(routes=[
@@ -142,6 +147,12 @@ class Server:
             raise ApiError(f"the request body is not JSON: {e}") from None
 
     # -- generation ---------------------------------------------------------------------------
+    def _compile(self, **constraint):
+        """``Model.compile``, a request's grammar confined: text or a name, never a path."""
+        if constraint.get("grammar") is not None:
+            constraint["confined"] = self.confined
+        return self.model.compile(**constraint)
+
     async def chat(self, request: Request) -> Response:
         return await self._generate(request, parse_chat, self._prepare_chat, chat=True)
 

@@ -1,0 +1,79 @@
+"""``localguide serve`` facing an attacker on loopback (issue 51): a request never reaches the
+server's disk, text a user wrote is text, every fault is a 400 naming its field, never a 500 or a
+raw Python error. A real server process (``Served``) over SmolLM2."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_server import Served  # noqa: E402
+
+SECRET = "ZQX-SECRET-7781"
+
+
+@pytest.fixture(scope="module")
+def secret_dir(tmp_path_factory):
+    """A working directory holding files a request must not read."""
+    d = tmp_path_factory.mktemp("cwd")
+    (d / "secret.lark").write_text(f'SECRET: "{SECRET}"\n')
+    (d / "conf").mkdir()
+    (d / "conf" / "keys.lark").write_text(f'KEY: "{SECRET}"\n')
+    (d / "plain.gbnf").write_text(f'root ::= "{SECRET}"\n')
+    return d
+
+
+@pytest.fixture(scope="module")
+def exposed(smollm2_path, secret_dir):
+    cwd = os.getcwd()
+    os.chdir(secret_dir)  # (the server process starts in it: relative imports resolve there)
+    try:
+        s = Served(smollm2_path)
+    finally:
+        os.chdir(cwd)
+    yield s
+    s.close()
+
+
+def _completion(s, **kw):
+    return s.post("/v1/completions", {"prompt": "Say it:", "max_tokens": 16, "temperature": 0, **kw})
+
+
+def _no_leak(status, body, *paths):
+    text = str(body)
+    assert status == 400, body
+    assert SECRET not in text
+    for p in paths:
+        assert str(p) not in text, text
+
+
+# -- 1. nothing a request says reaches the server's disk ---------------------------------------
+
+def test_a_grammar_path_is_not_read(exposed, secret_dir):
+    for path in (secret_dir / "plain.gbnf", "plain.gbnf", secret_dir / "missing.lark"):
+        status, body = _completion(exposed, grammar=str(path))
+        _no_leak(status, body, *([] if os.path.isabs(path) else [secret_dir]))  # (a path sent may come back)
+        assert body["error"]["param"] == "grammar"
+        assert "not found" not in body["error"]["message"]
+
+
+@pytest.mark.parametrize("grammar", ["%import .secret (SECRET)\nstart: SECRET",
+                                     "%import .conf.keys (KEY)\nstart: KEY",
+                                     "%import secret (SECRET)\nstart: SECRET",
+                                     "%import conf.keys.KEY\nstart: KEY"])
+def test_lark_import_reads_no_file_of_the_server(exposed, secret_dir, grammar):
+    status, body = _completion(exposed, grammar=grammar)
+    _no_leak(status, body, secret_dir)
+    assert body["error"]["param"] == "grammar"
+    assert "%import" in body["error"]["message"]
+
+
+def test_lark_common_and_shipped_imports_still_work(exposed):
+    status, body = _completion(exposed, grammar="%import common.INT\nstart: INT", max_tokens=4)
+    assert status == 200, body
+    assert body["choices"][0]["text"].isdigit()
+    status, body = _completion(exposed, grammar="json", max_tokens=8)
+    assert status == 200, body
