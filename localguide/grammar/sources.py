@@ -125,7 +125,13 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
         text, kind, desc = confined.resolve(grammar)
     else:
         text, kind, desc = resolve(grammar)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        line = text.count("\n", 0, e.start) + 1
+        raise GrammarError(f"a lone surrogate (U+{ord(text[e.start]):04X}) is not text: expected valid Unicode",
+                           line, e.start - (text.rfind("\n", 0, e.start) + 1) + 1, desc) from None
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     # (a confined grammar's imports read other files than a trusted one's: never the same entry)
     where = confined.key() if confined is not None else ""
     key = (digest, kind, start, max_ignored_run, vocabulary.fingerprint, where)

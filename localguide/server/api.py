@@ -71,6 +71,7 @@ _COMPLETION = {"prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "
 def parse_chat(body, limits: Limits) -> Job:
     """``POST /v1/chat/completions``'s body."""
     body = _object(body)
+    _texts(body)
     _known(body, _CHAT)
     job = Job(messages=_messages(body.get("messages")))
     _common(body, job, limits, ("max_completion_tokens", "max_tokens"))
@@ -103,6 +104,7 @@ def parse_chat(body, limits: Limits) -> Job:
 def parse_completion(body, limits: Limits) -> Job:
     """``POST /v1/completions``'s body."""
     body = _object(body)
+    _texts(body)
     _known(body, _COMPLETION)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -123,6 +125,22 @@ def _object(body) -> dict:
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     return body
+
+
+# (text that becomes prompt tokens or is matched against the answer: no NUL either)
+_PROMPT_TEXT = ("messages", "prompt", "tools", "after", "stop")
+
+
+def _texts(body: dict) -> None:
+    """Every string of the body (keys too) valid Unicode; the prompt's text without NUL."""
+    from ..llama.plain import TextError, check_text
+
+    try:
+        for key, value in body.items():
+            check_text(key, "a field name")
+            check_text(value, key, nul=key in _PROMPT_TEXT)
+    except TextError as e:
+        raise ApiError(str(e), e.field if e.field in body else None) from None
 
 
 def _known(body: dict, known: set) -> None:

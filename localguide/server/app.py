@@ -26,6 +26,7 @@ from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
                       SchemaError)
 from ..llama.chat import ChatError, ChatRun
+from ..llama.plain import TextError
 from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
 from ..lru import BoundedCache
@@ -67,6 +68,8 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
     param = {"json_schema": "response_format"}.get(named, named)
     if isinstance(e, ToolError):
         param = "tool_choice" if "tool_choice" in str(e) else "tools"
+    elif isinstance(e, TextError):
+        param = e.field
     elif isinstance(e, (ChatError, ChatTemplateError)):
         param = "messages"
     elif isinstance(e, BudgetError):
