@@ -127,6 +127,23 @@ def _object(body) -> dict:
     return body
 
 
+MAX_DEPTH = 64  # arrays and objects nested in a request body (a schema's nesting included)
+
+
+def check_depth(body) -> None:
+    """Refuse a body nested deeper than ``MAX_DEPTH``, naming where (iterative: any depth)."""
+    stack = [(body, "", 0)]
+    while stack:
+        v, at, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth >= MAX_DEPTH:
+                top = at.lstrip(".").split(".")[0].split("[")[0] or None
+                raise ApiError(f"{at.lstrip('.') or 'the body'}: nested more than {MAX_DEPTH} arrays and objects "
+                               "deep (serve's bound)", top)
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            stack.extend((x, f"{at}.{k}" if isinstance(v, dict) else f"{at}[{k}]", depth + 1) for k, x in items)
+
+
 # (text that becomes prompt tokens or is matched against the answer: no NUL either)
 _PROMPT_TEXT = ("messages", "prompt", "tools", "after", "stop")
 

@@ -31,7 +31,7 @@ from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
 from ..lru import BoundedCache
 from ..speculate import constraint_key
-from .api import ApiError, Job, Limits, parse_chat, parse_completion
+from .api import MAX_DEPTH, ApiError, Job, Limits, check_depth, parse_chat, parse_completion
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
@@ -80,6 +80,9 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
         param = None
     if isinstance(e, (LocalguideError, ValueError, TypeError)):
         return ApiError(str(e), param)
+    if isinstance(e, (RecursionError, MemoryError)):  # (a bound missed upstream: still the request's fault)
+        return ApiError(f"the request's {param or 'input'} is too large or too deeply nested to handle "
+                        f"({type(e).__name__})", param, code="too_complex")
     # (the exception's text may name the server's files: the type only)
     return ApiError(f"internal error ({type(e).__name__})", None, status=500, type="server_error")
 
@@ -145,9 +148,14 @@ class Server:
         if size > self.max_body:
             raise ApiError(f"the request body is over {self.max_body} bytes", status=413)
         try:
-            return json.loads(data)
+            body = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ApiError(f"the request body is not JSON: {e}") from None
+        except RecursionError:  # (the decoder's own bound, far past serve's)
+            raise ApiError(f"the request body is nested more than {MAX_DEPTH} arrays and objects deep "
+                           "(serve's bound)") from None
+        check_depth(body)
+        return body
 
     # -- generation ---------------------------------------------------------------------------
     def _compile(self, **constraint):

@@ -114,3 +114,33 @@ def test_nul_and_lone_surrogates_are_400s_naming_the_field(exposed, path, body, 
     assert status == 400, answer
     assert answer["error"]["param"] == param, answer
     assert "Error" not in answer["error"]["message"]
+
+
+# -- 4. every bound is a clear error --------------------------------------------------------------
+
+DEEP = "(" * 200 + "a" + ")" * 200
+
+
+@pytest.mark.parametrize("extra, param, words", [
+    ({"regex": DEEP}, "regex", "MAX_NESTING"),
+    ({"grammar": "root ::= " + DEEP.replace("a", '"a"')}, "grammar", "MAX_NESTING"),
+    ({"grammar": "root ::= r0\n" + "".join(f"r{i} ::= r{i + 1}\n" for i in range(20_000)) + 'r20000 ::= "a"'},
+     "grammar", "MAX_RULES"),
+    ({"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "string", "minLength": 1_000_000_000}}}}, "response_format", "MAX_MIN_COUNT"),
+    ({"response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "array", "minItems": 1_000_000_000}}}}, "response_format", "MAX_MIN_COUNT"),
+])
+def test_nesting_and_sizes_are_400s_naming_the_bound(exposed, extra, param, words):
+    status, body = _completion(exposed, max_tokens=4, **extra)
+    assert status == 400, body
+    assert body["error"]["param"] == param and words in body["error"]["message"], body
+
+
+def test_a_body_nested_deep_is_a_400(exposed):
+    for depth in (100_000, 65):
+        raw = b'{"prompt": "a", "metadata": ' + b"[" * depth + b"]" * depth + b"}"
+        status, body = exposed.post("/v1/completions", raw)
+        assert status == 400, body
+        assert "nested more than 64" in body["error"]["message"]
+    assert exposed.get("/health")["status"] == "ok"
