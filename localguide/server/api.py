@@ -79,6 +79,8 @@ def parse_chat(body, limits: Limits) -> Job:
         tools = body["tools"]
         if not isinstance(tools, list) or not tools:
             raise ApiError("tools: expected a non-empty array of {'type': 'function', 'function': {...}}", "tools")
+        if len(tools) > MAX_TOOLS:
+            raise ApiError(f"tools: {len(tools)} tools, at most {MAX_TOOLS}", "tools")
         job.tools = tools
         job.tool_choice = _tool_choice(body.get("tool_choice", "auto"))
         job.parallel_tool_calls = _bool(body, "parallel_tool_calls", True)
@@ -127,6 +129,8 @@ def _object(body) -> dict:
     return body
 
 
+MAX_STOP_CHARS = 1000  # one stop string (the text is matched against it at every token)
+MAX_TOOLS = 128  # tools in one request (as OpenAI's bound)
 MAX_DEPTH = 64  # arrays and objects nested in a request body (a schema's nesting included)
 
 
@@ -262,6 +266,10 @@ def _stop(stop) -> list:
         stop = [stop]
     if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) and s for s in stop):
         raise ApiError("stop: expected a non-empty string or an array of up to 4", "stop")
+    long = next((i for i, s in enumerate(stop) if len(s) > MAX_STOP_CHARS), None)
+    if long is not None:
+        raise ApiError(f"stop[{long}]: {len(stop[long])} characters, at most {MAX_STOP_CHARS} (each answer's text "
+                       "is matched against every stop string)", "stop")
     return stop
 
 

@@ -35,6 +35,8 @@ from .api import MAX_DEPTH, ApiError, Job, Limits, check_depth, parse_chat, pars
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
+COMPILE_WORKERS = 2        # constraints compiled at once
+MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 
 
 class CompileCache:
@@ -57,6 +59,11 @@ class CompileCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def has(self, **constraint) -> bool:
+        """Whether ``constraint`` is compiled already (a request for it compiles nothing)."""
+        key = constraint_key(**constraint)
+        return key is not None and self._items.get(key) is not None
 
 
 def _api_error(e: BaseException, job: Job | None) -> ApiError:
@@ -97,7 +104,11 @@ class Server:
         self.api_key, self.max_body = api_key, max_body
         self.confined = Confined(None if grammar_dir is None else Path(grammar_dir))
         self.compiled = CompileCache(self._compile, cache_entries, cache_bytes)
+        # (requests that compile nothing are prepared apart from those that compile: a slow compile
+        # delays no one else's request, and its time is charged to its own request only)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="localguide-prepare")
+        self._compiles = ThreadPoolExecutor(max_workers=COMPILE_WORKERS, thread_name_prefix="localguide-compile")
+        self._compiling = 0
         self.created = int(time.time())
         self.app = Starlette(routes=[
             Route("/", self.playground, methods=["GET"]),
@@ -177,7 +188,21 @@ class Server:
         try:
             job = parse(await self._body(request), self.limits)
             loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(self._pool, prepare, job)
+            compiles = self._compiles_something(job)
+            if compiles and self._compiling >= COMPILE_WORKERS + MAX_WAITING_COMPILES:
+                raise ApiError(f"{self._compiling} constraints are compiling or waiting to: retry later, or send a "
+                               "constraint compiled already", status=429, type="rate_limit_error", code="busy")
+            started = asyncio.Event()
+
+            def run():
+                loop.call_soon_threadsafe(started.set)
+                return prepare(job)
+
+            fut = loop.run_in_executor(self._compiles if compiles else self._pool, run)
+            if compiles:  # (counted until the compile ends, past a timeout too)
+                self._compiling += 1
+                fut.add_done_callback(self._compiled)
+            await started.wait()  # (the compile's time counts from its start, not from the queue)
             try:
                 prepared = await asyncio.wait_for(asyncio.shield(fut), self.limits.compile_timeout)
             except asyncio.TimeoutError:
@@ -192,6 +217,18 @@ class Server:
             return StreamingResponse(stream.events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
+
+    def _compiled(self, fut) -> None:
+        self._compiling -= 1
+        if not fut.cancelled():
+            fut.exception()  # (a compile whose request timed out: its error is retrieved, not logged)
+
+    def _compiles_something(self, job: Job) -> bool:
+        """Whether preparing ``job`` compiles a constraint (tool calls' schemas included)."""
+        if job.tools and job.tool_choice != "none":
+            return True
+        given = {k: v for k, v in job.constraint.items() if v is not None}
+        return bool(given) and not self.compiled.has(**given, **self._options(job))
 
     def _options(self, job: Job) -> dict:
         c = {k: v for k, v in job.constraint.items() if v is not None}

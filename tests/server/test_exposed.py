@@ -144,3 +144,45 @@ def test_a_body_nested_deep_is_a_400(exposed):
         assert status == 400, body
         assert "nested more than 64" in body["error"]["message"]
     assert exposed.get("/health")["status"] == "ok"
+
+
+# -- 3. fair sharing ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def strict(smollm2_path):
+    s = Served(smollm2_path, extra=("--compile-timeout", "3"))
+    yield s
+    s.close()
+
+
+def test_compiles_delay_no_request_that_compiles_nothing(strict):
+    import threading
+    import time
+
+    def slow(i):  # (each compiles for seconds: a string at least 3,000 characters long, a new one each)
+        schema = {"type": "string", "minLength": 3000 + i, "pattern": "^[a-z ]*$"}
+        _completion(strict, max_tokens=2, response_format={"type": "json_schema", "json_schema": {
+            "name": "x", "schema": schema}})
+
+    threads = [threading.Thread(target=slow, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    t0 = time.perf_counter()
+    status, body = _completion(strict, max_tokens=2)
+    assert status == 200, body  # (not a compile_timeout: its wait was not behind their compiles)
+    print(f"an unconstrained request beside 4 compiles: {time.perf_counter() - t0:.2f} s")
+    t0 = time.perf_counter()
+    assert strict.get("/health")["status"] == "ok"
+    assert time.perf_counter() - t0 < 1
+    for t in threads:
+        t.join()
+
+
+def test_sizes_that_scale_the_work_are_bounded(exposed):
+    status, body = _completion(exposed, stop=["x" * 600_000])
+    assert status == 400 and body["error"]["param"] == "stop" and "at most 1000" in body["error"]["message"]
+    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": {"type": "object"}}} for i in range(129)]
+    status, body = exposed.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                                                         "tools": tools})
+    assert status == 400 and body["error"]["param"] == "tools" and "at most 128" in body["error"]["message"]
