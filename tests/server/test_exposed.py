@@ -186,3 +186,45 @@ def test_sizes_that_scale_the_work_are_bounded(exposed):
     status, body = exposed.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                                                          "tools": tools})
     assert status == 400 and body["error"]["param"] == "tools" and "at most 128" in body["error"]["message"]
+
+
+# -- 5. fuzzing ---------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12) | st.sampled_from(
+    ["<|im_start|>", "\x00", "\ud800", "json", "/etc/passwd", "%import .x (X)\nstart: X", "((a))", "a{99999}"])
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats() | _TEXT,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                     max_leaves=8)
+_FIELDS = ["messages", "prompt", "max_tokens", "stop", "regex", "grammar", "choice", "tools", "tool_choice",
+           "response_format", "after", "temperature", "seed", "stream", "top_k", "n", "logit_bias"]
+_CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(route=st.sampled_from(["/v1/chat/completions", "/v1/completions"]),
+       changes=st.dictionaries(st.sampled_from(_FIELDS), _JSON, max_size=3),
+       whole=st.none() | _JSON)
+@example(route="/v1/completions", changes={"prompt": "a\ud800"}, whole=None)
+@example(route="/v1/chat/completions", changes={"regex": DEEP}, whole=None)
+@example(route="/v1/chat/completions", changes={"choice": ["\udfff"]}, whole=None)
+def test_random_and_mutated_bodies_never_break_the_server(strict, route, changes, whole):
+    import json
+
+    if whole is not None:
+        body = whole
+    else:
+        body = {**_CHAT, "prompt": "Hi"} if route == "/v1/completions" else dict(_CHAT)
+        body.pop("messages" if route == "/v1/completions" else "prompt", None)
+        body.update(changes)
+        if not (isinstance(body.get("max_tokens"), int) and 0 < body["max_tokens"] <= 4):
+            body["max_tokens"] = 2  # (a few seconds in all: the answer's length is not the point)
+        body["stream"] = False
+    raw = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
+    status, answer = strict.post(route, raw)
+    assert status in (200, 400, 413, 429), answer
+    if status != 200:
+        assert "Traceback" not in str(answer) and "internal error" not in answer["error"]["message"]
+    assert strict.get("/health")["status"] == "ok"
