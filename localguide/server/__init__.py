@@ -38,13 +38,8 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
 
 def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning", **options) -> None:
     """Run the server until interrupted (options as ``make_server``)."""
-    import sys
-
     import uvicorn
 
-    # (compiles run in threads: a thread that waits on llama.cpp or the network gets the
-    # interpreter back within 0.5 ms, not the default 5 ms, behind a compile's Python loop)
-    sys.setswitchinterval(0.0005)
     server = make_server(model, **options)
     try:
         uvicorn.run(server.app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
