@@ -410,6 +410,9 @@ def serve(
                                             help="The most tokens one answer may ask for.")] = 4096,
     compile_timeout: Annotated[float, typer.Option("--compile-timeout", min=0.1,
                                                    help="Seconds a request's constraint may take to compile.")] = 30.0,
+    grammar_dir: Annotated[Optional[Path], typer.Option("--grammar-dir", show_default=False,
+                                                        help="A folder of .lark/.gbnf grammars requests may name "
+                                                             "and %import (besides the shipped ones).")] = None,
 ) -> None:
     """An OpenAI-compatible server: chat and completions whose structure is guaranteed."""
     try:
@@ -430,7 +433,7 @@ def serve(
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
-                   max_tokens=max_tokens, compile_timeout=compile_timeout)
+                   max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir)
     except (typer.BadParameter, Exception) as e:  # noqa: BLE001 - one line, no traceback
         _fail(e)
 

@@ -21,6 +21,13 @@ from .rewrites import Repeats
 from ..errors import GrammarError
 
 
+MAX_NESTING = 100         # parentheses inside parentheses (the parser recurses once a level)
+MAX_REPEAT = 10_000       # {m,n} counts, as a regex's
+MAX_RULES = 5_000         # rules of one grammar (compile work grows faster than their number)
+MAX_INLINE = 32           # regular rules inlined one inside another; deeper ones stay rules
+MAX_TERMINAL_STATES = 100_000  # automaton states of one terminal, before determinization
+
+
 def _digit(text: str) -> bool:
     """ASCII digits only (``str.isdigit`` takes superscripts, which ``int`` refuses)."""
     return bool(text) and text.isascii() and text.isdigit()
@@ -40,6 +47,7 @@ class _Parser:
         self.rules: dict[str, tuple] = {}
         self.first_pos: dict[str, int] = {}
         self.refs: list[tuple[str, int]] = []
+        self.depth = 0
 
     def error(self, msg: str, pos: int) -> GrammarError:
         line = self.s.count("\n", 0, pos) + 1
@@ -96,6 +104,9 @@ class _Parser:
                 raise self.error("expecting ::=", j)
             j = self.space(j + 3, True)
             body, j = self.alternates(j, False)
+            if name not in self.rules and len(self.rules) >= MAX_RULES:
+                raise self.error(f"more than {MAX_RULES:,} rules are not supported "
+                                 "(localguide.grammar.gbnf.MAX_RULES)", i)
             if name in self.rules:
                 # llama.cpp lets a later definition add alternatives to the rule
                 body = ("alt", self.rules[name][1] + body[1])
@@ -166,8 +177,13 @@ class _Parser:
                 items.append(("ref", name))
                 i = self.space(i, nested)
             elif ch == "(":
+                if self.depth >= MAX_NESTING:
+                    raise self.error(f"parentheses nested more than {MAX_NESTING} deep are not supported "
+                                     "(localguide.grammar.gbnf.MAX_NESTING)", i)
+                self.depth += 1
                 i = self.space(i + 1, True)
                 body, i = self.alternates(i, True)
+                self.depth -= 1
                 if self.peek(i) != ")":
                     raise self.error("expecting ')'", i)
                 items.append(body)
@@ -194,6 +210,8 @@ class _Parser:
                         raise self.error("expecting '}'", j)
                     if hi is not None and hi < lo:
                         raise self.error("repetition {m,n} with n < m", i)
+                    if max(lo, hi or 0) > MAX_REPEAT:
+                        raise self.error(f"a repetition count above {MAX_REPEAT} is not supported", i)
                     items[-1] = ("rep", items[-1], lo, hi)
                     i = self.space(j + 1, nested)
                 else:
@@ -225,22 +243,92 @@ def _refs(node, out: set) -> set:
     return out
 
 
+def _cyclic(deps: dict) -> set:
+    """The rules on a cycle (Kosaraju's strongly connected components, iterative: linear in the
+    grammar, whatever its depth)."""
+    order, seen = [], set()
+    for root in deps:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(deps[root]))]
+        while stack:
+            n, it = stack[-1]
+            m = next((m for m in it if m not in seen), None)
+            if m is None:
+                order.append(n)
+                stack.pop()
+            else:
+                seen.add(m)
+                stack.append((m, iter(deps[m])))
+    back: dict = {n: [] for n in deps}
+    for n, ms in deps.items():
+        for m in ms:
+            back[m].append(n)
+    out, done = set(), set()
+    for root in reversed(order):
+        if root in done:
+            continue
+        comp, stack = [], [root]
+        done.add(root)
+        while stack:
+            n = stack.pop()
+            comp.append(n)
+            for m in back[n]:
+                if m not in done:
+                    done.add(m)
+                    stack.append(m)
+        if len(comp) > 1 or root in deps[root]:
+            out.update(comp)
+    return out
+
+
+def _reaching(targets: set, deps: dict) -> set:
+    """The rules that are in ``targets`` or refer to one, directly or not."""
+    back: dict = {n: [] for n in deps}
+    for n, ms in deps.items():
+        for m in ms:
+            back[m].append(n)
+    out, stack = set(targets), list(targets)
+    while stack:
+        for m in back[stack.pop()]:
+            if m not in out:
+                out.add(m)
+                stack.append(m)
+    return out
+
+
+def _shallow(regular: set, deps: dict) -> set:
+    """The regular rules inlined into one another at most ``MAX_INLINE`` deep: a rule whose
+    inlining would go deeper stays a rule, and so do the rules that refer to it (the same
+    language, and no recursion as deep as the chain). Iterative: a chain may be any length."""
+    height: dict[str, int] = {}
+    kept = set()
+    for root in regular:
+        stack = [(root, False)]
+        while stack:
+            n, done = stack.pop()
+            if n in height:
+                continue
+            below = [m for m in deps[n] if m in regular]
+            if not done:
+                stack.append((n, True))
+                stack.extend((m, False) for m in below if m not in height)
+                continue
+            h = 1 + max((height[m] for m in below), default=0)
+            if h <= MAX_INLINE and all(m in kept for m in below):
+                kept.add(n)
+            height[n] = h
+    return kept
+
+
 class _Converter:
     def __init__(self, rules: dict, source: str):
         self.rules = rules
         self.source = source
         deps = {n: _refs(b, set()) for n, b in rules.items()}
-        reach = {}
-        for n in rules:
-            seen, stack = set(), list(deps[n])
-            while stack:
-                m = stack.pop()
-                if m not in seen:
-                    seen.add(m)
-                    stack.extend(deps[m])
-            reach[n] = seen
-        cyclic = {n for n in rules if n in reach[n]}
-        self.regular_rules = {n for n in rules if n not in cyclic and not (reach[n] & cyclic)}
+        regular = set(rules) - _reaching(_cyclic(deps), deps)
+        self.regular_rules = _shallow(regular, deps)
         self.terminals: list[Terminal] = []
         self.term_ids: dict = {}
         self.out_rules: list = []
@@ -270,6 +358,10 @@ class _Converter:
         return t
 
     def nfa(self, node, nfa: ByteNFA, src: int) -> int:
+        if len(nfa.eps) > MAX_TERMINAL_STATES:
+            raise GrammarError(f"a run of regular items expands to more than {MAX_TERMINAL_STATES:,} automaton "
+                               "states (localguide.grammar.gbnf.MAX_TERMINAL_STATES): make its repetitions "
+                               "smaller", source=self.source)
         kind = node[0]
         if kind == "lit":
             for cp in node[1]:

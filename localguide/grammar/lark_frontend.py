@@ -234,8 +234,14 @@ def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, im
         kwargs["start"] = start
     if import_paths:
         kwargs["import_paths"] = list(import_paths)
+    from .confined import ImportRefused
+
     try:
         lk = lark.Lark(text, **kwargs)
+    except ImportRefused as e:
+        line = _line_of(text, rf"^\s*%import\s+\.?{re.escape(e.name.split('.')[0])}\b")
+        raise GrammarError(f"invalid Lark grammar: {e}", line or _line_of(text, r"^\s*%import\b"), None,
+                           source) from None
     except UnexpectedInput as e:
         expected = sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
         hint = f" (expected one of: {', '.join(expected[:8])}{', ...' if len(expected) > 8 else ''})" if expected else ""

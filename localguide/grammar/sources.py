@@ -86,19 +86,24 @@ def resolve(grammar) -> tuple[str, str, str]:
     return grammar, "gbnf" if is_gbnf(grammar) else "lark", "grammar"
 
 
-def to_cfg(text: str, kind: str, source: str, start: str | None = None):
+def to_cfg(text: str, kind: str, source: str, start: str | None = None, confined=None):
     if kind == "gbnf":
         from .gbnf import gbnf_to_cfg
 
         return gbnf_to_cfg(text, source)
     from .lark_frontend import lark_to_cfg
 
-    return lark_to_cfg(text, source, start=start)
+    return lark_to_cfg(text, source, start=start,
+                       import_paths=[confined.loader()] if confined is not None else ())
 
 
 def compile_grammar(grammar, vocabulary, *, start: str | None = None,
-                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN, lazy: bool = True) -> GrammarIndex:
+                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN, lazy: bool = True,
+                    confined=None) -> GrammarIndex:
     """Compile ``grammar`` (Lark text, GBNF text, a ``.lark``/``.gbnf`` path, or a shipped name).
+
+    ``confined``: a ``Confined`` for a grammar from someone untrusted (a server's request): text
+    or a name only, ``%import`` of lark's and the named grammars only (``grammar.confined``).
 
     ``max_ignored_run``: the longest run of ignored text (``%ignore``) allowed, in bytes
     (None: unbounded). A deliberate restriction of the grammar's language, so that no
@@ -114,18 +119,31 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
     """
     if max_ignored_run is not None and (not isinstance(max_ignored_run, int) or max_ignored_run < 1):
         raise ValueError("max_ignored_run must be a positive number of bytes, or None")
-    text, kind, desc = resolve(grammar)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    key = (digest, kind, start, max_ignored_run, vocabulary.fingerprint)
+    if confined is not None:
+        if not isinstance(grammar, str):
+            raise TypeError(f"a confined grammar must be text or a name, not {type(grammar).__name__}")
+        text, kind, desc = confined.resolve(grammar)
+    else:
+        text, kind, desc = resolve(grammar)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        line = text.count("\n", 0, e.start) + 1
+        raise GrammarError(f"a lone surrogate (U+{ord(text[e.start]):04X}) is not text: expected valid Unicode",
+                           line, e.start - (text.rfind("\n", 0, e.start) + 1) + 1, desc) from None
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # (a confined grammar's imports read other files than a trusted one's: never the same entry)
+    where = confined.key() if confined is not None else ""
+    key = (digest, kind, start, max_ignored_run, vocabulary.fingerprint, where)
     idx = _COMPILED.get(key)
     if idx is None:
         path = cache.key_path("grammar", str(FORMAT), digest, kind, str(start), str(max_ignored_run),
-                              vocabulary.fingerprint)
+                              vocabulary.fingerprint, *((where,) if where else ()))
 
         def make_cfg():
             from .cfg import normalize
 
-            return normalize(to_cfg(text, kind, desc, start), max_ignored_run)
+            return normalize(to_cfg(text, kind, desc, start, confined), max_ignored_run)
 
         idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
         _COMPILED.put(key, idx)

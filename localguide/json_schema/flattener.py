@@ -257,7 +257,7 @@ class Flattener:
                 raise ValueError("multipleOf must be positive")
             f.mult = q if f.mult is None else lcm_fraction(f.mult, q)
         elif kw == "minLength":
-            f.min_len = max(f.min_len, _count(v))
+            f.min_len = max(f.min_len, _count(v, MAX_MIN_COUNT))
         elif kw == "maxLength":
             f.max_len = _count(v) if f.max_len is None else min(f.max_len, _count(v))
         elif kw == "pattern":
@@ -302,7 +302,7 @@ class Flattener:
                 P.ok(ptr, kw, "annotation")  # no effect without a tuple 'items'
                 return
         elif kw == "minItems":
-            f.min_items = max(f.min_items, _count(v))
+            f.min_items = max(f.min_items, _count(v, MAX_MIN_COUNT))
         elif kw == "maxItems":
             f.max_items = _count(v) if f.max_items is None else min(f.max_items, _count(v))
         elif kw == "uniqueItems":
@@ -630,11 +630,18 @@ def _ranges_disjoint(a: Flat, b: Flat) -> bool:
     return False
 
 
-def _count(v) -> int:
+# The most a minLength or minItems may ask: the automaton or the grammar unrolls that many
+# characters or items (as a regex's {n}, whose bound it is), so it is checked before any of it.
+MAX_MIN_COUNT = 10_000
+
+
+def _count(v, bound: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (isinstance(v, float) and not v.is_integer()):
         raise ValueError("expected a non-negative integer")
     if isinstance(v, float) and math.isinf(v):
         raise ValueError("expected a finite integer")
+    if bound is not None and v > bound:
+        raise ValueError(f"at most {bound:,} is supported (localguide.json_schema.flattener.MAX_MIN_COUNT)")
     return int(v)
 
 

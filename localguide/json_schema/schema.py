@@ -86,7 +86,11 @@ def _deep(fn):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         with deep_recursion():
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except RecursionError:
+                raise SchemaError(f"the schema is nested too deeply to compile: its compile needs more than "
+                                  f"{_RECURSION:,} nested calls (localguide.json_schema.schema._RECURSION)") from None
 
     return run
 

@@ -151,9 +151,15 @@ class ChatRun:
         import contextlib
 
         from . import tools as T
+        from .plain import check_text, render
         from .trigger import TriggerGuide
 
         msgs = normalize_messages(messages)
+        check_text(msgs, "messages")
+        if tools is not None:
+            check_text(tools, "tools")
+        if after is not None:
+            check_text(after, "after")
         template = model.chat_template(chat_template)
         mode, fmt, open_token = "none", T.HERMES, None
         if tools is not None:
@@ -165,7 +171,8 @@ class ChatRun:
             fmt = T.tool_format(template)
         msgs = T.prepare(msgs, tools, template, fmt)
         shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
-        self.prompt = template.render(msgs, tools=shown, add_generation_prompt=True, **(template_variables or {}))
+        self.prompt = render(model, template, msgs, tools=shown, add_generation_prompt=True,
+                             **(template_variables or {}))
         # (tokenize False: the caller tokenizes, against what its own cache holds)
         self.prompt_tokens = model.tokenize_conversation(self.prompt) if tokenize else None
         compile = compile or model.compile

@@ -343,8 +343,12 @@ class Model:
         """``prompt``'s tokens (an empty prompt: the BOS token alone, generation from scratch)."""
         if not isinstance(prompt, str):
             raise ArgumentError(f"the prompt must be a str, not {type(prompt).__name__}")
+        from .plain import check_text, render
+
+        check_text(prompt, "prompt")
         if chat:
-            return self.tokenize_chat(self.apply_chat_template(prompt))
+            msgs = [{"role": "user", "content": prompt}]
+            return self.tokenize_chat(render(self, self.chat_template(), msgs, add_generation_prompt=True))
         tokens = self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
         if not tokens:
             bos = self.llama.token_bos()
@@ -356,8 +360,10 @@ class Model:
     def tokenize_chat(self, text: str) -> list[int]:
         """A rendered chat prompt as tokens: its special tokens as such, and a BOS only where the
         model wants one and the template did not write it."""
+        from .plain import tokenize
+
         bos = self.llama.token_bos()
-        tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        tokens = tokenize(self, text)  # (a request's text marked plain: no control tokens from it)
         if self.llama._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
             tokens = [bos] + tokens
         return tokens
@@ -376,7 +382,8 @@ class Model:
         n = 0
         while n < min(len(said), len(tokens)) and said[n] == tokens[n]:
             n += 1
-        if n == len(said) or n == len(tokens):
+        if n == len(said) or n == len(tokens) or getattr(text, "plain", ()):
+            # (plain text may have the bytes of a control token said held: never reused for it)
             return tokens
         data, pos = text.encode("utf-8"), 0
         bos = self.llama.token_bos()

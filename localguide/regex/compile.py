@@ -68,6 +68,12 @@ def compile_choice(choices, vocabulary: Vocabulary) -> Index:
     if not all(isinstance(c, str) for c in choices):
         bad = next(c for c in choices if not isinstance(c, str))
         raise ArgumentError(f"choice takes strings, not {type(bad).__name__} ({bad!r})")
+    for i, c in enumerate(choices):
+        try:
+            c.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ArgumentError(f"choice[{i}]: a lone surrogate (U+{ord(c[e.start]):04X}) at character {e.start} "
+                                "is not text: expected valid Unicode") from None
     pattern = choice_pattern(choices)
     return Index.cached("regex", pattern, lambda: _bounded(literals_dfa([c.encode("utf-8") for c in choices]),
                                                            vocabulary, pattern), vocabulary, f"choice of {len(choices)}")

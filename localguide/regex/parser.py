@@ -45,6 +45,7 @@ _CONTROL = {"t": 0x09, "n": 0x0A, "v": 0x0B, "f": 0x0C, "r": 0x0D}
 _HEX = set("0123456789abcdefABCDEF")
 _FLAGS = set("is")
 MAX_REPEAT = 10_000
+MAX_NESTING = 100  # groups inside groups (the parser and the AST's walks recurse once a level)
 
 
 # -- case folding (ECMA-262 Canonicalize with the u flag: Unicode simple case folding) ----------
@@ -108,6 +109,7 @@ class _Parser:
         self.p = pattern
         self.i = 0
         self.flags = frozenset()
+        self.depth = 0
 
     def error(self, msg: str, pos: int | None = None) -> PatternError:
         return PatternError(msg, self.p, self.i if pos is None else pos)
@@ -240,6 +242,16 @@ class _Parser:
 
     def group(self):
         pos = self.i
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.unsupported(f"groups nested more than {MAX_NESTING} deep are not supported "
+                                   "(localguide.regex.parser.MAX_NESTING)", pos)
+        try:
+            return self._group(pos)
+        finally:
+            self.depth -= 1
+
+    def _group(self, pos: int):
         self.i += 1
         saved = self.flags
         if self.peek() == "?":

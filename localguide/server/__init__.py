@@ -12,10 +12,13 @@ from .api import ApiError, Limits
 
 def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: str | None = None,
                 max_tokens: int = 4096, default_max_tokens: int = 512, compile_timeout: float = 30.0,
-                cache_entries: int = 64, cache_bytes: int = 1 << 30, name: str | None = None):
+                cache_entries: int = 64, cache_bytes: int = 1 << 30, name: str | None = None,
+                grammar_dir=None):
     """The server's ``Server`` (its Starlette app is ``.app``) over ``model`` (a ``localguide.Model``):
     ``parallel`` sequences decoded together (1: one request at a time, with speculation and the
-    prompt cache); ``n_ctx`` tokens of context per sequence (default the model's)."""
+    prompt cache); ``n_ctx`` tokens of context per sequence (default the model's); ``grammar_dir``:
+    a folder whose ``.lark``/``.gbnf`` files requests may name and ``%import`` (beside the shipped
+    ones; a request never names a path)."""
     from .app import Server
     from .engine import BatchEngine, SerialEngine
 
@@ -30,7 +33,7 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
     limits = Limits(max_tokens=min(max_tokens, context), default_max_tokens=min(default_max_tokens, context // 2),
                     context=context, compile_timeout=compile_timeout)
     return Server(model, engine, name=name or model.path.stem, limits=limits, api_key=api_key,
-                  cache_entries=cache_entries, cache_bytes=cache_bytes)
+                  cache_entries=cache_entries, cache_bytes=cache_bytes, grammar_dir=grammar_dir)
 
 
 def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning", **options) -> None:

@@ -71,6 +71,7 @@ _COMPLETION = {"prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "
 def parse_chat(body, limits: Limits) -> Job:
     """``POST /v1/chat/completions``'s body."""
     body = _object(body)
+    _texts(body)
     _known(body, _CHAT)
     job = Job(messages=_messages(body.get("messages")))
     _common(body, job, limits, ("max_completion_tokens", "max_tokens"))
@@ -78,6 +79,8 @@ def parse_chat(body, limits: Limits) -> Job:
         tools = body["tools"]
         if not isinstance(tools, list) or not tools:
             raise ApiError("tools: expected a non-empty array of {'type': 'function', 'function': {...}}", "tools")
+        if len(tools) > MAX_TOOLS:
+            raise ApiError(f"tools: {len(tools)} tools, at most {MAX_TOOLS}", "tools")
         job.tools = tools
         job.tool_choice = _tool_choice(body.get("tool_choice", "auto"))
         job.parallel_tool_calls = _bool(body, "parallel_tool_calls", True)
@@ -103,6 +106,7 @@ def parse_chat(body, limits: Limits) -> Job:
 def parse_completion(body, limits: Limits) -> Job:
     """``POST /v1/completions``'s body."""
     body = _object(body)
+    _texts(body)
     _known(body, _COMPLETION)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -123,6 +127,41 @@ def _object(body) -> dict:
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     return body
+
+
+MAX_STOP_CHARS = 1000  # one stop string (the text is matched against it at every token)
+MAX_TOOLS = 128  # tools in one request (as OpenAI's bound)
+MAX_DEPTH = 64  # arrays and objects nested in a request body (a schema's nesting included)
+
+
+def check_depth(body) -> None:
+    """Refuse a body nested deeper than ``MAX_DEPTH``, naming where (iterative: any depth)."""
+    stack = [(body, "", 0)]
+    while stack:
+        v, at, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth >= MAX_DEPTH:
+                top = at.lstrip(".").split(".")[0].split("[")[0] or None
+                raise ApiError(f"{at.lstrip('.') or 'the body'}: nested more than {MAX_DEPTH} arrays and objects "
+                               "deep (serve's bound)", top)
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            stack.extend((x, f"{at}.{k}" if isinstance(v, dict) else f"{at}[{k}]", depth + 1) for k, x in items)
+
+
+# (text that becomes prompt tokens or is matched against the answer: no NUL either)
+_PROMPT_TEXT = ("messages", "prompt", "tools", "after", "stop")
+
+
+def _texts(body: dict) -> None:
+    """Every string of the body (keys too) valid Unicode; the prompt's text without NUL."""
+    from ..llama.plain import TextError, check_text
+
+    try:
+        for key, value in body.items():
+            check_text(key, "a field name")
+            check_text(value, key, nul=key in _PROMPT_TEXT)
+    except TextError as e:
+        raise ApiError(str(e), e.field if e.field in body else None) from None
 
 
 def _known(body: dict, known: set) -> None:
@@ -227,6 +266,10 @@ def _stop(stop) -> list:
         stop = [stop]
     if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) and s for s in stop):
         raise ApiError("stop: expected a non-empty string or an array of up to 4", "stop")
+    long = next((i for i, s in enumerate(stop) if len(s) > MAX_STOP_CHARS), None)
+    if long is not None:
+        raise ApiError(f"stop[{long}]: {len(stop[long])} characters, at most {MAX_STOP_CHARS} (each answer's text "
+                       "is matched against every stop string)", "stop")
     return stop
 
 

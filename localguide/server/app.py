@@ -15,23 +15,28 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
                       SchemaError)
 from ..llama.chat import ChatError, ChatRun
+from ..llama.plain import TextError
 from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
 from ..lru import BoundedCache
 from ..speculate import constraint_key
-from .api import ApiError, Job, Limits, parse_chat, parse_completion
+from .api import MAX_DEPTH, ApiError, Job, Limits, check_depth, parse_chat, parse_completion
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
+COMPILE_WORKERS = 2        # constraints compiled at once
+MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 
 
 class CompileCache:
@@ -55,6 +60,11 @@ class CompileCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def has(self, **constraint) -> bool:
+        """Whether ``constraint`` is compiled already (a request for it compiles nothing)."""
+        key = constraint_key(**constraint)
+        return key is not None and self._items.get(key) is not None
+
 
 def _api_error(e: BaseException, job: Job | None) -> ApiError:
     """A preparation's error as the request's error (400 naming the field), or a 500 that says
@@ -65,6 +75,8 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
     param = {"json_schema": "response_format"}.get(named, named)
     if isinstance(e, ToolError):
         param = "tool_choice" if "tool_choice" in str(e) else "tools"
+    elif isinstance(e, TextError):
+        param = e.field
     elif isinstance(e, (ChatError, ChatTemplateError)):
         param = "messages"
     elif isinstance(e, BudgetError):
@@ -75,18 +87,28 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
         param = None
     if isinstance(e, (LocalguideError, ValueError, TypeError)):
         return ApiError(str(e), param)
-    return ApiError(f"internal error: {type(e).__name__}: {e}", None, status=500, type="server_error")
+    if isinstance(e, (RecursionError, MemoryError)):  # (a bound missed upstream: still the request's fault)
+        return ApiError(f"the request's {param or 'input'} is too large or too deeply nested to handle "
+                        f"({type(e).__name__})", param, code="too_complex")
+    # (the exception's text may name the server's files: the type only)
+    return ApiError(f"internal error ({type(e).__name__})", None, status=500, type="server_error")
 
 
 class Server:
     """The routes over one model and engine."""
 
     def __init__(self, model, engine, *, name: str, limits: Limits, api_key: str | None = None,
-                 cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY):
+                 cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY,
+                 grammar_dir=None):
         self.model, self.engine, self.name, self.limits = model, engine, name, limits
         self.api_key, self.max_body = api_key, max_body
-        self.compiled = CompileCache(model.compile, cache_entries, cache_bytes)
+        self.confined = Confined(None if grammar_dir is None else Path(grammar_dir))
+        self.compiled = CompileCache(self._compile, cache_entries, cache_bytes)
+        # (requests that compile nothing are prepared apart from those that compile: a slow compile
+        # delays no one else's request, and its time is charged to its own request only)
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="localguide-prepare")
+        self._compiles = ThreadPoolExecutor(max_workers=COMPILE_WORKERS, thread_name_prefix="localguide-compile")
+        self._compiling = 0
         self.created = int(time.time())
         self.app = Starlette(routes=[
             Route("/", self.playground, methods=["GET"]),
@@ -137,11 +159,22 @@ class Server:
         if size > self.max_body:
             raise ApiError(f"the request body is over {self.max_body} bytes", status=413)
         try:
-            return json.loads(data)
+            body = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ApiError(f"the request body is not JSON: {e}") from None
+        except RecursionError:  # (the decoder's own bound, far past serve's)
+            raise ApiError(f"the request body is nested more than {MAX_DEPTH} arrays and objects deep "
+                           "(serve's bound)") from None
+        check_depth(body)
+        return body
 
     # -- generation ---------------------------------------------------------------------------
+    def _compile(self, **constraint):
+        """``Model.compile``, a request's grammar confined: text or a name, never a path."""
+        if constraint.get("grammar") is not None:
+            constraint["confined"] = self.confined
+        return self.model.compile(**constraint)
+
     async def chat(self, request: Request) -> Response:
         return await self._generate(request, parse_chat, self._prepare_chat, chat=True)
 
@@ -155,7 +188,21 @@ class Server:
         try:
             job = parse(await self._body(request), self.limits)
             loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(self._pool, prepare, job)
+            compiles = self._compiles_something(job)
+            if compiles and self._compiling >= COMPILE_WORKERS + MAX_WAITING_COMPILES:
+                raise ApiError(f"{self._compiling} constraints are compiling or waiting to: retry later, or send a "
+                               "constraint compiled already", status=429, type="rate_limit_error", code="busy")
+            started = asyncio.Event()
+
+            def run():
+                loop.call_soon_threadsafe(started.set)
+                return prepare(job)
+
+            fut = loop.run_in_executor(self._compiles if compiles else self._pool, run)
+            if compiles:  # (counted until the compile ends, past a timeout too)
+                self._compiling += 1
+                fut.add_done_callback(self._compiled)
+            await started.wait()  # (the compile's time counts from its start, not from the queue)
             try:
                 prepared = await asyncio.wait_for(asyncio.shield(fut), self.limits.compile_timeout)
             except asyncio.TimeoutError:
@@ -170,6 +217,18 @@ class Server:
             return StreamingResponse(stream.events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
+
+    def _compiled(self, fut) -> None:
+        self._compiling -= 1
+        if not fut.cancelled():
+            fut.exception()  # (a compile whose request timed out: its error is retrieved, not logged)
+
+    def _compiles_something(self, job: Job) -> bool:
+        """Whether preparing ``job`` compiles a constraint (tool calls' schemas included)."""
+        if job.tools and job.tool_choice != "none":
+            return True
+        given = {k: v for k, v in job.constraint.items() if v is not None}
+        return bool(given) and not self.compiled.has(**given, **self._options(job))
 
     def _options(self, job: Job) -> dict:
         c = {k: v for k, v in job.constraint.items() if v is not None}

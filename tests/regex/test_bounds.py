@@ -57,3 +57,12 @@ def test_ten_thousand_choices_and_a_large_alternation(smollm2_vocab):
     assert regex_to_dfa(pattern).n_states == literals_dfa([w.encode() for w in words[:3000]]).n_states
     with pytest.raises(localguide.errors.ArgumentError, match="list of strings"):
         localguide.compile_choice("yes", smollm2_vocab)
+
+
+def test_groups_nested_past_the_bound_are_an_error_naming_it():
+    from localguide.regex.parser import MAX_NESTING
+
+    regex_to_dfa("(" * MAX_NESTING + "a" + ")" * MAX_NESTING)  # (the bound itself compiles)
+    with pytest.raises(UnsupportedPatternError, match="MAX_NESTING") as e:
+        regex_to_dfa("(" * 200 + "a" + ")" * 200)
+    assert e.value.position == MAX_NESTING

@@ -1,0 +1,46 @@
+"""Every grammar parse is bounded (issue 51): nesting, rule chains, rule counts and repetition
+counts are iterative or an error naming the bound and the line, never a RecursionError or a
+MemoryError."""
+
+from __future__ import annotations
+
+import pytest
+
+from localguide.errors import GrammarError
+from localguide.grammar import compile_grammar
+from localguide.grammar.gbnf import MAX_NESTING, MAX_RULES, gbnf_to_cfg
+
+
+def _chain(n: int, twice: bool = False) -> str:
+    body = "".join(f"r{i} ::= r{i + 1}{f' r{i + 1}' if twice else ''}\n" for i in range(n))
+    return f'root ::= r0\n{body}r{n} ::= "a"\n'
+
+
+def test_gbnf_parentheses_past_the_bound_name_it_and_the_column():
+    with pytest.raises(GrammarError, match="MAX_NESTING") as e:
+        gbnf_to_cfg("root ::= " + "(" * 200 + '"a"' + ")" * 200)
+    assert (e.value.line, e.value.column) == (1, 10 + MAX_NESTING)
+
+
+def test_a_long_chain_of_rules_compiles_to_the_same_language(smollm2_vocab):
+    idx = compile_grammar(_chain(400), smollm2_vocab)
+    g = idx.guide()
+    a = next(t for t in g.allowed_token_ids().tolist() if smollm2_vocab[t] == b"a")
+    g.advance(a)
+    assert g.is_accepting()
+
+
+def test_too_many_rules_and_exponential_inlining_are_errors():
+    with pytest.raises(GrammarError, match="MAX_RULES") as e:
+        gbnf_to_cfg(_chain(20_000))
+    assert e.value.line == MAX_RULES + 1
+    with pytest.raises(GrammarError, match="MAX_TERMINAL_STATES"):
+        gbnf_to_cfg(_chain(30, twice=True))
+    with pytest.raises(GrammarError, match="repetition count above") as e:
+        gbnf_to_cfg('root ::= "a"{1000000000}')
+    assert (e.value.line, e.value.column) == (1, 13)
+
+
+def test_a_lark_terminal_nested_past_the_bound_is_a_grammar_error(smollm2_vocab):
+    with pytest.raises(GrammarError, match="MAX_NESTING"):
+        compile_grammar("start: A\nA: /" + "(" * 200 + "a" + ")" * 200 + "/", smollm2_vocab)
