@@ -209,6 +209,37 @@ def test_stop_strings_never_cut_a_constrained_answer(served):
     assert re.fullmatch(r"Hello, [A-Z][a-z]{1,8}\.", r.choices[0].message.content), r.choices[0].message.content
 
 
+class Item(pydantic.BaseModel):
+    sku: str
+    qty: int
+
+
+class Order(pydantic.BaseModel):
+    id: int
+    items: list[Item]
+
+
+class Node(pydantic.BaseModel):
+    name: str
+    children: list["Node"]
+
+
+def test_tools_of_nested_and_recursive_pydantic_models(served):
+    tools = [openai.pydantic_function_tool(Order), openai.pydantic_function_tool(Node)]
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    for seed in range(3):
+        r = _chat(served, messages=[{"role": "user", "content": "Order two apples (sku A1)."}], tools=tools,
+                  tool_choice="required", max_tokens=96, temperature=1.0, seed=seed)
+        assert r.choices[0].finish_reason == "tool_calls"
+        for call in r.choices[0].message.tool_calls:
+            jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
+    bad = {"type": "function", "function": {"name": "x", "parameters": {"type": "object", "properties": {
+        "a": {"$ref": "#/$defs/Missing"}}}}}
+    code, body = served.post("/v1/chat/completions", {"messages": ASK, "tools": [*tools, bad]})
+    assert code == 400 and body["error"]["param"] == "tools"
+    assert "tools[2].function.parameters#/properties/a/$ref" in body["error"]["message"]
+
+
 # -- errors are requests' answers, never a crash --------------------------------------------------
 
 @pytest.mark.parametrize("body,status,param", [
