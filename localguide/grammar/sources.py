@@ -97,7 +97,7 @@ def to_cfg(text: str, kind: str, source: str, start: str | None = None):
 
 
 def compile_grammar(grammar, vocabulary, *, start: str | None = None,
-                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN, lazy: bool = True) -> GrammarIndex:
+                    max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN, lazy: bool = True):
     """Compile ``grammar`` (Lark text, GBNF text, a ``.lark``/``.gbnf`` path, or a shipped name).
 
     ``max_ignored_run``: the longest run of ignored text (``%ignore``) allowed, in bytes
@@ -109,6 +109,9 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
     is built when a mask first needs it, while a background thread builds the rest and
     then writes the cache file (``localguide.cache.flush()`` waits for it). False: build
     everything first.
+
+    A grammar whose only sentence is the empty text (Lark ``start:``) compiles to the
+    ``Index`` of the regex ``""``: generation gives "" and stops.
 
     Raises ``GrammarError`` (with line and column where the grammar text has them).
     """
@@ -125,11 +128,23 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
         def make_cfg():
             from .cfg import normalize
 
-            return normalize(to_cfg(text, kind, desc, start), max_ignored_run)
+            cfg = normalize(to_cfg(text, kind, desc, start), max_ignored_run)
+            if all(i in cfg.ignore for i in range(cfg.n_terminals)):
+                raise _OnlyEmptyText
+            return cfg
 
-        idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+        try:
+            idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+        except _OnlyEmptyText:  # (no terminal to scan: the regex of the empty text is the same language)
+            from ..regex import compile_regex
+
+            idx = compile_regex("", vocabulary)
         _COMPILED.put(key, idx)
     return idx
+
+
+class _OnlyEmptyText(Exception):
+    """A grammar without terminals (but ignored ones): its only sentence is the empty text."""
 
 
 def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed: bool = False) -> GrammarIndex:
