@@ -19,7 +19,7 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
           "required": ["name", "city", "age"], "additionalProperties": False}
 SENTENCE = 'start: "Hello, " NAME ". Bye, " NAME "."\nNAME: /[A-Z][a-z]{1,8}/\n'
 STOPS = [",", ".", "-", '"']
-SEEDS = range(4)
+SEEDS = range(2)  # (each test of a constraint kind draws at temperature 1, where stop strings occur)
 
 
 # -- the text filter alone ------------------------------------------------------------------------
@@ -112,9 +112,8 @@ def test_free_text_stops_at_the_first_occurrence(model):
 
 def test_chat_content_is_whole_and_the_reasoning_is_not_cut(model):
     ask = [{"role": "user", "content": "Give me a person as JSON."}]
-    for seed in SEEDS:
-        m = model.chat(ask, json_schema=PERSON, strict=True, stop=STOPS, seed=seed, temperature=1.0, max_tokens=64)
-        jsonschema.validate(json.loads(m.content), PERSON)
+    m = model.chat(ask, json_schema=PERSON, strict=True, stop=STOPS, seed=0, temperature=1.0, max_tokens=64)
+    jsonschema.validate(json.loads(m.content), PERSON)
     m = model.chat(ask, json_schema=PERSON, strict=True, stop=STOPS, after="</think>", max_reasoning_tokens=12,
                    seed=0, temperature=1.0, max_tokens=80)
     jsonschema.validate(json.loads(m.content), PERSON)

@@ -355,12 +355,11 @@ def test_tools_of_nested_and_recursive_pydantic_models(model):
     tools = _pydantic_tools()
     assert all("$defs" in t["function"]["parameters"] for t in tools)
     ask = [{"role": "user", "content": "Order two apples (sku A1), then draw a tree of two nodes."}]
-    names = set()
-    for seed in range(4):
+    for seed in range(2):
         msg = model.chat(ask, tools=tools, tool_choice="required", max_tokens=96, temperature=1.0, seed=seed)
-        for call in msg.tool_calls or ():
+        assert msg.tool_calls
+        for call in msg.tool_calls:
             _valid_for(tools, call)
-            names.add(call["function"]["name"])
     for name in ("Order", "Node"):
         msg = model.chat(ask, tools=tools, tool_choice={"type": "function", "function": {"name": name}},
                          parallel_tool_calls=False, max_tokens=96, temperature=1.0, seed=5)
