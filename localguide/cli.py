@@ -164,6 +164,10 @@ def run(
              "(default 32).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Token budget; a constrained output still completes.",
                                             rich_help_panel=SAMPLING)] = 256,
+    stop: Annotated[Optional[list[str]], typer.Option(
+        "--stop", rich_help_panel=SAMPLING, show_default=False,
+        help="End the output before this text (repeat the option); inside constrained text only "
+             "where the text is complete there.")] = None,
     temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
     top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = 40,
     top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = 0.95,
@@ -220,7 +224,7 @@ def run(
     chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice,
                      parallel_tool_calls=parallel_tool_calls, after=after,
                      max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx,
-                     threads=threads, threads_batch=threads_batch)
+                     threads=threads, threads_batch=threads_batch, stop=stop)
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
              max_recursion,
@@ -237,7 +241,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
          max_recursion,
          max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
          speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, parallel_tool_calls, after,
-         max_reasoning_tokens, min_p, n_ctx, threads, threads_batch) -> None:
+         max_reasoning_tokens, min_p, n_ctx, threads, threads_batch, stop) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -267,7 +271,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
         model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
         options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                        top_p=top_p, min_p=min_p, seed=seed, opportunistic=opportunistic, speculate=speculate,
-                       fast_forward=fast_forward, stats=stats)
+                       fast_forward=fast_forward, stats=stats, stop=stop or None)
         if use_chat:
             model.chat_template()  # (a template error before the prompt)
             options.update(after=after, max_reasoning_tokens=max_reasoning_tokens)

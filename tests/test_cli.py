@@ -348,3 +348,21 @@ def test_interrupted_starts_a_line_of_its_own(smollm2):
     finally:
         child.close()
     assert child.exitstatus == 130
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_stop_strings_never_cut_constrained_output(name, model_paths):
+    path = str(model_paths[name])
+    r = run("run", path, "--raw", "--regex", r" \d{4}-\d{2}-\d{2}", "--stop", "-", "--stop", "1", "--seed", "0",
+            "--temperature", "1", "Einstein was born on (YYYY-MM-DD)")
+    assert r.exit_code == 0, r.output
+    assert re.fullmatch(r" \d{4}-\d{2}-\d{2}", r.stdout.rstrip("\n")), r.stdout
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                               "city": {"type": "string", "maxLength": 20}},
+              "required": ["name", "city"], "additionalProperties": False}
+    r = run("run", path, "--json-schema", json.dumps(schema), "--stop", ",", "--stop", ".", "--seed", "1",
+            "--temperature", "1", "A person:")
+    assert r.exit_code == 0, r.output
+    assert set(json.loads(r.stdout)) == {"name", "city"}
+    r = run("run", path, "--raw", "--stop", ",", "--temperature", "0", "--max-tokens", "16", "One, two, three,")
+    assert r.exit_code == 0 and "," not in r.stdout, r.output

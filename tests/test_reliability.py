@@ -86,10 +86,14 @@ def test_advance_takes_token_ids_only(model, bad, what):
 
 # -- grammars: every error says where -----------------------------------------------------------
 
-@pytest.mark.parametrize("text", ['root ::= ""', "start:", "root ::="])
-def test_a_grammar_without_terminals_says_so(smollm2_vocab, text):
-    with pytest.raises(GrammarError, match="no terminals"):
-        localguide.compile_grammar(text, smollm2_vocab)
+@pytest.mark.parametrize("text", ['root ::= ""', "start:", "root ::=", 'start: a\na:\n%ignore " "'])
+def test_a_grammar_of_the_empty_text_generates_it(model, text):
+    # (the language of the regex "": nothing but stopping, from the first token)
+    guide = model.compile(grammar=text).guide(max_tokens=4)
+    assert guide.is_accepting() and guide.is_finished()
+    assert set(guide.allowed_token_ids().tolist()) == set(model.vocabulary.stop_ids.tolist())
+    assert model.generate("Say nothing:", grammar=text, max_tokens=8, seed=0) == ""
+    assert model.chat([{"role": "user", "content": "Say nothing."}], grammar=text, max_tokens=8).content == ""
 
 
 def test_grammar_errors_name_line_and_column_once(smollm2_vocab):

@@ -99,7 +99,7 @@ def to_cfg(text: str, kind: str, source: str, start: str | None = None, confined
 
 def compile_grammar(grammar, vocabulary, *, start: str | None = None,
                     max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN, lazy: bool = True,
-                    confined=None) -> GrammarIndex:
+                    confined=None):
     """Compile ``grammar`` (Lark text, GBNF text, a ``.lark``/``.gbnf`` path, or a shipped name).
 
     ``confined``: a ``Confined`` for a grammar from someone untrusted (a server's request): text
@@ -114,6 +114,9 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
     is built when a mask first needs it, while a background thread builds the rest and
     then writes the cache file (``localguide.cache.flush()`` waits for it). False: build
     everything first.
+
+    A grammar whose only sentence is the empty text (Lark ``start:``) compiles to the
+    ``Index`` of the regex ``""``: generation gives "" and stops.
 
     Raises ``GrammarError`` (with line and column where the grammar text has them).
     """
@@ -143,11 +146,23 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
         def make_cfg():
             from .cfg import normalize
 
-            return normalize(to_cfg(text, kind, desc, start, confined), max_ignored_run)
+            cfg = normalize(to_cfg(text, kind, desc, start, confined), max_ignored_run)
+            if all(i in cfg.ignore for i in range(cfg.n_terminals)):
+                raise _OnlyEmptyText
+            return cfg
 
-        idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+        try:
+            idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+        except _OnlyEmptyText:  # (no terminal to scan: the regex of the empty text is the same language)
+            from ..regex import compile_regex
+
+            idx = compile_regex("", vocabulary)
         _COMPILED.put(key, idx)
     return idx
+
+
+class _OnlyEmptyText(Exception):
+    """A grammar without terminals (but ignored ones): its only sentence is the empty text."""
 
 
 def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed: bool = False) -> GrammarIndex:

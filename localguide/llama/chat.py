@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..errors import LocalguideError
+from .stops import StopText
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -189,7 +190,9 @@ class ChatRun:
             else:
                 self.guide = made.guide(max_tokens=max_tokens) if made is not None else None
         self.counts_key, self.max_tokens, self.mode = counts_key, max_tokens, mode
+        self.constrained = made if mode == "none" else None  # (the content's constraint, for stop strings)
         self._model, self._tools, self._fmt, self._open_token = model, T, fmt, open_token
+        self._lock = lock
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._reason = _Splitter(after)
         # (text before the calls is the content; the calls' text is held and parsed at the end)
@@ -203,6 +206,12 @@ class ChatRun:
             self._held.append(c.content)
             d = ChatDelta(content=c.reasoning, reasoning=d.reasoning)
         return d if d.content or d.reasoning else None
+
+    def stop_text(self, stops: list[str]) -> StopText:
+        """The content's stop strings: where the content is constrained, they count only where it is
+        complete (``stops``); the calls' text is held apart and never cut."""
+        c = self.constrained
+        return StopText(stops, self._model.complete(c, self._lock) if stops and c is not None else None)
 
     def feed(self, token: int) -> ChatDelta | None:
         """The text ``token`` adds (reasoning or content), or None (held back, or a call's)."""
@@ -225,9 +234,11 @@ class ChatRun:
 
 
 def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, fast_forward: bool,
-                opportunistic: bool, stats: bool, cache_prompt: bool, **run_args) -> Iterator[ChatDelta]:
+                opportunistic: bool, stats: bool, cache_prompt: bool, stop: list[str],
+                **run_args) -> Iterator[ChatDelta]:
     """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
     run = ChatRun(model, messages, max_tokens=max_tokens, **run_args)
+    cut = run.stop_text(stop)
     guide = run.guide
     counts = model.draft_counts(run.counts_key) if guide is not None and (speculate or fast_forward) else None
     tokens = model.generate_tokens(run.prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
@@ -236,8 +247,19 @@ def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, 
     try:
         for token in tokens:
             if (d := run.feed(token)) is not None:
+                d.content = cut.feed(d.content)
+                if d.content or d.reasoning:
+                    yield d
+                if cut.hit:
+                    return
+        for d in run.finish():
+            d.content = cut.feed(d.content, final=True)
+            if d.content or d.reasoning or d.tool_calls:
                 yield d
-        yield from run.finish()
+            if cut.hit:
+                return
+        if tail := cut.feed("", final=True):
+            yield ChatDelta(content=tail)
     finally:
         tokens.close()
         if counts is not None:

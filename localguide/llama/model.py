@@ -27,6 +27,7 @@ from .healing import HealGuide, heal_point
 from .invasiveness import Invasiveness
 from .loop import GenerationStats
 from .sampler import SamplerChain, Sampling
+from .stops import Complete, StopText, check_stops
 
 DEFAULT_MAX_TOKENS = 256
 _BUILTIN_TEMPLATES = {"gemma": b"gemma", "gemma2": b"gemma", "gemma3": b"gemma", "llama": b"llama3",
@@ -138,7 +139,7 @@ class Model:
                  top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                  fast_forward: bool = False, heal: bool = True, stats: bool = False,
-                 cache_prompt: bool = True) -> str:
+                 cache_prompt: bool = True, stop=None) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it.
 
         ``strict``, ``whitespace``, ``max_recursion`` (None, the default: exact; N: recursion
@@ -163,7 +164,8 @@ class Model:
                                    max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
-                                   fast_forward=fast_forward, heal=heal, stats=stats, cache_prompt=cache_prompt))
+                                   fast_forward=fast_forward, heal=heal, stats=stats, cache_prompt=cache_prompt,
+                                   stop=stop))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
@@ -172,10 +174,12 @@ class Model:
                top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                fast_forward: bool = False, heal: bool = True, stats: bool = False,
-               cache_prompt: bool = True) -> Iterator[str]:
+               cache_prompt: bool = True, stop=None) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
+        stops = check_stops(stop)
         options = _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run)
         index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
+        cut = StopText(stops, self.complete(index) if stops and index is not None else None)
         prompt_tokens, guide, healed = self.prepare_completion(prompt, index, max_tokens, heal=heal, chat=chat)
         counts = None
         if guide is not None and (speculate or fast_forward):
@@ -191,15 +195,22 @@ class Model:
             for token in tokens:
                 piece = decoder.decode(self.vocabulary[token][skip:])
                 skip = 0
-                if piece:
+                if piece and (piece := cut.feed(piece)):
                     yield piece
-            tail = decoder.decode(b"", final=True)
+                if cut.hit:
+                    return
+            tail = cut.feed(decoder.decode(b"", final=True), final=True)
             if tail:
                 yield tail
         finally:
             tokens.close()
             if counts is not None:
                 counts.save()
+
+    def complete(self, index, lock=None) -> Complete:
+        """Whether a prefix of a text of ``index`` (a compiled constraint) is complete, for stop
+        strings (``lock``: held while its guide is walked)."""
+        return Complete(index, self._tokenize_text, self.vocabulary, lock)
 
     def prepare_completion(self, prompt: str, index, max_tokens: int, *, heal: bool = True,
                            chat: bool = False) -> tuple[list[int], object, bytes]:
@@ -241,6 +252,8 @@ class Model:
         named function): the answer's ``tool_calls`` have arguments valid for their tool's schema,
         written in the model family's syntax (``localguide.llama.tools``); ``parallel_tool_calls``:
         several calls in one answer; ``after`` may come first (reasoning, then the calls).
+        ``stop`` applies to the content: where it is constrained, as ``generate``; the reasoning
+        is never cut, free content and text before a tool call are cut at the first occurrence.
         Other arguments as ``generate``.
         """
         from .chat import collect
@@ -260,7 +273,7 @@ class Model:
                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
                     top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
                     opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
-                    stats: bool = False, cache_prompt: bool = True):
+                    stats: bool = False, cache_prompt: bool = True, stop=None):
         """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);
         arguments as ``chat``."""
         from .chat import chat_stream
@@ -275,7 +288,7 @@ class Model:
                            max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
                            constraint=constraint, options=options, counts_key=key, speculate=speculate,
                            fast_forward=fast_forward, opportunistic=opportunistic, stats=stats,
-                           cache_prompt=cache_prompt)
+                           cache_prompt=cache_prompt, stop=check_stops(stop))
 
     def stream_json(self, prompt_or_messages, *, json_schema=True, **kwargs) -> Iterator:
         """Yield the document as it grows: successively more complete parsed values (partial

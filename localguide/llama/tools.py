@@ -14,6 +14,8 @@ A call is written in the model family's own syntax where its chat template decla
 The JSON of a call is constrained by one schema: an ``anyOf`` of one object per tool, ``name``
 a constant and the arguments that tool's ``parameters`` (strict: an object lists its
 properties only, unless its schema allows others, as OpenAI's strict function calling).
+Each tool's parameters are a schema resource of their own (an ``$id`` under ``TOOLS_BASE``),
+so their ``$ref``s resolve against them; errors name ``tools[i].function.parameters``.
 ``tool_choice``: ``"auto"`` (text, or text then calls: the trigger of ``trigger.py``;
 Llama 3.1: text or a call, by the first token), ``"required"`` (calls, at once), ``"none"`` or
 ``{"type": "function", "function": {"name": ...}}`` (that tool, at once).
@@ -24,12 +26,15 @@ whole within ``max_tokens`` (Llama 3.1's syntax has one call an answer).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
+from urllib.parse import urljoin
 
-from ..errors import LocalguideError
+from ..errors import LocalguideError, SchemaError
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+TOOLS_BASE = "https://localguide.invalid/tools/"  # (each tool's parameters: a resource under it)
 
 
 @dataclass(frozen=True)
@@ -116,12 +121,44 @@ def chosen(tools: list[dict], tool_choice) -> tuple[str, list[dict]]:
 
 
 def call_schema(tools: list[dict], fmt: ToolFormat = HERMES) -> dict:
-    """The JSON Schema of one call to one of ``tools`` in ``fmt``'s words."""
+    """The JSON Schema of one call to one of ``tools`` in ``fmt``'s words. Each tool's parameters
+    are a schema resource of their own (``$id``), so that their references (``#/$defs/...``,
+    ``#``) resolve against them, not against the call schema they sit in."""
     key = fmt.args_key
     one = [{"type": "object", "properties": {"name": {"const": t["function"]["name"]},
-                                             key: t["function"]["parameters"]},
-            "required": ["name", key], "additionalProperties": False} for t in tools]
+                                             key: _own_resource(t["function"]["parameters"], i)},
+            "required": ["name", key], "additionalProperties": False} for i, t in enumerate(tools)]
     return one[0] if len(one) == 1 else {"anyOf": one}
+
+
+def _own_resource(params, i: int):
+    """``params`` with an ``$id`` of the ``i``-th tool's own (one they give is taken relative to it)."""
+    if not isinstance(params, dict):
+        return params
+    base = f"{TOOLS_BASE}{i}/parameters.json"
+    own = params.get("$id")
+    return {**params, "$id": urljoin(base, own) if isinstance(own, str) else base}
+
+
+def arguments_pointers(tools: list[dict], fmt: ToolFormat, parallel: bool) -> list[str]:
+    """Where each tool's parameters sit in ``calls_schema``'s document (JSON pointers)."""
+    top = "/items" if fmt.array else ""
+    one = [f"/anyOf/{i}" for i in range(len(tools))] if len(tools) > 1 else [""]
+    return [f"{top}{p}/properties/{fmt.args_key}" for p in one]
+
+
+def located(e: SchemaError, pointers: list[str]) -> SchemaError:
+    """``e`` (from compiling ``calls_schema``) with its places told as ``tools[i].function.parameters``
+    and a JSON pointer into them, as the user wrote the tools."""
+    text = str(e)
+    for i, ptr in sorted(enumerate(pointers), key=lambda p: -len(p[1])):
+        at = r"(?<![^\s'\"(])#?" + re.escape(ptr) + r"(?=[/:\s'\"),]|$)"
+        text = re.sub(at, f"tools[{i}].function.parameters#", text)
+    if text == str(e):
+        return e
+    out = SchemaError(text)
+    out.problems = getattr(e, "problems", None)
+    return out
 
 
 def calls_schema(tools: list[dict], fmt: ToolFormat, parallel: bool) -> dict:
@@ -186,7 +223,11 @@ def calls_maker(model, tools: list[dict], fmt: ToolFormat, mode: str, parallel: 
 
     parallel = parallel and fmt.parallel
     schema = calls_schema(tools, fmt, parallel)
-    made = index = (compile or model.compile)(json_schema=schema, strict=True)  # (no arguments the tool does not list)
+    try:
+        # (strict: no arguments the tool does not list)
+        made = index = (compile or model.compile)(json_schema=schema, strict=True)
+    except SchemaError as e:
+        raise located(e, arguments_pointers(tools, fmt, parallel)) from None
     if fmt.sep and parallel:
         made = Calls(model.vocabulary, index, fmt.sep.encode("utf-8"))
     key = constraint_key(schema)

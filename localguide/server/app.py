@@ -27,6 +27,7 @@ from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideE
                       SchemaError)
 from ..llama.chat import ChatError, ChatRun
 from ..llama.plain import TextError
+from ..llama.stops import StopText
 from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
 from ..lru import BoundedCache
@@ -254,7 +255,9 @@ class Server:
         with self.engine.lock:
             tokens, guide, healed = self.model.prepare_completion(job.prompt, index, job.max_tokens, heal=heal)
         self._check_context(len(tokens) + bool(healed), job, "prompt")
-        return (tokens, guide, healed, _key(job.constraint, self._options(job))), len(tokens) + bool(healed)
+        complete = self.model.complete(index, self.engine.lock) if job.stop and index is not None else None
+        key = _key(job.constraint, self._options(job))
+        return (tokens, guide, healed, key, StopText(job.stop, complete)), len(tokens) + bool(healed)
 
     def _check_context(self, n: int, job: Job, param: str) -> None:
         if n + job.max_tokens > self.limits.context:
@@ -271,28 +274,6 @@ def _error(e: ApiError) -> JSONResponse:
     return JSONResponse(e.body(), status_code=e.status)
 
 
-class _StopText:
-    """OpenAI's ``stop``: text up to the first stop string; text that may begin one is held back."""
-
-    def __init__(self, stops: list[str]):
-        self.stops, self.buf, self.hit = stops, "", False
-
-    def feed(self, text: str, final: bool = False) -> str:
-        if self.hit:
-            return ""
-        if not self.stops:
-            return text
-        self.buf += text
-        cut = min((i for i in (self.buf.find(s) for s in self.stops) if i >= 0), default=-1)
-        if cut >= 0:
-            out, self.buf, self.hit = self.buf[:cut], "", True
-            return out
-        keep = 0 if final else max((k for s in self.stops for k in range(1, len(s))
-                                    if self.buf.endswith(s[:k])), default=0)
-        out, self.buf = self.buf[:len(self.buf) - keep], self.buf[len(self.buf) - keep:]
-        return out
-
-
 class _Stream:
     """One request's answer: the engine's ``Work`` and the events it sends to the event loop."""
 
@@ -301,15 +282,15 @@ class _Stream:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
-        self.stop = _StopText(job.stop)
         self.tokens = 0
         what, self.prompt_tokens = prepared
         if chat:
             self.run = what
+            self.stop = what.stop_text(job.stop)
             self.work = Work(None, what.prompt, what.guide, job.sampling, job.max_tokens, self._on_token,
                              self._on_done, counts_key=what.counts_key, stats=job.stats)
         else:
-            tokens, guide, healed, key = what
+            tokens, guide, healed, key, self.stop = what
             self.skip = len(healed)
             self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             self.work = Work(tokens, None, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,

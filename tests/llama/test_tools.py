@@ -321,3 +321,75 @@ def test_lead_guide_decides_by_the_first_token(smollm2):
     assert c.is_call and not c.is_accepting() and not c.accepts(tok("Sure")[0])
     c.rollback(1)
     assert c.accepts(tok("Sure")[0]) and not g.is_call
+
+
+# -- parameters are whole JSON Schemas: $defs, $ref (recursive too), $id -------------------------
+
+def _pydantic_tools():
+    from typing import List
+
+    import openai
+    import pydantic
+
+    class Item(pydantic.BaseModel):
+        sku: str
+        qty: int
+
+    class Order(pydantic.BaseModel):
+        id: int
+        items: List[Item]
+
+    class Node(pydantic.BaseModel):
+        name: str
+        children: List["Node"]
+
+    return [openai.pydantic_function_tool(Order), openai.pydantic_function_tool(Node)]
+
+
+def _valid_for(tools, call):
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in tools}[call["function"]["name"]]
+    jsonschema.validate(json.loads(call["function"]["arguments"]), params)
+
+
+def test_tools_of_nested_and_recursive_pydantic_models(model):
+    tools = _pydantic_tools()
+    assert all("$defs" in t["function"]["parameters"] for t in tools)
+    ask = [{"role": "user", "content": "Order two apples (sku A1), then draw a tree of two nodes."}]
+    for seed in range(2):
+        msg = model.chat(ask, tools=tools, tool_choice="required", max_tokens=96, temperature=1.0, seed=seed)
+        assert msg.tool_calls
+        for call in msg.tool_calls:
+            _valid_for(tools, call)
+    for name in ("Order", "Node"):
+        msg = model.chat(ask, tools=tools, tool_choice={"type": "function", "function": {"name": name}},
+                         parallel_tool_calls=False, max_tokens=96, temperature=1.0, seed=5)
+        assert [c["function"]["name"] for c in msg.tool_calls] == [name]
+        _valid_for(tools, msg.tool_calls[0])
+
+
+@pytest.mark.parametrize("fmt", [HERMES, MISTRAL, LLAMA3], ids=lambda f: f.name)
+def test_parameters_refs_resolve_against_them_in_every_syntax(model, fmt):
+    import numpy as np
+
+    tools = _pydantic_tools() + [{"type": "function", "function": {"name": "tagged", "parameters": {
+        "$id": "tagged.json", "type": "object", "properties": {"tag": {"$ref": "#/definitions/tag"}},
+        "required": ["tag"], "definitions": {"tag": {"enum": ["a", "b"]}}}}}]
+    made, _, _ = calls_maker(model, check_tools(tools), fmt, "required", parallel=True)
+    rng = np.random.default_rng(3)
+    for walk in range(6):
+        guide = made.guide(max_tokens=120)
+        text, _ = _walk(guide, model.vocabulary, rng, 120)
+        for call in parse_calls(text.decode()[len(fmt.open):], fmt):
+            _valid_for(tools, call)
+
+
+def test_an_unresolvable_ref_in_parameters_is_named_there(smollm2):
+    from localguide.errors import SchemaError
+
+    tools = [TOOLS[1], {"type": "function", "function": {"name": "x", "parameters": {
+        "type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}, "$defs": {}}}}]
+    with pytest.raises(SchemaError) as e:
+        smollm2.chat(ASK, tools=tools, tool_choice="required", max_tokens=8)
+    assert "tools[1].function.parameters#/properties/a/$ref" in str(e.value)
+    assert "no 'Missing' at tools[1].function.parameters#/$defs" in str(e.value)
+    assert "anyOf" not in str(e.value)

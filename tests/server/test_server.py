@@ -16,6 +16,7 @@ import urllib.request
 
 import jsonschema
 import openai
+import pydantic
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # (browser.py)
@@ -175,9 +176,68 @@ def test_reasoning_first_then_the_schema(served):
 
 def test_completions_with_stop_strings(served):
     r = served.client.completions.create(model="m", prompt="One, two, three, four,", max_tokens=24, temperature=0,
-                                         stop=[","], extra_body={"regex": r"( [a-z]+,){1,6}"})
+                                         stop=[","])
     assert "," not in r.choices[0].text and r.choices[0].finish_reason == "stop"
     assert r.usage.completion_tokens > 0
+    # (inside constrained text a stop string counts only where the text before it is complete)
+    r = served.client.completions.create(model="m", prompt="One, two, three, four,", max_tokens=24, temperature=0,
+                                         stop=[","], extra_body={"regex": r"( [a-z]+,){1,6}"})
+    assert re.fullmatch(r"( [a-z]+,){1,6}", r.choices[0].text), r.choices[0].text
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    city: str
+    age: int
+
+
+def test_stop_strings_never_cut_a_constrained_answer(served):
+    for seed in range(3):
+        r = served.client.chat.completions.parse(model="m", messages=ASK, response_format=Person, max_tokens=64,
+                                                 temperature=1.0, seed=seed, stop=[".", ",", '"', "-"])
+        assert isinstance(r.choices[0].message.parsed, Person) and r.choices[0].finish_reason == "stop"
+    for seed in range(3):
+        r = served.client.completions.create(model="m", prompt="Einstein was born on (YYYY-MM-DD)", max_tokens=16,
+                                             temperature=1.0, seed=seed, stop=["-"],
+                                             extra_body={"regex": r" \d{4}-\d{2}-\d{2}"})
+        assert re.fullmatch(r" \d{4}-\d{2}-\d{2}", r.choices[0].text), r.choices[0].text
+    r = _chat(served, messages=[{"role": "user", "content": "Where?"}], max_tokens=8, stop=[","],
+              extra_body={"choice": ["Paris, France", "Rome, Italy"]})
+    assert r.choices[0].message.content in ("Paris, France", "Rome, Italy")
+    r = _chat(served, messages=[{"role": "user", "content": "Greet."}], max_tokens=24, stop=[",", "."],
+              temperature=1.0, seed=1, extra_body={"grammar": 'start: "Hello, " NAME "."\nNAME: /[A-Z][a-z]{1,8}/\n'})
+    assert re.fullmatch(r"Hello, [A-Z][a-z]{1,8}\.", r.choices[0].message.content), r.choices[0].message.content
+
+
+class Item(pydantic.BaseModel):
+    sku: str
+    qty: int
+
+
+class Order(pydantic.BaseModel):
+    id: int
+    items: list[Item]
+
+
+class Node(pydantic.BaseModel):
+    name: str
+    children: list["Node"]
+
+
+def test_tools_of_nested_and_recursive_pydantic_models(served):
+    tools = [openai.pydantic_function_tool(Order), openai.pydantic_function_tool(Node)]
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    for seed in range(3):
+        r = _chat(served, messages=[{"role": "user", "content": "Order two apples (sku A1)."}], tools=tools,
+                  tool_choice="required", max_tokens=96, temperature=1.0, seed=seed)
+        assert r.choices[0].finish_reason == "tool_calls"
+        for call in r.choices[0].message.tool_calls:
+            jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
+    bad = {"type": "function", "function": {"name": "x", "parameters": {"type": "object", "properties": {
+        "a": {"$ref": "#/$defs/Missing"}}}}}
+    code, body = served.post("/v1/chat/completions", {"messages": ASK, "tools": [*tools, bad]})
+    assert code == 400 and body["error"]["param"] == "tools"
+    assert "tools[2].function.parameters#/properties/a/$ref" in body["error"]["message"]
 
 
 # -- errors are requests' answers, never a crash --------------------------------------------------
