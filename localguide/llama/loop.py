@@ -322,7 +322,8 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                     k, n = len(props), (width if pos + width <= n_ctx else 1 + len(props))
                 else:
                     k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
-                    cost.declined = cost.declined + 1 if k == 0 and props else 0
+                    if props:  # (a decode with nothing to draft neither declines nor takes drafts)
+                        cost.declined = cost.declined + 1 if k == 0 else 0
                     if k == 0 and props and (drafter.calibration.probing or cost.declined >= RETIME):
                         # A probe asks whether drafts pay again; lengths that were dear once are
                         # decoded now and then: their old times would keep drafting off for good.

@@ -250,6 +250,9 @@ class PaddedDecodes(DecodeCost):
     def known(self, n: int) -> bool:
         return True
 
+    def stale(self) -> bool:
+        return False  # (no one-token decode to time first: the first decode drafts, short, and is padded)
+
     def in_ones(self, seconds: float) -> None:
         return None
 
