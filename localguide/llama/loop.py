@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import LocalguideError
 from ..speculate.counts import ORDER, PROBE_DRAFTS
-from ..speculate.drafts import MAX_DRAFT, RETIME, DecodeCost, Drafter, choose_length, choose_width
+from ..speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length, choose_width
 from ..speculate.lookup import Lookup
 
 
@@ -322,13 +322,11 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                     k, n = len(props), (width if pos + width <= n_ctx else 1 + len(props))
                 else:
                     k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
-                    if props:  # (a decode with nothing to draft neither declines nor takes drafts)
-                        cost.declined = cost.declined + 1 if k == 0 else 0
-                    if k == 0 and props and (drafter.calibration.probing or cost.declined >= RETIME):
+                    retime = cost.retime(bool(props), k)
+                    if k == 0 and props and (drafter.calibration.probing or retime):
                         # A probe asks whether drafts pay again; lengths that were dear once are
                         # decoded now and then: their old times would keep drafting off for good.
                         k, n = 1, 2 + len(forced)
-                        cost.declined = 0
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
                 pads = n - 1 - len(forced) - k
                 drafting = time.perf_counter() - t_draft

@@ -277,13 +277,13 @@ class DecodeCost:
         self._since_one = 0  # decodes of several tokens timed since the last one-token decode
         self._ratios: dict[int, deque] = {}  # n -> the last ``window`` times / the one-token median
         self._window = window
-        self._rel = [1.0 + explore * (n - 1) for n in range(longest + 1)]  # (index 0 unused)
+        self._rel = self._guesses(longest + 1)  # (index 0 unused)
         # What a decode of several tokens costs at least, from the lengths timed: a length not
         # timed enough is taken to cost no less. Where another program holds a core, every
         # decode of several tokens pays about the same wait at each of its barriers, whatever
         # its length; on a quiet machine this is below the optimistic guess and changes nothing.
         self._floor = 0.0
-        self.declined = 0  # decodes in a row whose drafts cost more than they promised (the loop's)
+        self._declined = 0  # decodes in a row whose drafts all cost more than they promised
 
     def observe(self, n: int, seconds: float) -> None:
         if n == 1:
@@ -300,8 +300,24 @@ class DecodeCost:
         """Drop what the lengths were timed at (drafting resumes after a pause: the machine that
         made them dear may have changed); the one-token decodes stay."""
         self._ratios.clear()
-        self._rel = [1.0 + self.explore * (n - 1) for n in range(len(self._rel))]
+        self._rel = self._guesses(len(self._rel))
         self._floor = 0.0
+
+    def _guesses(self, size: int) -> list[float]:
+        """What each length not timed yet is taken to cost: ``1 + explore (n - 1)``."""
+        return [1.0 + self.explore * (n - 1) for n in range(size)]
+
+    def retime(self, proposed: bool, chosen: int) -> bool:
+        """Whether to decode one draft although none was ``chosen`` from what was ``proposed``:
+        after ``RETIME`` decodes in a row that declined drafts as too dear (a decode with
+        nothing proposed neither declines nor takes any), so that dear lengths are timed again."""
+        if not proposed:
+            return False
+        self._declined = self._declined + 1 if chosen == 0 else 0
+        if self._declined >= RETIME:
+            self._declined = 0
+            return True
+        return False
 
     def stale(self) -> bool:
         """Whether the next decode should be one token, timed: no one-token decode was timed
