@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import importlib.util
 import threading
@@ -26,6 +27,7 @@ from . import loop
 from .healing import HealGuide, heal_point
 from .invasiveness import Invasiveness
 from .loop import GenerationStats
+from .reproducible import reference_kernels, stored_weights
 from .sampler import SamplerChain, Sampling
 from .stops import Complete, StopText, check_stops
 
@@ -47,21 +49,26 @@ def default_model_path() -> Path:
     return found[0]
 
 
-def load(path=None, **llama_kwargs) -> "Model":
+def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     """Load a GGUF model (the default model when ``path`` is None).
 
     ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
     (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
     when another program wants a core (``localguide.threads``; ``Model.threads`` says what was
-    chosen and why).
+    chosen and why). ``reproducible``: llama.cpp's CPU kernels that compute each position alike
+    in every batch, so that a prompt, constraint and seed give the same text whatever the prompt
+    cache held and whether speculation is on (``localguide.llama.reproducible``; its cost:
+    prompts decode slower); ``Model.reproducible`` says whether it holds (not with layers on a
+    GPU). False: the fastest kernels for each batch, whose logits differ in their last bits with
+    the batch.
     """
-    return Model(default_model_path() if path is None else Path(path), **llama_kwargs)
+    return Model(default_model_path() if path is None else Path(path), reproducible=reproducible, **llama_kwargs)
 
 
 class Model:
     """A loaded model: ``.llama`` (the ``llama_cpp.Llama``), ``.vocabulary`` and guided generation."""
 
-    def __init__(self, path: Path, **llama_kwargs):
+    def __init__(self, path: Path, *, reproducible: bool = True, **llama_kwargs):
         path = Path(path)
         if not path.is_file():
             raise ModelFileError(path, "model file not found")
@@ -69,18 +76,21 @@ class Model:
         self.vocabulary = Vocabulary.from_gguf(path)  # validates the file before the weights load
         llama_kwargs.setdefault("n_ctx", 4096)
         llama_kwargs.setdefault("verbose", False)
-        # Flash attention computes each position's attention the same way in a batch as alone, so
-        # speculation's batched verification sees the logits one-token decoding would (bitwise, for
-        # SmolLM2 on CPU); without it llama.cpp's batched attention differs in the last bits.
+        # Flash attention: each position's attention row by row on the reference kernels
+        # (``reproducible``), and less memory than the attention matrix of a prompt.
         llama_kwargs.setdefault("flash_attn", True)
         self.threads = threads.for_model(llama_kwargs.pop("n_threads", None), llama_kwargs.pop("n_threads_batch", None))
         llama_kwargs.update(n_threads=self.threads.n_threads, n_threads_batch=self.threads.n_threads_batch)
         try:
-            with quiet_llama(), stage(f"loading {path.name}"):
+            with quiet_llama(), stage(f"loading {path.name}"), \
+                    (stored_weights() if reproducible else contextlib.nullcontext("")) as repacked:
                 self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
         threads.loaded()
+        why = (repacked or reference_kernels(self.llama.ctx)) if reproducible else "load(reproducible=False)"
+        self.reproducible = not why  # logits independent of the batch: localguide.llama.reproducible
+        self.reproducible_why = why
         self._stop = set(self.vocabulary.stop_ids.tolist())
         self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
         self._counts: dict[str, CountModel] = {}

@@ -1,0 +1,124 @@
+"""Logits that do not depend on the batch: the same text whatever the prompt cache held and
+whether speculation is on.
+
+llama.cpp's CPU backend picks its kernels by the shape of a decode, and they round differently:
+
+- a batch of 64 tokens or more attends through tiled flash attention (queries kept in f32), a
+  smaller one row by row (queries rounded to f16);
+- K-quant matrix products of 8 rows or more take a tiled kernel, and of 2 rows or more
+  llamafile's sgemm where it covers the type;
+- weights repacked at load (Q4_K, Q6_K, Q4_0, ... on AVX2) are multiplied 4 activation rows at a
+  time by a gemm kernel, and the rows left over by a gemv kernel.
+
+So a position's logits differ in their last bits (by up to 1.4 logits on Gemma 3's Q4_K_M, 0.7
+on SmolLM2's Q4_1) with the batch it is decoded in, and with the batches the positions before it
+were decoded in (their keys and values). A prompt decoded after a cached prefix, a verification
+batch of speculation and a one-token decode each see other logits, and greedy text parts where
+two tokens are nearly tied.
+
+The reference path of the CPU backend (``ggml_backend_cpu_set_use_ref``: each output element one
+``vec_dot``, attention row by row, the KV cache never split across threads), with the weights
+as the file stores them (not repacked), computes each row the same way in every batch: the logits
+are bitwise those of one-token decoding (``tests/llama/test_reproducible.py``, both models).
+``load(reproducible=True)``, the default, asks for both; ``Model.reproducible`` says whether it
+holds, and ``Model.reproducible_why`` why not where it does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import threading
+from pathlib import Path
+
+# llama_context::get_sched() const, as the Itanium and MSVC C++ ABIs name it (no C entry point
+# hands out a context's backends)
+_GET_SCHED = ("_ZNK13llama_context9get_schedEv", "?get_sched@llama_context@@QEBAPEAUggml_backend_sched@@XZ")
+_patching = threading.Lock()
+_funcs = None
+
+
+@contextlib.contextmanager
+def stored_weights():
+    """While inside, ``llama_cpp.Llama`` loads a model with its weights as the file stores them
+    (``use_extra_bufts`` off: no repacking). Yields '' where that holds, else why not."""
+    import llama_cpp.llama_cpp as lc
+
+    if "use_extra_bufts" not in dict(lc.llama_model_params._fields_):
+        yield "this llama-cpp-python cannot turn off the repacking of weights (no use_extra_bufts)"
+        return
+    with _patching:  # (Llama() reads the defaults through the module: one loader at a time)
+        default = lc.llama_model_default_params
+
+        def stored():
+            params = default()
+            params.use_extra_bufts = False
+            return params
+
+        lc.llama_model_default_params = stored
+        try:
+            yield ""
+        finally:
+            lc.llama_model_default_params = default
+
+
+def reference_kernels(ctx) -> str:
+    """Put the backends of the llama.cpp context ``ctx`` on the CPU's reference kernels; '' where
+    that makes its logits independent of the batch, else why not."""
+    try:
+        get_sched, n_backends, backend, is_cpu, use_ref, name = _functions()
+    except (OSError, AttributeError) as e:
+        return f"this llama.cpp does not expose its reference kernels ({e})"
+    sched = get_sched(ctx)
+    if not sched:
+        return "the llama.cpp context has no scheduler"
+    others = []
+    for i in range(n_backends(sched)):
+        b = backend(sched, i)
+        if is_cpu(b):
+            use_ref(b, True)
+        else:
+            others.append(name(b).decode("utf-8", "replace"))
+    if others:
+        # (a GPU or BLAS backend takes batches with kernels of its own, chosen by the batch too)
+        return f"backends other than the CPU's decode too ({', '.join(others)})"
+    return ""
+
+
+def _functions():
+    global _funcs
+    if _funcs is None:
+        import llama_cpp
+        from llama_cpp._ctypes_extensions import load_shared_library
+
+        libs = [llama_cpp.llama_cpp._lib]  # (a build that links ggml into libllama has it all there)
+        folder = Path(llama_cpp.__file__).parent / "lib"
+        for name in ("ggml-base", "ggml-cpu"):
+            try:
+                libs.append(load_shared_library(name, folder))
+            except (OSError, RuntimeError, FileNotFoundError):
+                pass
+
+        def find(*symbols):
+            for lib in libs:
+                for symbol in symbols:
+                    f = getattr(lib, symbol, None)
+                    if f is not None:
+                        return f
+            raise AttributeError(f"no {symbols[0]} in llama.cpp's libraries")
+
+        p = ctypes.c_void_p
+        get_sched = find(*_GET_SCHED)
+        get_sched.argtypes, get_sched.restype = [p], p
+        n_backends = find("ggml_backend_sched_get_n_backends")
+        n_backends.argtypes, n_backends.restype = [p], ctypes.c_int
+        backend = find("ggml_backend_sched_get_backend")
+        backend.argtypes, backend.restype = [p, ctypes.c_int], p
+        name = find("ggml_backend_name")
+        name.argtypes, name.restype = [p], ctypes.c_char_p
+        is_cpu = find("ggml_backend_is_cpu")
+        is_cpu.argtypes, is_cpu.restype = [p], ctypes.c_bool
+        use_ref = find("ggml_backend_cpu_set_use_ref")
+        use_ref.argtypes, use_ref.restype = [p, ctypes.c_bool], None
+        _funcs = (get_sched, n_backends, backend, is_cpu, use_ref, name)
+    return _funcs

@@ -1,0 +1,129 @@
+"""Reproducible logits, on both models through real llama.cpp: a position's logits are bitwise the
+same whatever batch it and the positions before it were decoded in, so greedy text is the same
+with the prompt cache warm or cold and with speculation on or off (``localguide.llama.reproducible``).
+
+The prompts are ones whose greedy text parted with llama.cpp's fastest kernels (``load(reproducible=
+False)``): a few-shot prompt of 64 tokens or more (decoded whole, it attends through tiled flash
+attention; a prompt whose prefix is cached decodes its tail row by row), and schema answers whose
+keys are drafted and verified in batches of 4 tokens or more (Gemma 3's repacked Q4_K weights: a gemm
+kernel for 4 rows at a time, a gemv kernel for one). Measured before this module: SmolLM2 read
+" Hoi Long" for Vietnam's capital after the unconstrained run of the same prompt, " Hanoi" cold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import llama_cpp
+import numpy as np
+import pytest
+
+import localguide
+from localguide.llama import loop
+
+SHOTS = "".join(f"Country: {a}\nCapital: {b}\n" for a, b in [
+    ("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Norway", "Oslo"),
+    ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Chile", "Santiago")])
+NAME = r"[A-Z][a-z]+( [A-Z][a-z]+)?"
+CAPITALS = rf" {NAME}\nCountry: {NAME}\nCapital: {NAME}\n"  # the answer and the pair the model goes on with
+COUNTRIES = ["Colombia", "Spain", "Turkey", "Iran"]
+EVENT_SHOTS = ('Event: the first Olympic marathon\nJSON: {"event":"first Olympic marathon","year":1896,"city":"Athens"}\n'
+               'Event: the opening of the Eiffel Tower\nJSON: {"event":"Eiffel Tower opening","year":1889,"city":"Paris"}\n')
+EVENT = {"type": "object", "properties": {"event": {"type": "string", "maxLength": 32}, "year": {"type": "integer"},
+                                          "city": {"type": "string", "maxLength": 16}},
+         "required": ["event", "year", "city"], "additionalProperties": False}
+EVENTS = ["the start of World War I", "the storming of the Bastille", "the Chernobyl disaster"]
+
+
+def _rows(model, tokens, sizes) -> list[bytes]:
+    """A digest of every position's logits, ``tokens`` decoded from an empty KV cache in batches of
+    ``sizes`` (with logits at every position)."""
+    ctx, n = model.llama.ctx, model.vocabulary.size
+    batch = loop._Batch(max(sizes))
+    model._reset()
+    out, pos = [], 0
+    try:
+        for size in sizes:
+            chunk = tokens[pos:pos + size]
+            batch.fill(chunk, pos, 0)
+            assert llama_cpp.llama_decode(ctx, batch.b) == 0
+            out += [hashlib.sha1(loop.logits_at(ctx, i, n).tobytes()).digest() for i in range(len(chunk))]
+            pos += size
+    finally:
+        batch.free()
+        model._reset()
+    return out
+
+
+def test_a_positions_logits_do_not_depend_on_the_batches(model):
+    """One batch of 70 (tiled attention), batches of 1 to 9 (one-row and 4-row products; tiled
+    K-quant products from 8) and one token at a time: bitwise the same logits at every position."""
+    tokens = model.tokenize_prompt(SHOTS + "Country: Vietnam\nCapital: Hanoi\n")[:70]
+    assert len(tokens) == 70
+    whole = _rows(model, tokens, [70])
+    for sizes in ([1, 2, 3, 4, 5, 8, 9, 4, 1, 7, 6, 16, 4], [1] * 70):
+        assert sum(sizes) == 70
+        parts = _rows(model, tokens, sizes)
+        differ = [i for i in range(70) if parts[i] != whole[i]]
+        assert not differ, f"{model}: positions {differ[:8]}... differ with batches {sizes[:6]}..."
+    assert model.reproducible, model.reproducible_why
+
+
+@pytest.mark.parametrize("kind", ["regex", "schema"])
+def test_greedy_text_is_the_same_warm_or_cold_with_speculation_or_not(eager, kind):
+    """Each prompt after the last one (its few-shot prefix cached), the unconstrained text and then
+    the constrained one (the prompt cached whole), with speculation on and off, then again from an
+    emptied cache: one text each, and the constrained one is the unconstrained one up to its first
+    complete match (DOMINO Def. 2.1)."""
+    model = eager  # (drafts wherever one may be taken: verification batches of every width)
+    if kind == "regex":
+        cases = [(SHOTS + f"Country: {c}\nCapital:", {"regex": CAPITALS}) for c in COUNTRIES]
+    else:
+        cases = [(f"{EVENT_SHOTS}Event: {e}\nJSON: ", {"json_schema": EVENT}) for e in EVENTS]
+    parted = []
+    for prompt, constraint in cases:
+        free_warm = model.generate(prompt, temperature=0, max_tokens=24)
+        warm = model.generate(prompt, temperature=0, max_tokens=24, **constraint)
+        assert model.last_stats.cached_tokens > 0
+        warm_plain = model.generate(prompt, temperature=0, max_tokens=24, speculate=False, **constraint)
+        free = model.generate(prompt, temperature=0, max_tokens=24, cache_prompt=False)
+        cold = model.generate(prompt, temperature=0, max_tokens=24, cache_prompt=False, speculate=False,
+                              **constraint)
+        cold_spec = model.generate(prompt, temperature=0, max_tokens=24, cache_prompt=False, **constraint)
+        texts = {"warm": warm, "warm, speculate=False": warm_plain, "cold, speculation": cold_spec}
+        parted += [(prompt[-30:], way, text, cold) for way, text in texts.items() if text != cold]
+        if free_warm != free:
+            parted.append((prompt[-30:], "unconstrained warm", free_warm, free))
+        if _first_match(free, kind) is not None:
+            assert cold == _first_match(free, kind), (prompt[-30:], cold, free)
+    assert not parted, parted
+
+
+def _first_match(text: str, kind: str) -> str | None:
+    """The shortest prefix of ``text`` in the constraint's language, or None."""
+    if kind == "regex":
+        return next((text[:i] for i in range(1, len(text) + 1) if re.fullmatch(CAPITALS, text[:i])), None)
+    line = text.split("\n")[0]  # (compact JSON: the document is the first line, if any)
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    ok = (isinstance(value, dict) and list(value) == ["event", "year", "city"] and isinstance(value["year"], int)
+          and len(value["event"]) <= 32 and len(value["city"]) <= 16 and line == json.dumps(value, separators=(",", ":")))
+    return line if ok else None
+
+
+def test_a_model_loaded_not_reproducible_says_so(smollm2_path):
+    import llama_cpp.llama_cpp as lc
+
+    from localguide.llama.reproducible import stored_weights
+
+    default = lc.llama_model_default_params
+    model = localguide.load(smollm2_path, n_ctx=256, reproducible=False)
+    assert not model.reproducible and "reproducible=False" in model.reproducible_why
+    assert lc.llama_model_default_params is default
+    with stored_weights() as why:
+        assert why == "" and lc.llama_model_default_params().use_extra_bufts is False
+    assert lc.llama_model_default_params is default and lc.llama_model_default_params().use_extra_bufts
