@@ -10,13 +10,14 @@ over the rounds. The count model starts empty and learns from the speculative ru
 (``warm-up runs`` of them come first, untimed, as an app that has been used a little;
 ``--warmup 0`` shows a first use). Also reported: acceptance (drafts the sampler confirmed /
 drafted), tokens per decode call, how many speculative runs gave the same text as
-speculation off with the same seed (the rest differ by llama.cpp's batched logits), and for
+speculation off with the same seed (all, with reproducible logits: ``load``'s default; with
+``--not-reproducible`` the rest differ by llama.cpp's batched logits), and for
 fast-forward how often the verified runs' model chose another tokenization of the forced text
 than the one fast-forward imposes.
 
     python benchmarks/speculation.py [--models smollm2,gemma] [--rounds 5] [--tokens 96]
         [--warmup 3] [--min-tokens 250] [--cases person,maskbench,date,...] [--threads N]
-        [--n-gpu-layers -1] [--full-candidates] [--markdown]
+        [--n-gpu-layers -1] [--full-candidates] [--not-reproducible] [--markdown]
 
 ``--full-candidates`` adds speculation off and on with llama.cpp's candidate array of the whole
 vocabulary at every sample, as before ``SamplerChain._sample_allowed`` and ``_sample_top``: their
@@ -233,19 +234,22 @@ def main() -> None:
     ap.add_argument("--n-gpu-layers", type=int, default=0)
     ap.add_argument("--full-candidates", action="store_true",
                     help="also off and on with llama.cpp's candidate array of the whole vocabulary at every sample")
+    ap.add_argument("--not-reproducible", action="store_true",
+                    help="load(reproducible=False): llama.cpp's fastest kernels for each batch")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     notes: list[str] = []
     selected = [s.strip() for s in args.cases.split(",") if s.strip()]
     out = []
     for name, path in model_paths(args.models.split(","), notes).items():
-        kw = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": 2048}
+        kw = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": 2048, "reproducible": not args.not_reproducible}
         if args.threads:
             kw.update(n_threads=args.threads, n_threads_batch=args.threads)
         model = localguide.load(path, **kw)
         ctx = model.llama.ctx
         log(f"== {name}: n_threads={llama_cpp.llama_n_threads(ctx)}, n_threads_batch={llama_cpp.llama_n_threads_batch(ctx)}, "
-            f"n_gpu_layers={args.n_gpu_layers} (GPU offload built in: {llama_cpp.llama_supports_gpu_offload()})")
+            f"n_gpu_layers={args.n_gpu_layers} (GPU offload built in: {llama_cpp.llama_supports_gpu_offload()}), "
+            f"reproducible: {model.reproducible_why or True}")
         rows = []
         for case, (constraint, prompt) in cases(selected).items():
             t0 = time.perf_counter()

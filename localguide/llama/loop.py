@@ -8,8 +8,8 @@ keeping drafts while the sample equals them. At the first difference the sample 
 kept, the rest is discarded and the KV cache entries past it are removed
 (``llama_memory_seq_rm``). The guide is only ever advanced by sampled tokens, and the
 chain samples the same positions in the same order, so the output distribution (and,
-for one seed, the text) is that of the classic loop, up to the rounding differences of
-llama.cpp's batched logits.
+for one seed, the text) is that of the classic loop: with ``load(reproducible=True)`` a
+position's logits are bitwise the same in a batch as alone (``localguide.llama.reproducible``).
 
 Fast-forward (``fast_forward=True``) decodes forced text as the model's canonical
 tokens without sampling it: faster, but the model sees that tokenization even where

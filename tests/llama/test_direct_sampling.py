@@ -112,9 +112,7 @@ def _llama_cpp_only(monkeypatch) -> None:
 def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind, extra):
     """Same seed, same tokens, with the candidates built here or by llama.cpp, at temperatures
     1, 0.8 and 0 (greedy), with a token budget and without, with an extra sampler before the
-    guide and without; and the direct path did sample.
-    (Each prompt decoded whole: a prompt decoded after a cached prefix is another batch, and
-    Gemma 3's logits differ in their last bits by the batch.)"""
+    guide and without; and the direct path did sample."""
     monkeypatch.setattr(sampler_mod, "DIRECT_MIN_VOCAB", 0)  # (SmolLM2's vocabulary too)
     constraint, prompt = CONSTRAINTS[kind]
     index = model.compile(**constraint)

@@ -69,9 +69,6 @@ def test_budget_is_never_exceeded(model, budget):
         assert fullmatch(pattern, model.vocabulary.decode(tokens).decode("utf-8"))
 
 
-# One token per decode in the equality tests: with speculation, Gemma's batched logits round
-# differently from one-token logits, and a near tie may go the other way once the draft counts
-# have learned (counted in tests/speculate; the README's reproducibility note).
 def test_same_seed_same_output(model):
     pattern, prompt = PATTERNS["ipv4"]
     a = model.generate(prompt, regex=pattern, temperature=1.0, seed=42, max_tokens=24, speculate=False)
@@ -94,8 +91,6 @@ def test_greedy_generation_matches(model):
 ])
 def test_stream_pieces_concatenate_to_generate(model, pattern, prompt):
     for seed in SEEDS[:2]:
-        # (One token per decode: with speculation, what a seed gives can change from call to call on
-        # models whose batched logits round differently, as the draft counts learn; tests/speculate.)
         pieces = list(model.stream(prompt, regex=pattern, temperature=1.0, seed=seed, max_tokens=16,
                                    speculate=False))
         assert all(isinstance(p, str) and p for p in pieces)

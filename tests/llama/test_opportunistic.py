@@ -13,8 +13,8 @@ def test_same_output_as_full_masking_at_temperature_0(model, grammar, prompt):
 
 @pytest.mark.parametrize("grammar, prompt", [("arithmetic", "2+3*4 ="), ("json", "A JSON list of numbers:")])
 def test_same_output_with_speculation(smollm2, grammar, prompt):
-    """Drafts verified with opportunistic masking: the same text (SmolLM2's batched logits are
-    bitwise those of one token, so speculation changes nothing at temperature 0)."""
+    """Drafts verified with opportunistic masking: the same text (batched logits are bitwise those
+    of one token, so speculation changes nothing at temperature 0)."""
     full = smollm2.generate(prompt, grammar=grammar, temperature=0, max_tokens=24, speculate=False)
     for _ in range(2):  # the second time with learned draft counts
         spec = smollm2.generate(prompt, grammar=grammar, temperature=0, max_tokens=24, opportunistic=True)

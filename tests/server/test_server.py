@@ -370,8 +370,8 @@ def test_twenty_concurrent_clients(batched):
 
 
 def test_batched_greedy_answers_match_a_lone_one(batched):
-    """Two sequences decoded together give each the answer it gets alone (greedy; up to the
-    rounding of batched products, which these short answers do not meet)."""
+    """Two sequences decoded together give each the answer it gets alone (greedy; a position's
+    logits do not depend on the batch it is decoded in)."""
     kw = dict(max_tokens=16, temperature=0, response_format=SCHEMA_FORMAT)
     alone = _chat(batched, messages=ASK, **kw).choices[0].message.content
     out = {}
