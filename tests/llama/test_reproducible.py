@@ -4,10 +4,11 @@ with the prompt cache warm or cold and with speculation on or off (``localguide.
 
 The prompts are ones whose greedy text parted with llama.cpp's fastest kernels (``load(reproducible=
 False)``): a few-shot prompt of 64 tokens or more (decoded whole, it attends through tiled flash
-attention; a prompt whose prefix is cached decodes its tail row by row), and schema answers whose
-keys are drafted and verified in batches of 4 tokens or more (Gemma 3's repacked Q4_K weights: a gemm
-kernel for 4 rows at a time, a gemv kernel for one). Measured before this module: SmolLM2 read
-" Hoi Long" for Vietnam's capital after the unconstrained run of the same prompt, " Hanoi" cold.
+attention; decoded after its cached prefix, row by row), and answers verified in batches of 4
+tokens or more (Gemma 3's repacked Q4_K weights: a gemm kernel for 4 rows at a time, a gemv kernel
+for one). Measured before: SmolLM2 wrote " Cartagallonia" for Colombia's capital cold, " Bogota"
+after the unconstrained run of the same prompt; Gemma 3 wrote 1914 for the start of World War I
+cold, 1918 warm and with speculation.
 """
 
 from __future__ import annotations
