@@ -270,6 +270,9 @@ _CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temp
 @example(route="/v1/completions", changes={"prompt": "a\ud800"}, whole=None)
 @example(route="/v1/chat/completions", changes={"regex": DEEP}, whole=None)
 @example(route="/v1/chat/completions", changes={"choice": ["\udfff"]}, whole=None)
+@example(route="/v1/chat/completions", changes={"messages": HI * 1025}, whole=None)
+@example(route="/v1/chat/completions", changes={"tools": [_tool(0, "d" * 40_000)]}, whole=None)
+@example(route="/v1/completions", changes={"grammar": "start: " + "[" * 300 + '"a"' + "]" * 300}, whole=None)
 def test_random_and_mutated_bodies_never_break_the_server(strict, route, changes, whole):
     import json
 
