@@ -43,6 +43,7 @@ _KNOWN = {
     r"\/\*(.|\n)*?\*\/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
 }
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+MAX_NESTING = 100  # (), [] and {} inside one another in a rule (lark's reading recurses a few frames a level)
 _LAZY = re.compile(r"(?<!\\)([*+?}])\?")
 
 
@@ -214,8 +215,31 @@ def _place(text: str, td) -> tuple[int | None, int | None]:
     return line, k - (text.rfind("\n", 0, k) + 1) + 1
 
 
+def check_nesting(text: str, source: str = "grammar") -> None:
+    """Refuse ``text`` where its parentheses, brackets and braces (outside strings, regexes and
+    comments) nest deeper than ``MAX_NESTING``: a ``GrammarError`` at the first one past it,
+    before lark reads the grammar (its reading recurses: a ``RecursionError`` at a few hundred)."""
+    depth = 0
+    for m in _NESTING.finditer(text):
+        c = m.group()
+        if c in "([{":
+            depth += 1
+            if depth > MAX_NESTING:
+                i = m.start()
+                raise GrammarError(f"parentheses, brackets and braces nested more than {MAX_NESTING} deep are not "
+                                   "supported (localguide.grammar.lark_frontend.MAX_NESTING)",
+                                   text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1, source)
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+
+
+# (a string, a regex, a comment, as lark's lexer reads them: their brackets are no nesting; or a bracket)
+_NESTING = re.compile(r'"(?:\\[\s\S]|[^"\\\n])*"?|/(?!/)(?:\\[\s\S]|[^/\\])*/?|(?://|#)[^\n]*|[()\[\]{}]')
+
+
 def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, import_paths=()) -> CFG:
     """Parse Lark grammar ``text`` and convert it to the internal form."""
+    check_nesting(text, source)
     import lark
     from lark.exceptions import GrammarError as LarkGrammarError
     from lark.exceptions import UnexpectedInput

@@ -15,10 +15,8 @@ import numpy as np
 
 from .. import cache
 from ..errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
-from ..grammar import compile_grammar
 from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
-from ..regex import compile_choice, compile_regex
 from ..quiet import quiet_llama
 from .. import threads
 from ..vocabulary import Vocabulary
@@ -110,27 +108,10 @@ class Model:
         JSON text or Pydantic model class (``options``: ``strict``, ``whitespace``, ... as
         ``compile_json_schema``).
         """
-        given = [x is not None for x in (regex, choice, grammar, json_schema)]
-        if sum(given) > 1:
-            raise ValueError("give at most one of regex=, choice=, grammar= and json_schema=")
-        if isinstance(choice, (str, bytes)):
-            raise ArgumentError(f"choice= takes a list of strings, not one string ({choice!r}: "
-                                f"choice=[{choice!r}] for that one)")
-        if regex is not None and not isinstance(regex, str):
-            raise ArgumentError(f"regex= takes a str, not {type(regex).__name__}")
-        if json_schema is not None:
-            from ..json_schema import compile_json_schema
+        from ..constraint import compile_constraint
 
-            return compile_json_schema(json_schema, self.vocabulary, **options)
-        if grammar is not None:
-            return compile_grammar(grammar, self.vocabulary, **options)
-        if options:
-            raise ValueError(f"options {sorted(options)} need grammar= or json_schema=")
-        if regex is not None:
-            return compile_regex(regex, self.vocabulary)
-        if choice is not None:
-            return compile_choice(choice, self.vocabulary)
-        return None
+        return compile_constraint(self.vocabulary, regex=regex, choice=choice, grammar=grammar,
+                                  json_schema=json_schema, **options)
 
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
