@@ -69,3 +69,30 @@ def test_brackets_in_lark_strings_regexes_and_comments_are_not_nesting():
             '\nA: "' + "(" * 300 + '"\nB: /' + "[(]" * 300 + "/\n")
     lark_frontend.check_nesting(text)
     lark_frontend.lark_to_cfg(text)
+
+
+@pytest.mark.parametrize("tilde", ["~2", "~ 2", "~1..2"])
+def test_lark_repetitions_inside_one_another_past_the_bound_name_it_and_the_place(tilde):
+    """``(("b")~2)~2``... lark writes out every copy: 2^14 of them is past the bound, refused at
+    the ``~`` that crosses it (line 2), before lark reads the grammar."""
+    n = 14
+    text = "// nested\nstart: " + "(" * n + '"b"' + (")" + tilde) * n + "\n"
+    with pytest.raises(GrammarError, match="MAX_EXPANSION") as e:
+        lark_frontend.lark_to_cfg(text)
+    assert e.value.line == 2
+    cross = text.index(")" + tilde, text.index(")" + tilde) + 13 * len(")" + tilde)) + 1
+    assert e.value.column == cross - text.index("\n")
+
+
+def test_lark_repetitions_within_the_bound_read_as_lark_reads_them():
+    """Nested to 2^13 copies, a long single repetition, and a repetition after a name (not the
+    group before it): all read, as the same language lark's own parser accepts."""
+    import lark
+
+    n = 13
+    text = "start: " + "(" * n + '"b"' + ")~2" * n + "\n"
+    cfg = lark_frontend.lark_to_cfg(text)
+    assert cfg.start == "start"
+    lark_frontend.lark_to_cfg('start: ("a" "b")~3 x~5000\nx: "c"\n')  # (x's ~5000 is not the group's)
+    parser = lark.Lark('start: ("a" "b")~3 x~2\nx: "c"\n', parser="earley")
+    parser.parse("abababcc")
