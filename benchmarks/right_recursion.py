@@ -12,16 +12,19 @@ The same language written two ways (GBNF):
 and, as a deeper non-tail right recursion, a JSON document of ``n`` bytes (an array of small
 objects) under json.org's grammar in its McKeeman form (``members ::= member | member ","
 members``, ``characters ::= "" | character characters``, ``ws ::= "" | [ \\t\\n\\r] ws``),
-against the same language with repetitions (``member ("," member)*``, ``character*``). The text is walked one single-byte token at a time
-(``mask()``, then ``advance()``), on a fresh index loaded from the one compiled (no parser
-state or mask computed yet: ``first``) and again on the same index (``warm``). CPU time of the
-process (``time.process_time``); the ratio is right recursive / iterative, first walks.
+against the same language with repetitions (``member ("," member)*``, ``character*``).
+
+The text is walked one single-byte token at a time (``mask()``, then ``advance()``), on a
+fresh index loaded from the one compiled (no parser state or mask computed yet: ``first``)
+and again on the same index (``warm``); medians of ``--repeat`` fresh indexes. CPU time of
+the process (``time.process_time``); the ratio is right recursive / iterative, first walks.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 
@@ -117,20 +120,26 @@ def walk(idx, tokens: list[int]) -> float:
     return dt
 
 
-def bench(vocab: Vocabulary, grammar: str, text: bytes) -> tuple[float, float]:
-    """(first walk, warm walk) of ``text`` under ``grammar``, in seconds."""
+def bench(vocab: Vocabulary, grammar: str, text: bytes, repeat: int) -> tuple[float, float]:
+    """(first walk, warm walk) of ``text`` under ``grammar``, in seconds: the medians of ``repeat``
+    fresh indexes, after one walk of the text's start that is not timed (the kernels loaded)."""
     ids = byte_tokens(vocab)
     tokens = [ids[b] for b in text]
-    idx = compile_grammar(grammar, vocab, lazy=False)
-    fresh = GrammarIndex.from_arrays(idx.arrays(seed=True), vocab, "grammar")
-    first = walk(fresh, tokens)
-    return first, walk(fresh, tokens)
+    arrays = compile_grammar(grammar, vocab, lazy=False).arrays(seed=True)
+    walk(GrammarIndex.from_arrays(arrays, vocab, "grammar"), tokens[:1] + tokens[-1:])
+    firsts, warms = [], []
+    for _ in range(repeat):
+        fresh = GrammarIndex.from_arrays(arrays, vocab, "grammar")
+        firsts.append(walk(fresh, tokens))
+        warms.append(walk(fresh, tokens))
+    return statistics.median(firsts), statistics.median(warms)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="smollm2,gemma")
     ap.add_argument("--lengths", default="1000,10000", help="bytes of the walked strings")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh indexes per case (medians)")
     args = ap.parse_args()
     notes: list = []
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -140,8 +149,8 @@ def main() -> None:
         for n in lengths:
             for case, right, iterative, text in [("string", BODY_RIGHT, BODY_ITER, body_text(n)),
                                                  ("JSON", JSON_RIGHT, JSON_ITER, json_text(n))]:
-                r_first, r_warm = bench(vocab, right, text)
-                i_first, i_warm = bench(vocab, iterative, text)
+                r_first, r_warm = bench(vocab, right, text, args.repeat)
+                i_first, i_warm = bench(vocab, iterative, text, args.repeat)
                 log(f"{name} {case} {len(text)} B: right {r_first:.3f}/{r_warm:.3f} s, "
                     f"iterative {i_first:.3f}/{i_warm:.3f} s")
                 rows.append([name, case, f"{len(text):,}", fmt(r_first, 3), fmt(i_first, 3),
