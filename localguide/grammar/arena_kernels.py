@@ -237,11 +237,14 @@ def _feed_slot(key, mask):
     return np.int64(((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(29)) & np.uint64(mask))
 
 
+LEO_STEPS = 32  # (``earley.LEO_STEPS``)
+
+
 @njit(cache=True, inline="always")
 def _leo_origin(A, D, d, o):
-    """The set that an entry (DFA state ``d``, started in arena set ``o``) starts in instead:
-    past every set that, for each left-hand side ``a`` of ``d``, holds one entry waiting for
-    ``a``, started in one older set, whose items all end with ``a`` (``earley.Grammar._leo_up``)."""
+    """The set that an entry (DFA state ``d``, started in arena set ``o``) starts in instead
+    (``earley.Grammar._leo_up``): where completing each left-hand side ``a`` of ``d`` there only
+    passes nonterminals on, one entry at a time, until ``a`` itself is completed in one older set."""
     set_off, set_keys = A[AR_SET_OFF], A[AR_SET_KEYS]
     sh_off, sh_sym, sh_to = D[DF_SH_OFF], D[DF_SH_SYM], D[DF_SH_TO]
     lhs_off, lhs, passes = D[DF_LHS_OFF], D[DF_LHS], D[DF_PASS]
@@ -249,20 +252,33 @@ def _leo_origin(A, D, d, o):
         up = -1
         for j in range(lhs_off[d], lhs_off[d + 1]):
             a = lhs[j]
-            d2 = -1
-            o2 = -1
-            for e in range(set_off[o], set_off[o + 1]):
-                k = set_keys[e]
-                x = _shift_to(sh_off, sh_sym, sh_to, k >> 32, a)
-                if x >= 0:
-                    y = (k & 0xFFFFFFFF) - 1
-                    if y < 0 or (d2 >= 0 and (x != d2 or y != o2)):
-                        return o  # started here, or a second entry
-                    d2 = x
-                    o2 = y
-            if d2 < 0 or passes[d2] != a or (up >= 0 and o2 != up):
+            q = o
+            s = a
+            back = False
+            for _ in range(LEO_STEPS):
+                d2 = -1
+                o2 = -1
+                for e in range(set_off[q], set_off[q + 1]):
+                    k = set_keys[e]
+                    x = _shift_to(sh_off, sh_sym, sh_to, k >> 32, s)
+                    if x >= 0:
+                        y = (k & 0xFFFFFFFF) - 1
+                        if y < 0:
+                            y = q
+                        if d2 >= 0 and (x != d2 or y != o2):
+                            return o  # a second entry
+                        d2 = x
+                        o2 = y
+                if d2 < 0 or passes[d2] < 0:
+                    return o
+                s = passes[d2]
+                q = o2
+                if s == a:
+                    back = True
+                    break
+            if not back or q == o or (up >= 0 and q != up):
                 return o
-            up = o2
+            up = q
         if up < 0:
             return o
         o = up

@@ -13,7 +13,7 @@ started in. States are interned by content — the entries, each with the
 *canonical* state it started in — so two texts that leave the parser in the same
 situation share one object, and with it the memoized transitions (``feed``) and the
 mask caches hung on it. An entry starts in the set that its completions reach past the
-sets that only pass one nonterminal on (Leo's deterministic reductions, ``_leo_up``), so a
+sets that only pass a nonterminal on (Leo's deterministic reductions, ``_leo_up``), so a
 right-recursive rule leaves the same set at every depth instead of a chain that grows with
 the text. Terminals are ints ``0..n_terminals-1``; ``allowed`` is the bitmask of terminals
 the parser accepts next.
@@ -30,6 +30,9 @@ import numpy as np
 from .cfg import CFG
 from .rows import Rows
 
+# How many sets a deterministic reduction path is followed before its nonterminal comes back
+# (``Grammar._leo_up``): the rules of one right-recursive cycle, written by a front end.
+LEO_STEPS = 32
 DFA_KEYS = ("dfa_items_off", "dfa_items", "dfa_allowed", "dfa_pred", "dfa_is_pred", "dfa_comp_off", "dfa_comp",
             "dfa_sh_off", "dfa_sh_sym", "dfa_sh_to")
 
@@ -485,28 +488,41 @@ class Grammar:
         """The older set ``u`` that an entry started in ``o`` can start in instead, None if none.
 
         Leo's deterministic reductions (Leo, "A general context-free parsing algorithm
-        running in linear time on every LR(k) grammar", 1991): where, for each ``A`` of
-        ``want``, ``o`` has one entry waiting for ``A``, started in ``u``, whose items all
-        end with ``A`` (``B -> x A •`` with ``B = A``, so it only passes ``A`` on), completing
-        ``A`` in ``o`` adds that entry (nothing can read it: it shifts nothing and accepts
-        nothing) and then completes ``A`` in ``u``. Starting the entry in ``u`` instead gives
-        the same sets less those entries. A right-recursive rule (``body ::= "" | [a-z] body``)
-        then leaves a set of a few entries whatever the depth, where each character added
-        one entry to a chain: the same set at every position, so its feeds and masks are
-        memoized, where every position made a new one.
+        running in linear time on every LR(k) grammar", 1991). Say ``o`` has one entry
+        waiting for ``A``, started in ``o2``, that ``A`` takes to an ε-DFA state whose items
+        all complete one nonterminal ``B`` (``B -> x A •``: it only passes ``B`` on).
+        Completing ``A`` in ``o`` adds that entry, which nothing can read (it shifts nothing
+        and accepts nothing), and completes ``B`` in ``o2`` (``o`` itself for an entry
+        started there); and so on, until ``A`` itself is completed, in a set ``u`` (within
+        ``LEO_STEPS`` steps). Where that holds for every ``A`` of ``want`` with the same
+        ``u`` older than ``o``, starting the entry in ``u`` gives the same sets less those
+        entries. A right-recursive rule (``body ::= "" | [a-z] body``,
+        or ``members ::= member ("," members)?`` through the rules of its group) then leaves
+        a set of a few entries at any depth, not a chain of entries that grows with the
+        text: the same set at every position, so its feeds and masks are memoized.
         """
         up = None
         for a in want:
-            w = o.waiting(a)
-            if not w:
-                return None
-            d2, o2 = w[0]
-            if o2 is o or (up is not None and o2 is not up) or self._passes(d2) != a:
-                return None
-            for x, y in w:
-                if x != d2 or y is not o2:
+            q, s = o, a
+            for _ in range(LEO_STEPS):
+                w = q.waiting(s)
+                if not w:
                     return None
-            up = o2
+                d2, o2 = w[0]
+                s = self._passes(d2)
+                if s < 0:
+                    return None
+                for x, y in w:
+                    if x != d2 or y is not o2:
+                        return None
+                q = o2
+                if s == a:
+                    break
+            else:
+                return None
+            if q is o or up is not None and q is not up:
+                return None
+            up = q
         return up
 
     def _passes(self, d: int) -> int:

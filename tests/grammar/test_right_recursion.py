@@ -24,6 +24,9 @@ from localguide.grammar.earley import Grammar
 
 BODY_RIGHT = 'root ::= "\\"" body "\\""\nbody ::= "" | [a-z ] body\n'
 BODY_ITER = 'root ::= "\\"" [a-z ]* "\\""\n'
+# Right recursion through an optional group (the rules GBNF makes of it), and its iterative form.
+LIST_RIGHT = 'root ::= "[" members "]"\nmembers ::= member ("," members)?\nmember ::= [a-z]+\n'
+LIST_ITER = 'root ::= "[" [a-z]+ ("," [a-z]+)* "]"\n'
 # json.org's grammar (its McKeeman form) in GBNF: every list right recursive, and lists inside lists.
 JSON_RIGHT = r'''root ::= element
 value ::= object | array | string | number | "true" | "false" | "null"
@@ -127,18 +130,30 @@ def walk_counted(idx, tokens) -> tuple[list, list, int]:
     return made, entries, widest
 
 
-def test_right_recursion_work_does_not_grow_with_position(vocab):
+def _string(n: int, seed: int = 0) -> bytes:
+    rng = random.Random(seed)
+    return b'"' + bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(n)) + b'"'
+
+
+def _list(n: int, seed: int = 0) -> bytes:
+    rng = random.Random(seed)
+    words = []
+    while sum(len(w) + 1 for w in words) < n:
+        words.append(bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 6))))
+    return b"[" + b",".join(words) + b"]"
+
+
+@pytest.mark.parametrize("grammar,text", [(BODY_RIGHT, _string), (LIST_RIGHT, _list)], ids=["string", "list"])
+def test_right_recursion_work_does_not_grow_with_position(vocab, grammar, text):
     ids = byte_tokens(vocab)
-    rng = random.Random(0)
-    n = 3000
-    text = b'"' + bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(n)) + b'"'
-    idx = compile_grammar(BODY_RIGHT, vocab)
-    made, entries, widest = walk_counted(idx, [ids[b] for b in text])
-    # Each character used to add one entry to every set after it (3,000 entries at the end,
-    # a new set and mask per character); now the set after a character is the same set.
+    data = text(3000)
+    idx = compile_grammar(grammar, vocab)
+    made, entries, widest = walk_counted(idx, [ids[b] for b in data])
+    # Each character (each item of the list) used to add an entry to every set after it; now
+    # the set after a character is the same set, and so are its feeds and masks.
     assert widest <= 4
-    assert sum(made[20:]) == 0 and sum(entries[20:]) == 0, (made[:40], entries[:40])
-    assert sum(made[:20]) > 0  # (the counter counts)
+    assert sum(made[40:]) == 0 and sum(entries[40:]) == 0, (made[:60], entries[:60])
+    assert sum(made[:40]) > 0  # (the counter counts)
 
 
 def test_json_right_recursion_work_does_not_grow_with_position(vocab):
@@ -169,12 +184,12 @@ def _same_masks(a, b, tokens, vocab, max_tokens=None):
     assert ga.is_accepting()
 
 
-def test_right_recursive_string_masks_equal_iterative(vocab):
+@pytest.mark.parametrize("right,iterative,text", [(BODY_RIGHT, BODY_ITER, _string), (LIST_RIGHT, LIST_ITER, _list)],
+                         ids=["string", "list"])
+def test_right_recursive_masks_equal_iterative(vocab, right, iterative, text):
     ids = byte_tokens(vocab)
-    rng = random.Random(1)
-    text = b'"' + bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz ") for _ in range(300)) + b'"'
-    tokens = [ids[b] for b in text]
-    right, iterative = compile_grammar(BODY_RIGHT, vocab), compile_grammar(BODY_ITER, vocab)
+    tokens = [ids[b] for b in text(300, seed=1)]
+    right, iterative = compile_grammar(right, vocab), compile_grammar(iterative, vocab)
     _same_masks(right, iterative, tokens, vocab)
     _same_masks(right, iterative, tokens, vocab, max_tokens=len(tokens) + 1)  # the budget binds at the end
 
@@ -289,7 +304,7 @@ def textbook(rules, start, text):
 
 
 _symbol = st.sampled_from(list(LETTERS) + NTS)
-# Right recursion is likely: a rule ending with its own left-hand side, after a letter or not.
+# Right recursion is likely: rules ending with a nonterminal, mostly their own left-hand side.
 _rhs = st.one_of(st.lists(_symbol, max_size=3).map(tuple),
                  st.tuples(st.sampled_from(LETTERS + "x"), st.lists(_symbol, max_size=1)).map(
                      lambda p: ((p[0],) if p[0] != "x" else ()) + tuple(p[1])))
@@ -301,7 +316,7 @@ def grammars(draw):
     for nt in NTS:
         for rhs in draw(st.lists(_rhs, min_size=1, max_size=3)):
             if draw(st.booleans()):
-                rhs = rhs + (nt,)  # right recursive
+                rhs = rhs + (draw(st.sampled_from([nt, nt] + NTS)),)  # right recursive, or mutually
             rules.append((nt, rhs))
     return rules
 
