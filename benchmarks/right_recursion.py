@@ -28,64 +28,16 @@ import statistics
 import sys
 import time
 
+from pathlib import Path
+
 from common import fmt, log, md_table, model_paths
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "grammar"))
+from test_right_recursion import BODY_ITER, BODY_RIGHT, JSON_ITER, JSON_RIGHT, byte_tokens  # noqa: E402
 
 from localguide import Vocabulary
 from localguide.grammar import compile_grammar
 from localguide.grammar.compiled import GrammarIndex
-
-BODY_RIGHT = 'root ::= "\\"" body "\\""\nbody ::= "" | [a-z ] body\n'
-BODY_ITER = 'root ::= "\\"" [a-z ]* "\\""\n'
-# json.org's grammar (McKeeman form) in GBNF: every list is right recursive.
-JSON_RIGHT = r'''root ::= element
-value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" ws "}" | "{" members "}"
-members ::= member | member "," members
-member ::= ws string ws ":" element
-array ::= "[" ws "]" | "[" elements "]"
-elements ::= element | element "," elements
-element ::= ws value ws
-string ::= "\"" characters "\""
-characters ::= "" | character characters
-character ::= [^"\\\x00-\x1F] | "\\" escape
-escape ::= ["\\/bfnrt] | "u" hex hex hex hex
-hex ::= [0-9a-fA-F]
-number ::= integer fraction exponent
-integer ::= digit | onenine digits | "-" digit | "-" onenine digits
-digits ::= digit | digit digits
-digit ::= "0" | onenine
-onenine ::= [1-9]
-fraction ::= "" | "." digits
-exponent ::= "" | "E" sign digits | "e" sign digits
-sign ::= "" | "+" | "-"
-ws ::= "" | [ \t\n\r] ws
-'''
-# The same language with every list written as a repetition.
-JSON_ITER = r'''root ::= element
-value ::= object | array | string | number | "true" | "false" | "null"
-object ::= "{" ws "}" | "{" member ("," member)* "}"
-member ::= ws string ws ":" element
-array ::= "[" ws "]" | "[" element ("," element)* "]"
-element ::= ws value ws
-string ::= "\"" character* "\""
-character ::= [^"\\\x00-\x1F] | "\\" escape
-escape ::= ["\\/bfnrt] | "u" hex hex hex hex
-hex ::= [0-9a-fA-F]
-number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
-ws ::= [ \t\n\r]*
-'''
-
-
-def byte_tokens(vocab: Vocabulary) -> dict[int, int]:
-    """A token id for each byte value that some token spells alone."""
-    out: dict[int, int] = {}
-    stops = set(vocab.stop_ids.tolist())
-    for i in range(vocab.size):
-        b = vocab[i]
-        if len(b) == 1 and b[0] not in out and i not in stops:
-            out[b[0]] = i
-    return out
-
 
 def body_text(n: int, seed: int = 0) -> bytes:
     rng = random.Random(seed)
