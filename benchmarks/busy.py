@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -126,6 +127,8 @@ def server_rows(name: str, path, levels: list[int], clients: int, parallel: int,
 
 
 def main() -> None:
+    # (a SIGTERM unwinds like Ctrl-C, so every ``with Neighbours`` stops its processes)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="smollm2,gemma")
     ap.add_argument("--cases", default=DEFAULT_CASES, help="comma separated case names or parts")

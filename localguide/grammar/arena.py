@@ -10,8 +10,10 @@ full up front (a few hundred states for the shipped grammars; larger generated
 grammars keep the Python path). A ``PState`` is copied into the arena the first
 time a mask needs it, its origin sets first; arena sets are interned by content
 with origins by arena id, so a ``PState`` and the arena set made by feeding the
-same terminals are one set. Tokens that a tree leaves unresolved (checked one by
-one against the parser) send the mask to the Python path.
+same terminals are one set (where ``Grammar._project`` cut none of its origins); both
+take Leo's deterministic reductions (``arena_kernels._leo_origin``). Tokens that a
+tree leaves unresolved (checked one by one against the parser) send the mask to the
+Python path.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def _dfa_tables(grammar) -> tuple:
     t = {k: read_only(v) for k, v in grammar.dfa_tables().items()}
     w = t["dfa_allowed"].shape[1]
     return (t["dfa_allowed"], t["dfa_pred"], t["dfa_comp_off"], t["dfa_comp"], t["dfa_sh_off"], t["dfa_sh_sym"],
-            t["dfa_sh_to"], int_words(grammar.ignore_mask, w))
+            t["dfa_sh_to"], int_words(grammar.ignore_mask, w), *(read_only(x) for x in grammar.leo_tables()))
 
 
 def _new_arena(n: int, n_words: int, f: int, scratch: int) -> tuple:

@@ -18,7 +18,8 @@ from ..numba_tools import _bare, _grow, _sort_ints, _voidptr
 # set_allowed (terminal bit words), set_hash, ht (open addressing: set + 1), fk/fv
 # (memoized feeds: set * n_terminals + terminal + 1 -> set, EARLEY_REJECT)).
 # ``D`` is the LR(0) epsilon-DFA (``earley.Grammar``): allowed words, predicted
-# companion, completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words.
+# companion, completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words,
+# left-hand sides (CSR), the nonterminal a state only passes on.
 # ``T`` holds the subterminal trees (``masks``) and the readings' tables.
 
 # Unmanaged views. The kernels below pass the arena and tables as tuples of arrays; numba
@@ -41,8 +42,11 @@ from ..numba_tools import _bare, _grow, _sort_ints, _voidptr
  AR_FINISH_DONE, AR_AFTER, AR_SCRATCH) = range(12)
 (META_SETS, META_KEYS, META_FEEDS, META_INITIAL) = range(4)  # AR_META's entries
 # ``D``, the LR(0) epsilon-DFA (``earley.Grammar``): allowed words, predicted companion,
-# completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words.
-(DF_ALLOWED, DF_PRED, DF_COMP_OFF, DF_COMP, DF_SH_OFF, DF_SH_SYM, DF_SH_TO, DF_IGNORED) = range(8)
+# completed nonterminals (CSR), shifts (CSR, sorted by symbol), ignored words, the items'
+# left-hand sides (CSR), the one nonterminal each state only passes on or -1
+# (``earley.Grammar.leo_tables``).
+(DF_ALLOWED, DF_PRED, DF_COMP_OFF, DF_COMP, DF_SH_OFF, DF_SH_SYM, DF_SH_TO, DF_IGNORED, DF_LHS_OFF, DF_LHS,
+ DF_PASS) = range(11)
 # ``T``, the subterminal trees (``masks``: children CSR, each node's groups, each group's
 # scanner state and lead token, live words, tree roots) and the readings' tables.
 (TR_CH_OFF, TR_CH_TERM, TR_CH_NODE, TR_NODE_GRP, TR_GRP_STATE, TR_GRP_LEAD, TR_LIVE_W, TR_TREE_ROOT,
@@ -64,7 +68,8 @@ def _bare_arena(A):
 @njit(cache=True, inline="always")
 def _bare_dfa(D):
     return (_bare(D[DF_ALLOWED]), _bare(D[DF_PRED]), _bare(D[DF_COMP_OFF]), _bare(D[DF_COMP]), _bare(D[DF_SH_OFF]),
-            _bare(D[DF_SH_SYM]), _bare(D[DF_SH_TO]), _bare(D[DF_IGNORED]))
+            _bare(D[DF_SH_SYM]), _bare(D[DF_SH_TO]), _bare(D[DF_IGNORED]), _bare(D[DF_LHS_OFF]), _bare(D[DF_LHS]),
+            _bare(D[DF_PASS]))
 
 
 # A context: the arrays of ``A``, ``D``, ``T``, ``B`` and ``S`` (the scanner states'
@@ -77,13 +82,14 @@ CTX_SPEC = (
     ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 2), ("u8", 1), ("i8", 1), ("i8", 1), ("i8", 1),  # A
     ("i8", 2), ("i8", 1), ("i8", 2), ("i8", 1),
     ("u8", 2), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("u8", 1),  # D
+    ("i8", 1), ("i8", 1), ("i8", 1),
     ("i8", 1), ("i4", 1), ("i4", 1), ("i8", 1), ("i4", 1), ("i4", 1), ("u8", 2), ("i8", 1),  # T
     ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("b", 1),
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("b", 1), ("i8", 1), ("i8", 1),  # B
     ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1), ("i8", 1),
     ("i8", 1), ("i4", 1), ("b", 1))  # S
 CTX_DTYPES = {"i8": np.int64, "u8": np.uint64, "i4": np.int32, "b": np.uint8}
-CTX_A, CTX_D, CTX_T, CTX_B, CTX_S = 0, 12, 20, 34, 50  # where each table's slots start (B's tuples flattened)
+CTX_A, CTX_D, CTX_T, CTX_B, CTX_S = 0, 12, 23, 37, 53  # where each table's slots start (B's tuples flattened)
 CTX_ARENA = CTX_D  # the first slots: the arena, written by the kernels
 
 
@@ -112,7 +118,8 @@ def _ctx_tables(ctx):
          _c1(ctx, CTX_A + AR_FINISH_DONE, i8), _c2(ctx, CTX_A + AR_AFTER, i8), _c1(ctx, CTX_A + AR_SCRATCH, i8))
     D = (_c2(ctx, CTX_D + DF_ALLOWED, u8), _c1(ctx, CTX_D + DF_PRED, i8), _c1(ctx, CTX_D + DF_COMP_OFF, i8),
          _c1(ctx, CTX_D + DF_COMP, i8), _c1(ctx, CTX_D + DF_SH_OFF, i8), _c1(ctx, CTX_D + DF_SH_SYM, i8),
-         _c1(ctx, CTX_D + DF_SH_TO, i8), _c1(ctx, CTX_D + DF_IGNORED, u8))
+         _c1(ctx, CTX_D + DF_SH_TO, i8), _c1(ctx, CTX_D + DF_IGNORED, u8), _c1(ctx, CTX_D + DF_LHS_OFF, i8),
+         _c1(ctx, CTX_D + DF_LHS, i8), _c1(ctx, CTX_D + DF_PASS, i8))
     T = (_c1(ctx, CTX_T + TR_CH_OFF, i8), _c1(ctx, CTX_T + TR_CH_TERM, i4), _c1(ctx, CTX_T + TR_CH_NODE, i4),
          _c1(ctx, CTX_T + TR_NODE_GRP, i8), _c1(ctx, CTX_T + TR_GRP_STATE, i4), _c1(ctx, CTX_T + TR_GRP_LEAD, i4),
          _c2(ctx, CTX_T + TR_LIVE_W, u8), _c1(ctx, CTX_T + TR_TREE_ROOT, i8), _c1(ctx, CTX_T + TR_TREE_OF, i8),
@@ -230,6 +237,54 @@ def _feed_slot(key, mask):
     return np.int64(((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(29)) & np.uint64(mask))
 
 
+LEO_STEPS = 32  # (``earley.LEO_STEPS``)
+
+
+@njit(cache=True, inline="always")
+def _leo_origin(A, D, d, o):
+    """The set that an entry (DFA state ``d``, started in arena set ``o``) starts in instead
+    (``earley.Grammar._leo_up``): where completing each left-hand side ``a`` of ``d`` there only
+    passes nonterminals on, one entry at a time, until ``a`` itself is completed in one older set."""
+    set_off, set_keys = A[AR_SET_OFF], A[AR_SET_KEYS]
+    sh_off, sh_sym, sh_to = D[DF_SH_OFF], D[DF_SH_SYM], D[DF_SH_TO]
+    lhs_off, lhs, passes = D[DF_LHS_OFF], D[DF_LHS], D[DF_PASS]
+    while o >= 0:
+        up = -1
+        for j in range(lhs_off[d], lhs_off[d + 1]):
+            a = lhs[j]
+            q = o
+            s = a
+            back = False
+            for _ in range(LEO_STEPS):
+                d2 = -1
+                o2 = -1
+                for e in range(set_off[q], set_off[q + 1]):
+                    k = set_keys[e]
+                    x = _shift_to(sh_off, sh_sym, sh_to, k >> 32, s)
+                    if x >= 0:
+                        y = (k & 0xFFFFFFFF) - 1
+                        if y < 0:
+                            y = q
+                        if d2 >= 0 and (x != d2 or y != o2):
+                            return o  # a second entry
+                        d2 = x
+                        o2 = y
+                if d2 < 0 or passes[d2] < 0:
+                    return o
+                s = passes[d2]
+                q = o2
+                if s == a:
+                    back = True
+                    break
+            if not back or q == o or (up >= 0 and q != up):
+                return o
+            up = q
+        if up < 0:
+            return o
+        o = up
+    return o
+
+
 # ``A[AR_SCRATCH]`` is scratch for ``_earley_make`` (the arena's only user, one call at a time),
 # four areas of a quarter each (a power of two): keys, seen (a hash set), the work stack's
 # states and origins. A set's closure runs in it instead of in arrays allocated per call,
@@ -255,6 +310,8 @@ def _earley_make(A, D, sd, so, nk):
         m -= 1
         d = sd[m]
         o = so[m]
+        if o >= 0:
+            o = _leo_origin(A, D, d, o)
         key = (d << 32) | (o + 1)
         mask = len(seen) - 1
         i = _feed_slot(key + 1, mask)

@@ -95,14 +95,13 @@ class Completer:
                         changed = True
         self.best = best
         ns = g.next_sym
-        self.rest_of = []  # bytes of the symbols after the dot
-        for it in range(len(ns)):
-            out = []
-            k = it
-            while ns[k] >= 0:
-                out.append(best[ns[k]])
-                k += 1
-            self.rest_of.append(b"".join(out))
+        # bytes of the symbols after the dot: an item's is its symbol's and the next item's (from the
+        # rule's end back: linear in the rule's length, where walking each item to its end was quadratic)
+        rest_of = [b""] * len(ns)
+        for it in range(len(ns) - 1, -1, -1):
+            if ns[it] >= 0:
+                rest_of[it] = best[ns[it]] + rest_of[it + 1]
+        self.rest_of = rest_of
         # lc[B][T]: shortest bytes after T in a string of B that starts with terminal T
         lc: dict[int, dict[int, bytes]] = {b: {} for b in g.nt_id.values()}
         changed = True

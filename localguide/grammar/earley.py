@@ -12,8 +12,11 @@ A ``PState`` is one Earley set together with (by reference) the sets its entries
 started in. States are interned by content — the entries, each with the
 *canonical* state it started in — so two texts that leave the parser in the same
 situation share one object, and with it the memoized transitions (``feed``) and the
-mask caches hung on it. Terminals are ints ``0..n_terminals-1``; ``allowed`` is the
-bitmask of terminals the parser accepts next.
+mask caches hung on it. An entry starts in the set that its completions reach past the
+sets that only pass a nonterminal on (Leo's deterministic reductions, ``_leo_up``), so a
+right-recursive rule leaves the same set at every depth instead of a chain that grows with
+the text. Terminals are ints ``0..n_terminals-1``; ``allowed`` is the bitmask of terminals
+the parser accepts next.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ import numpy as np
 from .cfg import CFG
 from .rows import Rows
 
+# How many sets a deterministic reduction path is followed before its nonterminal comes back
+# (``Grammar._leo_up``): the rules of one right-recursive cycle, written by a front end.
+LEO_STEPS = 32
 DFA_KEYS = ("dfa_items_off", "dfa_items", "dfa_allowed", "dfa_pred", "dfa_is_pred", "dfa_comp_off", "dfa_comp",
             "dfa_sh_off", "dfa_sh_sym", "dfa_sh_to")
 
@@ -109,6 +115,7 @@ class Grammar:
         self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
         self._table: dict = {}
         self._unions: dict = {}  # uids of pooled sets -> their union (``union``)
+        self._pass: dict = {}  # ε-DFA state -> the one nonterminal it only passes on, or -1 (``_passes``)
         self._uid = 0
         self.initial = None
         self._dfa = None  # the explored ε-DFA as arrays (``dfa_tables``)
@@ -213,6 +220,27 @@ class Grammar:
                              "dfa_comp_off": a(comp_off), "dfa_comp": a(comp), "dfa_sh_off": a(sh_off),
                              "dfa_sh_sym": a(sh_sym), "dfa_sh_to": a(sh_to)}
             return self._dfa
+
+    def leo_tables(self) -> tuple:
+        """For the explored ε-DFA (``explore`` first): each state's left-hand sides (offsets and
+        nonterminals, sorted) and the nonterminal it only passes on or -1 (``_passes``): what the
+        compiled arena's deterministic reductions read (``arena_kernels._leo_origin``)."""
+        t = self.dfa_tables()
+        off, items = t["dfa_items_off"], t["dfa_items"]
+        n = len(off) - 1
+        lhs = np.asarray(self._items[2])[items]
+        state = np.repeat(np.arange(n), np.diff(off))
+        pairs = np.unique(np.stack([state, lhs], axis=1), axis=0) if n else np.zeros((0, 2), np.int64)
+        lhs_off = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(pairs[:, 0], minlength=n), out=lhs_off[1:])
+        n_lhs = np.diff(lhs_off)
+        open_items = np.bincount(state[np.asarray(self._items[1])[items] >= 0], minlength=n)
+        accept = np.zeros(n, bool)
+        accept[state[items == self.accept_item]] = True
+        only = (n_lhs == 1) & (open_items == 0) & ~accept
+        passes = np.full(n, -1, np.int64)
+        passes[only] = pairs[lhs_off[:-1][only], 1]
+        return lhs_off, pairs[:, 1].astype(np.int64), passes
 
     def arrays(self, max_states: int) -> dict:
         """What ``Grammar(cfg, arrays)`` reads back: the nullable symbols and, when it has at most
@@ -387,14 +415,11 @@ class Grammar:
         return got
 
     def _project(self, o: "PState", d: int) -> "PState":
-        """``o`` cut down to what an entry (``d``, ``o``) can ask of it.
+        """``o`` cut down to what an entry (``d``, ``o``) can ask of it (``_cut``), and moved up
+        past the sets whose completions only pass one nonterminal on (``_leo_up``).
 
         An entry only ever completes the left-hand sides of its items, so it only reads
-        ``o.waiting(A)`` for those ``A``, and, through the entries of ``o`` that start in
-        ``o`` itself, the left-hand sides of theirs. Interning that part of ``o`` instead
-        of ``o`` makes two sets that differ only in what no longer matters one set: the
-        two readings of ``FROM t1 WHERE`` (table ``t1``, or table ``t`` aliased ``1``)
-        continue as one configuration instead of doubling at every nesting level.
+        ``o.waiting(A)`` for those ``A``; the set that answers that is all the entry needs.
         """
         if o is self.initial:
             return o  # acceptance is told by the start item's origin being the initial set
@@ -405,6 +430,37 @@ class Grammar:
         got = proj.get(want)
         if got is not None:
             return got
+        path = [proj]
+        while True:
+            cut = self._cut(o, want)
+            up = self._leo_up(cut, want)
+            if up is None:
+                got = cut
+                break
+            if up is self.initial:
+                got = up
+                break
+            o = up
+            proj = o._proj
+            if proj is None:
+                proj = o._proj = {}
+            got = proj.get(want)
+            if got is not None:
+                break
+            path.append(proj)
+        for proj in path:
+            proj[want] = got
+        return got
+
+    def _cut(self, o: "PState", want: frozenset) -> "PState":
+        """``o`` cut down to the entries that ``o.waiting(A)`` reads for ``A`` in ``want``.
+
+        Besides those, through the entries of ``o`` that start in ``o`` itself, it reads
+        the left-hand sides of theirs. Interning that part of ``o`` instead of ``o`` makes
+        two sets that differ only in what no longer matters one set: the two readings of
+        ``FROM t1 WHERE`` (table ``t1``, or table ``t`` aliased ``1``) continue as one
+        configuration instead of doubling at every nesting level.
+        """
         dstates, shifts = self.dstates, self.shifts
         ents = o.entries
         need = set(want)
@@ -418,16 +474,66 @@ class Grammar:
                     if o2 is None:
                         need |= dstates[d2].lhs
         if all(keep):
-            got = o
-        else:
-            sub = tuple(e for e, k in zip(ents, keep) if k)
-            ckey = _content_key(sub)
-            got = self._table.get(ckey)
-            if got is None:
-                got = PState(self, sub, self._uid)
-                self._uid += 1
-                self._table[ckey] = got
-        proj[want] = got
+            return o
+        sub = tuple(e for e, k in zip(ents, keep) if k)
+        ckey = _content_key(sub)
+        got = self._table.get(ckey)
+        if got is None:
+            got = PState(self, sub, self._uid)
+            self._uid += 1
+            self._table[ckey] = got
+        return got
+
+    def _leo_up(self, o: "PState", want: frozenset) -> "PState | None":
+        """The older set ``u`` that an entry started in ``o`` can start in instead, None if none.
+
+        Leo's deterministic reductions (Leo, "A general context-free parsing algorithm
+        running in linear time on every LR(k) grammar", 1991). Say ``o`` has one entry
+        waiting for ``A``, started in ``o2``, that ``A`` takes to an ε-DFA state whose items
+        all complete one nonterminal ``B`` (``B -> x A •``: it only passes ``B`` on).
+        Completing ``A`` in ``o`` adds that entry, which nothing can read (it shifts nothing
+        and accepts nothing), and completes ``B`` in ``o2`` (``o`` itself for an entry
+        started there); and so on, until ``A`` itself is completed, in a set ``u`` (within
+        ``LEO_STEPS`` steps). Where that holds for every ``A`` of ``want`` with the same
+        ``u`` older than ``o``, starting the entry in ``u`` gives the same sets less those
+        entries. A right-recursive rule (``body ::= "" | [a-z] body``,
+        or ``members ::= member ("," members)?`` through the rules of its group) then leaves
+        a set of a few entries at any depth, not a chain of entries that grows with the
+        text: the same set at every position, so its feeds and masks are memoized.
+        """
+        up = None
+        for a in want:
+            q, s = o, a
+            for _ in range(LEO_STEPS):
+                w = q.waiting(s)
+                if not w:
+                    return None
+                d2, o2 = w[0]
+                s = self._passes(d2)
+                if s < 0:
+                    return None
+                for x, y in w:
+                    if x != d2 or y is not o2:
+                        return None
+                q = o2
+                if s == a:
+                    break
+            else:
+                return None
+            if q is o or up is not None and q is not up:
+                return None
+            up = q
+        return up
+
+    def _passes(self, d: int) -> int:
+        """The nonterminal that ε-DFA state ``d`` completes, when its items all end with it and
+        it does not accept (a state that only passes one nonterminal on); -1 otherwise."""
+        got = self._pass.get(d)
+        if got is None:
+            st = self.dstates[d]
+            ns = self.next_sym
+            ok = len(st.complete) == 1 and not st.accept and all(ns[it] < 0 for it in st.items)
+            got = self._pass[d] = st.complete[0] if ok else -1
         return got
 
     @property

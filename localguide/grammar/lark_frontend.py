@@ -24,6 +24,7 @@ the language and are ignored here.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -43,6 +44,8 @@ _KNOWN = {
     r"\/\*(.|\n)*?\*\/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
 }
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+MAX_EXPANSION = 10_000  # copies one part of a rule expands to through ~ repetitions inside one another
+MAX_NESTING = 100  # (), [] and {} inside one another in a rule (lark's reading recurses a few frames a level)
 _LAZY = re.compile(r"(?<!\\)([*+?}])\?")
 
 
@@ -214,8 +217,75 @@ def _place(text: str, td) -> tuple[int | None, int | None]:
     return line, k - (text.rfind("\n", 0, k) + 1) + 1
 
 
+def check_nesting(text: str, source: str = "grammar") -> None:
+    """Refuse ``text`` where its parentheses, brackets and braces (outside strings, regexes and
+    comments) nest deeper than ``MAX_NESTING``, or where ``~`` repetitions of groups inside
+    one another multiply past ``MAX_EXPANSION`` copies: a ``GrammarError`` at the first bracket
+    or ``~`` past it, before lark reads the grammar (its reading recurses: a ``RecursionError``
+    at a few hundred brackets; it writes every copy out: ``(("b")~2)~2``... 40 deep never ends)."""
+    depth = 0
+    widest = [1]  # per open group: the most copies one of its parts expands to
+    closed, closed_at = 1, -1  # the copies of the group closed last, and where it ended
+    for m in _NESTING.finditer(text):
+        c, i = m.group(), m.start()
+        if c in "([{":
+            depth += 1
+            widest.append(1)
+            if depth > MAX_NESTING:
+                raise GrammarError(f"parentheses, brackets and braces nested more than {MAX_NESTING} deep are not "
+                                   "supported (localguide.grammar.lark_frontend.MAX_NESTING)", *_at(text, i), source)
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+            closed, closed_at = (widest.pop() if len(widest) > 1 else 1), m.end()
+            widest[-1] = max(widest[-1], closed)
+        elif c[0] == "~":
+            part = closed if text[closed_at:i].strip() == "" else 1  # (a group's copies, or one item's)
+            copies = part * int(m.group(2) or m.group(1))
+            if copies > MAX_EXPANSION:
+                raise GrammarError(f"repetitions with ~ inside one another expand to more than {MAX_EXPANSION:,} "
+                                   "copies of a part (localguide.grammar.lark_frontend.MAX_EXPANSION): write the "
+                                   "repeated part as a rule of its own", *_at(text, i), source)
+            widest[-1] = max(widest[-1], copies)
+
+
+def _at(text: str, i: int) -> tuple[int, int]:
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+# (a string, a regex, a comment, as lark's lexer reads them: their brackets are no nesting; a
+# bracket; a ``~`` repetition with its count or range)
+_NESTING = re.compile(r'"(?:\\[\s\S]|[^"\\\n])*"?|/(?!/)(?:\\[\s\S]|[^/\\])*/?|(?://|#)[^\n]*|[()\[\]{}]'
+                      r'|~\s*(\d+)(?:\s*\.\.\s*(\d+))?')
+
+
+@functools.lru_cache(maxsize=None)
+def _reader():
+    import lark
+    from lark.exceptions import GrammarError as LarkGrammarError
+
+    class Read(lark.Lark):
+        """A grammar read by lark (rules and terminals), without the parser lark would build: its
+        analysis (FIRST/FOLLOW sets to a fixed point) took seconds for a rule of a few hundred
+        items, and only its two checks of the rules are wanted."""
+
+        def _build_parser(self):
+            rules = self.rules
+            twice = sorted({str(r) for r in rules if rules.count(r) > 1}) if len(set(rules)) < len(rules) else ()
+            if twice:
+                raise LarkGrammarError("Rules defined twice: %s" % ", ".join(twice))
+            defined = {r.origin for r in rules}
+            for r in rules:
+                for sym in r.expansion:
+                    if not sym.is_term and sym not in defined:
+                        raise LarkGrammarError("Using an undefined rule: %s" % sym)
+            return None
+
+    return Read
+
+
 def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, import_paths=()) -> CFG:
     """Parse Lark grammar ``text`` and convert it to the internal form."""
+    check_nesting(text, source)
     import lark
     from lark.exceptions import GrammarError as LarkGrammarError
     from lark.exceptions import UnexpectedInput
@@ -236,8 +306,9 @@ def lark_to_cfg(text: str, source: str = "grammar", start: str | None = None, im
         kwargs["import_paths"] = list(import_paths)
     from .confined import ImportRefused
 
+    _Read = _reader()
     try:
-        lk = lark.Lark(text, **kwargs)
+        lk = _Read(text, **kwargs)
     except ImportRefused as e:
         line = _line_of(text, rf"^\s*%import\s+\.?{re.escape(e.name.split('.')[0])}\b")
         raise GrammarError(f"invalid Lark grammar: {e}", line or _line_of(text, r"^\s*%import\b"), None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import contextlib
 import dataclasses
@@ -15,10 +16,8 @@ import numpy as np
 
 from .. import cache
 from ..errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
-from ..grammar import compile_grammar
 from ..progress import stage
 from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
-from ..regex import compile_choice, compile_regex
 from ..quiet import quiet_llama
 from .. import threads
 from ..vocabulary import Vocabulary
@@ -119,27 +118,10 @@ class Model:
         JSON text or Pydantic model class (``options``: ``strict``, ``whitespace``, ... as
         ``compile_json_schema``).
         """
-        given = [x is not None for x in (regex, choice, grammar, json_schema)]
-        if sum(given) > 1:
-            raise ValueError("give at most one of regex=, choice=, grammar= and json_schema=")
-        if isinstance(choice, (str, bytes)):
-            raise ArgumentError(f"choice= takes a list of strings, not one string ({choice!r}: "
-                                f"choice=[{choice!r}] for that one)")
-        if regex is not None and not isinstance(regex, str):
-            raise ArgumentError(f"regex= takes a str, not {type(regex).__name__}")
-        if json_schema is not None:
-            from ..json_schema import compile_json_schema
+        from ..constraint import compile_constraint
 
-            return compile_json_schema(json_schema, self.vocabulary, **options)
-        if grammar is not None:
-            return compile_grammar(grammar, self.vocabulary, **options)
-        if options:
-            raise ValueError(f"options {sorted(options)} need grammar= or json_schema=")
-        if regex is not None:
-            return compile_regex(regex, self.vocabulary)
-        if choice is not None:
-            return compile_choice(choice, self.vocabulary)
-        return None
+        return compile_constraint(self.vocabulary, regex=regex, choice=choice, grammar=grammar,
+                                  json_schema=json_schema, **options)
 
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
@@ -411,10 +393,22 @@ class Model:
         data, pos = text.encode("utf-8"), 0
         bos = self.llama.token_bos()
         # (a BOS the template did not write stands for no bytes)
-        j = 1 if said[0] == tokens[0] == bos and not data.startswith(self._piece(bos)) else 0
+        unwritten = bool(tokens) and tokens[0] == bos and not data.startswith(self._piece(bos))
+        markup = self._markup(tokens[1 if unwritten else 0:], data)
+        if markup is None:
+            return tokens
+        j = 1 if unwritten and said[0] == bos else 0
         while j < len(said):
             piece = self._piece(said[j])
             if not piece or not data.startswith(piece, pos):
+                break
+            # (bytes alone are not enough: the template's markup only as its control token, and
+            # a text token never over markup, or a prompt written as text would read as markup)
+            if self.vocabulary[said[j]]:
+                k = bisect.bisect_left(markup[0], pos)
+                if k < len(markup[0]) and markup[0][k] < pos + len(piece):
+                    break
+            elif markup[1].get(pos) != said[j]:
                 break
             pos, j = pos + len(piece), j + 1
         if j <= n:
@@ -424,6 +418,18 @@ class Model:
         if b"".join(self._piece(t) for t in tail) != data[pos:]:
             return tokens
         return said[:j] + tail
+
+    def _markup(self, tokens: list[int], data: bytes) -> tuple[list[int], dict[int, int]] | None:
+        """Where ``tokens`` (``data`` tokenized) hold control tokens: their byte offsets in order, and
+        offset -> token; None where their pieces do not spell ``data``."""
+        starts, at, pos = [], {}, 0
+        for t in tokens:
+            piece = self._piece(t)
+            if not self.vocabulary[t]:
+                starts.append(pos)
+                at[pos] = t
+            pos += len(piece)
+        return (starts, at) if pos == len(data) else None
 
     def _piece(self, token: int) -> bytes:
         """The bytes ``token`` stands for in a rendered prompt (a control token's text included)."""

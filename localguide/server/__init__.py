@@ -44,7 +44,7 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
     try:
         uvicorn.run(server.app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
     finally:
-        server.engine.close()
+        server.close()
 
 
 __all__ = ["ApiError", "Limits", "make_server", "serve"]

@@ -8,6 +8,7 @@ or a shipped name), ``choice``, ``after``, ``max_reasoning_tokens``, ``top_k``, 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -81,6 +82,10 @@ def parse_chat(body, limits: Limits) -> Job:
             raise ApiError("tools: expected a non-empty array of {'type': 'function', 'function': {...}}", "tools")
         if len(tools) > MAX_TOOLS:
             raise ApiError(f"tools: {len(tools)} tools, at most {MAX_TOOLS}", "tools")
+        for i, tool in enumerate(tools):
+            if (n := len(json.dumps(tool, ensure_ascii=False))) > MAX_TOOL_CHARS:
+                raise ApiError(f"tools[{i}]: {n:,} characters as JSON, at most {MAX_TOOL_CHARS:,} (serve's bound "
+                               "on one tool)", "tools")
         job.tools = tools
         job.tool_choice = _tool_choice(body.get("tool_choice", "auto"))
         job.parallel_tool_calls = _bool(body, "parallel_tool_calls", True)
@@ -131,6 +136,9 @@ def _object(body) -> dict:
 
 MAX_STOP_CHARS = 1000  # one stop string (the text is matched against it at every token)
 MAX_TOOLS = 128  # tools in one request (as OpenAI's bound)
+MAX_TOOL_CHARS = 32_768  # one tool, as JSON (its description is rendered into the prompt, its schema compiled)
+MAX_MESSAGES = 1024  # messages in one request (the template renders each)
+MAX_MESSAGES_CHARS = 1_000_000  # characters of text in all the messages (beyond any context)
 MAX_DEPTH = 64  # arrays and objects nested in a request body (a schema's nesting included)
 
 
@@ -247,7 +255,26 @@ def _constraint(body: dict, job: Job) -> None:
 def _messages(messages) -> list:
     if not isinstance(messages, list) or not messages:
         raise ApiError("messages: expected a non-empty array of {'role': ..., 'content': ...}", "messages")
+    if len(messages) > MAX_MESSAGES:
+        raise ApiError(f"messages: {len(messages):,} messages, at most {MAX_MESSAGES:,} (serve's bound)", "messages")
+    if (n := _characters(messages)) > MAX_MESSAGES_CHARS:
+        raise ApiError(f"messages: {n:,} characters of text, at most {MAX_MESSAGES_CHARS:,} (serve's bound)",
+                       "messages")
     return messages
+
+
+def _characters(value) -> int:
+    """The characters of the strings in ``value`` (not its keys); iterative."""
+    n, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            n += len(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return n
 
 
 def _tool_choice(value):

@@ -1,16 +1,21 @@
 """The HTTP side of ``localguide serve``: OpenAI's routes on Starlette, answers from an engine.
 
-A request is read (``api``), prepared in a worker thread (messages rendered, the constraint
-compiled through a cache bounded in entries and bytes, within ``compile_timeout``), then queued
-to the engine, whose thread sends its tokens back to the request's event loop. A client that
-goes away cancels its request: the engine frees its sequence at its next step.
+A request's body is read on the event loop, then checked (``api``) and prepared (messages
+rendered, the constraint compiled through a cache bounded in entries and bytes) in a thread, so
+that the event loop, ``/health`` included, never waits on either. A constraint not in the cache
+compiles in a worker process (``localguide.compile_workers``), within ``compile_timeout``
+counted from when a worker takes it; the request is then queued to the engine, whose thread
+sends its tokens back to the request's event loop. A client that goes away cancels its
+request: the engine frees its sequence at its next step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import json
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..compile_workers import CompileTimeout, CompileWorkers
 from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
                       SchemaError)
@@ -36,8 +42,11 @@ from .api import MAX_DEPTH, ApiError, Job, Limits, check_depth, parse_chat, pars
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
-COMPILE_WORKERS = 2        # constraints compiled at once
+COMPILE_WORKERS = 2        # constraints compiled at once (each in a process of its own)
 MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
+# (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
+PREPARE_THREADS = COMPILE_WORKERS + MAX_WAITING_COMPILES + 4
+KINDS = ("regex", "choice", "grammar", "json_schema")
 
 
 class CompileCache:
@@ -60,11 +69,6 @@ class CompileCache:
 
     def __len__(self) -> int:
         return len(self._items)
-
-    def has(self, **constraint) -> bool:
-        """Whether ``constraint`` is compiled already (a request for it compiles nothing)."""
-        key = constraint_key(**constraint)
-        return key is not None and self._items.get(key) is not None
 
 
 def _api_error(e: BaseException, job: Job | None) -> ApiError:
@@ -105,11 +109,12 @@ class Server:
         self.api_key, self.max_body = api_key, max_body
         self.confined = Confined(None if grammar_dir is None else Path(grammar_dir))
         self.compiled = CompileCache(self._compile, cache_entries, cache_bytes)
-        # (requests that compile nothing are prepared apart from those that compile: a slow compile
-        # delays no one else's request, and its time is charged to its own request only)
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="localguide-prepare")
-        self._compiles = ThreadPoolExecutor(max_workers=COMPILE_WORKERS, thread_name_prefix="localguide-compile")
-        self._compiling = 0
+        # (a compile holds the interpreter's lock for its whole length: in a process of its own, it
+        # delays no other request; its time is charged to its own request only)
+        self.workers = CompileWorkers(model.path, COMPILE_WORKERS)
+        self._pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="localguide-prepare")
+        self._compiling = 0  # compiles running or waiting for a worker
+        self._count = threading.Lock()
         self.created = int(time.time())
         self.app = Starlette(routes=[
             Route("/", self.playground, methods=["GET"]),
@@ -117,7 +122,7 @@ class Server:
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
-        ], exception_handlers={404: self._not_found, 405: self._not_allowed})
+        ], exception_handlers={404: self._not_found, 405: self._not_allowed}, lifespan=self._lifespan)
 
     # -- plain routes -------------------------------------------------------------------------
     async def playground(self, request: Request) -> Response:
@@ -149,7 +154,19 @@ class Server:
                                    code="invalid_api_key"))
         return None
 
-    async def _body(self, request: Request):
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app):
+        yield
+        # (here, not only in serve()'s finally: uvicorn ends on SIGTERM by raising it again, after this)
+        await asyncio.get_running_loop().run_in_executor(None, self.workers.close)
+
+    def close(self) -> None:
+        """End the compile workers and the engine."""
+        self.workers.close()
+        self.engine.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _read(self, request: Request) -> bytes:
         data, size = bytearray(), 0
         async for chunk in request.stream():  # (read to its end, so the client hears the answer)
             size += len(chunk)
@@ -159,6 +176,10 @@ class Server:
                 break
         if size > self.max_body:
             raise ApiError(f"the request body is over {self.max_body} bytes", status=413)
+        return bytes(data)
+
+    @staticmethod
+    def _body(data: bytes):
         try:
             body = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -171,10 +192,28 @@ class Server:
 
     # -- generation ---------------------------------------------------------------------------
     def _compile(self, **constraint):
-        """``Model.compile``, a request's grammar confined: text or a name, never a path."""
+        """``Model.compile`` of a request's constraint (a grammar confined: text or a name, never a
+        path): compiled in a worker process into the disk cache, then loaded from there."""
         if constraint.get("grammar") is not None:
             constraint["confined"] = self.confined
+        if any(constraint.get(k) is not None for k in KINDS):
+            self._in_worker(constraint)
         return self.model.compile(**constraint)
+
+    def _in_worker(self, constraint: dict) -> None:
+        with self._count:
+            if self._compiling >= COMPILE_WORKERS + MAX_WAITING_COMPILES:
+                raise ApiError(f"{self._compiling} constraints are compiling or waiting to: retry later, or send a "
+                               "constraint compiled already", status=429, type="rate_limit_error", code="busy")
+            self._compiling += 1
+        try:
+            self.workers.compile(constraint, self.limits.compile_timeout)
+        except CompileTimeout:
+            raise ApiError(f"compiling the request's constraint took over {self.limits.compile_timeout:g} s "
+                           "(serve --compile-timeout): refused", code="compile_timeout") from None
+        finally:
+            with self._count:
+                self._compiling -= 1
 
     async def chat(self, request: Request) -> Response:
         return await self._generate(request, parse_chat, self._prepare_chat, chat=True)
@@ -186,30 +225,12 @@ class Server:
         if (denied := self._auth(request)) is not None:
             return denied
         job = None
+        loop = asyncio.get_running_loop()
         try:
-            job = parse(await self._body(request), self.limits)
-            loop = asyncio.get_running_loop()
-            compiles = self._compiles_something(job)
-            if compiles and self._compiling >= COMPILE_WORKERS + MAX_WAITING_COMPILES:
-                raise ApiError(f"{self._compiling} constraints are compiling or waiting to: retry later, or send a "
-                               "constraint compiled already", status=429, type="rate_limit_error", code="busy")
-            started = asyncio.Event()
-
-            def run():
-                loop.call_soon_threadsafe(started.set)
-                return prepare(job)
-
-            fut = loop.run_in_executor(self._compiles if compiles else self._pool, run)
-            if compiles:  # (counted until the compile ends, past a timeout too)
-                self._compiling += 1
-                fut.add_done_callback(self._compiled)
-            await started.wait()  # (the compile's time counts from its start, not from the queue)
-            try:
-                prepared = await asyncio.wait_for(asyncio.shield(fut), self.limits.compile_timeout)
-            except asyncio.TimeoutError:
-                raise ApiError(f"preparing the request (compiling its constraint) took over "
-                               f"{self.limits.compile_timeout:g} s (serve --compile-timeout): refused",
-                               code="compile_timeout") from None
+            data = await self._read(request)
+            # (reading the JSON, walking and preparing it: in a thread, the event loop free meanwhile)
+            job = await loop.run_in_executor(self._pool, lambda: parse(self._body(data), self.limits))
+            prepared = await loop.run_in_executor(self._pool, prepare, job)
         except Exception as e:  # noqa: BLE001 - every fault is the request's answer
             return _error(_api_error(e, job))
         stream = _Stream(loop, job, prepared, chat, self)
@@ -218,18 +239,6 @@ class Server:
             return StreamingResponse(stream.events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
-
-    def _compiled(self, fut) -> None:
-        self._compiling -= 1
-        if not fut.cancelled():
-            fut.exception()  # (a compile whose request timed out: its error is retrieved, not logged)
-
-    def _compiles_something(self, job: Job) -> bool:
-        """Whether preparing ``job`` compiles a constraint (tool calls' schemas included)."""
-        if job.tools and job.tool_choice != "none":
-            return True
-        given = {k: v for k, v in job.constraint.items() if v is not None}
-        return bool(given) and not self.compiled.has(**given, **self._options(job))
 
     def _options(self, job: Job) -> dict:
         c = {k: v for k, v in job.constraint.items() if v is not None}

@@ -124,6 +124,8 @@ DEEP = "(" * 200 + "a" + ")" * 200
 @pytest.mark.parametrize("extra, param, words", [
     ({"regex": DEEP}, "regex", "MAX_NESTING"),
     ({"grammar": "root ::= " + DEEP.replace("a", '"a"')}, "grammar", "MAX_NESTING"),
+    ({"grammar": "start: " + DEEP.replace("a", '"a"')}, "grammar", "MAX_NESTING"),
+    ({"grammar": "start: " + "[" * 300 + '"a"' + "]" * 300}, "grammar", "MAX_NESTING"),
     ({"grammar": "root ::= r0\n" + "".join(f"r{i} ::= r{i + 1}\n" for i in range(20_000)) + 'r20000 ::= "a"'},
      "grammar", "MAX_RULES"),
     ({"response_format": {"type": "json_schema", "json_schema": {
@@ -179,13 +181,71 @@ def test_compiles_delay_no_request_that_compiles_nothing(strict):
         t.join()
 
 
-def test_sizes_that_scale_the_work_are_bounded(exposed):
-    status, body = _completion(exposed, stop=["x" * 600_000])
-    assert status == 400 and body["error"]["param"] == "stop" and "at most 1000" in body["error"]["message"]
-    tools = [{"type": "function", "function": {"name": f"f{i}", "parameters": {"type": "object"}}} for i in range(129)]
-    status, body = exposed.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
-                                                         "tools": tools})
-    assert status == 400 and body["error"]["param"] == "tools" and "at most 128" in body["error"]["message"]
+WORKER = "-m localguide.compile_workers"  # (a fresh interpreter: not a fork of the server)
+
+
+def _children(pid: int) -> set[int]:
+    """The processes ``pid`` started (each thread's: a worker is started from a thread of the server)."""
+    out = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out |= {int(x) for x in f.read().split()}
+        except FileNotFoundError:  # (a thread that ended meanwhile)
+            pass
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"), reason="Linux's /proc")
+def test_compile_workers_are_spawned_replaced_past_the_timeout_and_end_with_the_server(smollm2_path):
+    import time
+
+    s = Served(smollm2_path, parallel=2, extra=("--compile-timeout", "2"))
+    try:
+        deadline = time.time() + 120
+        while len(workers := {p for p in _children(s.proc.pid) if WORKER in _cmdline(p)}) < 2:
+            assert time.time() < deadline, "no two compile workers"
+            time.sleep(0.2)
+        slow = {"type": "string", "minLength": 6000, "pattern": "^[a-z ]*$"}  # (compiles for many seconds)
+        status, body = _completion(s, max_tokens=2, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": slow}})
+        assert status == 400 and body["error"]["code"] == "compile_timeout", body
+        status, body = _completion(s, max_tokens=3, regex="[0-9]{3}")  # (a fresh worker compiles it)
+        assert status == 200 and body["choices"][0]["text"].isdigit(), body
+        now = {p for p in _children(s.proc.pid) if WORKER in _cmdline(p)}
+        assert len(now) == 2 and len(now & workers) == 1  # (the one that overran was replaced)
+        workers |= now
+    finally:
+        s.close()
+    assert not [p for p in workers if os.path.exists(f"/proc/{p}") and WORKER in _cmdline(p)]
+
+
+def _tool(i: int, description: str = "") -> dict:
+    return {"type": "function", "function": {"name": f"f{i}", "description": description,
+                                             "parameters": {"type": "object"}}}
+
+
+HI = [{"role": "user", "content": "a"}]
+
+
+@pytest.mark.parametrize("body, param, words", [
+    ({"prompt": "a", "stop": ["x" * 600_000]}, "stop", "at most 1000"),
+    ({"messages": HI, "tools": [_tool(i) for i in range(129)]}, "tools", "at most 128"),
+    ({"messages": HI, "tools": [_tool(0), _tool(1, "d" * 40_000)]}, "tools", "tools[1]: 40,"),
+    ({"messages": HI * 1025}, "messages", "at most 1,024"),
+    ({"messages": [{"role": "user", "content": "a" * 1_000_000}]}, "messages", "1,000,004 characters of text, at most"),
+    ({"messages": [{"role": "system", "content": "b" * 600_000}, {"role": "user", "content": "a" * 399_991}]},
+     "messages", "1,000,001 characters of text, at most 1,000,000"),
+])
+def test_sizes_that_scale_the_work_are_bounded(exposed, body, param, words):
+    route = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    status, answer = exposed.post(route, {"max_tokens": 2, **body})
+    assert status == 400 and answer["error"]["param"] == param and words in answer["error"]["message"], answer
 
 
 # -- 5. fuzzing ---------------------------------------------------------------------------------
@@ -210,6 +270,9 @@ _CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temp
 @example(route="/v1/completions", changes={"prompt": "a\ud800"}, whole=None)
 @example(route="/v1/chat/completions", changes={"regex": DEEP}, whole=None)
 @example(route="/v1/chat/completions", changes={"choice": ["\udfff"]}, whole=None)
+@example(route="/v1/chat/completions", changes={"messages": HI * 1025}, whole=None)
+@example(route="/v1/chat/completions", changes={"tools": [_tool(0, "d" * 40_000)]}, whole=None)
+@example(route="/v1/completions", changes={"grammar": "start: " + "[" * 300 + '"a"' + "]" * 300}, whole=None)
 def test_random_and_mutated_bodies_never_break_the_server(strict, route, changes, whole):
     import json
 
