@@ -11,7 +11,7 @@ import pytest
 import localguide
 import localguide.index.index
 from localguide import Vocabulary, cache, compile_regex
-from localguide.index import Index
+from localguide.index import Index, packed
 
 
 @pytest.fixture
@@ -112,9 +112,15 @@ def test_wrong_content_is_rebuilt(fresh_cache, small_vocab):
     """A readable cache file with the wrong arrays (or ids beyond the vocabulary) is not trusted."""
     original = compile_regex(r"\d\d", small_vocab)
     (path,) = index_files(fresh_cache)
-    arrays = {k: np.asarray(v) for k, v in original.to_arrays().items()}
-    arrays["mask_tokens"] = arrays["mask_tokens"] + 1000
+    arrays = packed.pack({k: np.asarray(v) for k, v in original.to_arrays().items()}, small_vocab.size)
+    lists = "mask_d16" if len(arrays["mask_d16"]) else "excl_d16"
+    arrays[lists] = arrays[lists] + np.uint16(1000)
     cache.save(path, arrays)
+    with pytest.warns(RuntimeWarning):
+        rebuilt = compile_regex(r"\d\d", small_vocab)
+    assert_same_index(original, rebuilt)
+    cache.save(path, {k: np.asarray(v) for k, v in original.to_arrays().items()})  # not packed
+    cache._warned = False  # (one warning per process; the fixture restores the flag)
     with pytest.warns(RuntimeWarning):
         rebuilt = compile_regex(r"\d\d", small_vocab)
     assert_same_index(original, rebuilt)

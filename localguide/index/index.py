@@ -23,11 +23,11 @@ from ..protocol import Mask, MaskKind
 from ..vocabulary import Vocabulary
 from ..numba_tools import compiled
 from . import build_kernels as kernels
-from . import build_numpy
+from . import build_numpy, packed
 
 _ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
            "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids", "dfa_states")
-FORMAT = "4"  # bump when the arrays (or the regex dialect) change meaning, so old cache files are not read
+FORMAT = "5"  # 5: packed (``packed``); bump when the arrays (or the regex dialect) change meaning, so old cache files are not read
 
 
 class Index:
@@ -63,8 +63,20 @@ class Index:
     def cached(cls, kind: str, key: str, make_dfa, vocabulary: Vocabulary, description: str = "") -> "Index":
         """The Index for ``key`` from the disk cache, or built from ``make_dfa()`` and stored."""
         path = cls.cache_path(kind, key, vocabulary)
-        arrays = cache.cached(path, lambda: build_arrays(make_dfa(), vocabulary, description),
-                              lambda a: _consistent(a, vocabulary.size))
+        got: dict = {}  # the in-memory arrays, made by whichever of the two below runs
+
+        def build():
+            got["arrays"] = build_arrays(make_dfa(), vocabulary, description)
+            return packed.pack(got["arrays"], vocabulary.size)
+
+        def check(a) -> bool:
+            got["arrays"] = packed.unpack(a, vocabulary.size)
+            return _consistent(got["arrays"], vocabulary.size)
+
+        stored = cache.cached(path, build, check)
+        arrays = got.get("arrays")
+        if arrays is None:  # (a write of this process still pending: its packed arrays, unchecked)
+            arrays = packed.unpack(stored, vocabulary.size)
         return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
 
     def to_arrays(self) -> dict:
