@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import cache
 from ..lru import BoundedCache
 from ..progress import stage
+from . import packed
 from .compiled import FORMAT, GrammarIndex
 from ..errors import GrammarError
 
@@ -172,8 +173,17 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
     from ..gcpause import paused
 
     with paused():
-        arrays = cache.load_checked(path, lambda a: GrammarIndex.arrays_ok(a, vocabulary))
-        if arrays is not None:
+        got: dict = {}
+
+        def check(stored) -> bool:
+            got["arrays"] = packed.unpack(stored, vocabulary.size)
+            return GrammarIndex.arrays_ok(got["arrays"], vocabulary)
+
+        stored = cache.load_checked(path, check)
+        if stored is not None:
+            arrays = got.get("arrays")
+            if arrays is None:  # (a write of this process still pending: its packed arrays, unchecked)
+                arrays = packed.unpack(stored, vocabulary.size)
             idx = GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
             idx.check_lexing()  # (a file written before the check existed)
             return idx
@@ -181,7 +191,7 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
             idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
             idx.check_lexing()
     if lazy:
-        cache.save_later(path, lambda: idx.arrays(seed))
+        cache.save_later(path, lambda: packed.pack(idx.arrays(seed)))
     else:
-        cache.store(path, idx.arrays(seed))
+        cache.store(path, packed.pack(idx.arrays(seed)))
     return idx

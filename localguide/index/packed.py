@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..packing import pack_sorted, positions_ok, unpack_sorted
+
 # stored as the in-memory Index has them (one entry per state or per mask)
 PLAIN = ("state_mask", "mask_offsets", "excl_offsets", "next_offsets", "accepting", "distance",
          "max_next_distance", "stop_ids", "dfa_states")
@@ -28,36 +30,6 @@ PLAIN = ("state_mask", "mask_offsets", "excl_offsets", "next_offsets", "acceptin
 def _big(mask_offsets: np.ndarray, vocab_size: int) -> np.ndarray:
     """Which masks allow more than half the vocabulary (applied, and stored, by exclusion)."""
     return 2 * np.diff(mask_offsets) > vocab_size
-
-
-def _positions(pos: np.ndarray, n: int) -> bool:
-    return len(pos) == 0 or (int(pos.min()) >= 0 and int(pos.max()) < n)
-
-
-def _pack_sorted(values: np.ndarray, offsets: np.ndarray, prefix: str) -> dict:
-    d = np.diff(values.astype(np.int64), prepend=0)
-    starts = offsets[:-1][np.diff(offsets) > 0]
-    d[starts] = values[starts]  # each list from 0
-    esc = np.flatnonzero((d < 0) | (d > 0xFFFF))
-    d16 = d.astype(np.uint16)  # (the escaped entries are overwritten on unpacking)
-    d16[esc] = 0
-    return {f"{prefix}_d16": d16, f"{prefix}_esc_pos": esc.astype(np.int64),
-            f"{prefix}_esc_val": d[esc].astype(np.int64)}
-
-
-def _unpack_sorted(a: dict, prefix: str, offsets: np.ndarray) -> np.ndarray:
-    d = a[f"{prefix}_d16"].astype(np.int64)
-    pos, val = a[f"{prefix}_esc_pos"], a[f"{prefix}_esc_val"]
-    if len(d) != offsets[-1] or len(pos) != len(val) or not _positions(pos, len(d)):
-        raise ValueError(f"the packed {prefix} lists do not match their offsets")
-    d[pos] = val
-    c = np.cumsum(d)
-    lengths = np.diff(offsets)
-    before = np.concatenate(([0], c))[offsets[:-1]]  # each list's running sum before it starts
-    out = c - np.repeat(before, lengths)
-    if len(out) and (out.min() < 0 or out.max() > np.iinfo(np.int32).max):
-        raise ValueError(f"packed {prefix} ids out of range")
-    return out.astype(np.int32)
 
 
 def pack(arrays: dict, vocab_size: int) -> dict:
@@ -69,8 +41,8 @@ def pack(arrays: dict, vocab_size: int) -> dict:
     lengths = np.where(big, 0, np.diff(mo))
     keep = np.repeat(~big, np.diff(mo))
     small_offsets = np.concatenate(([0], np.cumsum(lengths)))
-    out.update(_pack_sorted(tokens[keep], small_offsets, "mask"))
-    out.update(_pack_sorted(arrays["excl_tokens"], arrays["excl_offsets"], "excl"))
+    out.update(pack_sorted(tokens[keep], small_offsets, "mask"))
+    out.update(pack_sorted(arrays["excl_tokens"], arrays["excl_offsets"], "excl"))
     nexts, no = arrays["next_states"], arrays["next_offsets"]
     n_states = len(no) - 1
     counts = np.diff(no)
@@ -97,8 +69,8 @@ def unpack(packed: dict, vocab_size: int) -> dict:
     big = _big(mo, vocab_size)
     lengths = np.diff(mo)
     small_offsets = np.concatenate(([0], np.cumsum(np.where(big, 0, lengths))))
-    small = _unpack_sorted(packed, "mask", small_offsets)
-    excl = _unpack_sorted(packed, "excl", eo)
+    small = unpack_sorted(packed, "mask", small_offsets)
+    excl = unpack_sorted(packed, "excl", eo)
     if len(excl) and excl.max() >= vocab_size:
         raise ValueError("packed excluded ids beyond the vocabulary")
     parts = []
@@ -121,7 +93,7 @@ def unpack(packed: dict, vocab_size: int) -> dict:
         raise ValueError("packed next states do not match their offsets")
     nexts = np.repeat(np.asarray(default, np.int32), np.diff(no))
     pos, val = packed["next_esc_pos"], packed["next_esc_val"]
-    if len(pos) != len(val) or not _positions(pos, len(nexts)):
+    if len(pos) != len(val) or not positions_ok(pos, len(nexts)):
         raise ValueError("packed next states out of range")
     nexts[pos] = val
     if len(nexts) and (nexts.min() < -1 or nexts.max() >= len(default)):

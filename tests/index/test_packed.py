@@ -91,8 +91,8 @@ def test_a_schema_with_a_format_packs_small_and_exactly(vocab, fmt):
     _same(packed.unpack(stored, vocab.size), arrays)
 
 
-def test_the_cache_file_of_an_email_schema_is_small(vocab, tmp_path, monkeypatch):
-    """What the issue measured: the file the compile writes, through the library's own path."""
+def test_an_index_loads_from_its_packed_file_as_it_was_built(vocab, tmp_path, monkeypatch):
+    """Through the library's own path: the file the compile writes, then a second compile that loads it."""
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
     idx = compile_json_schema(_schema("email"), vocab, strict=True, whitespace="pretty", lazy=False)
     cache.flush()

@@ -1,6 +1,6 @@
 """Format strings compile to compact automata: a schema of a few properties with a format
 writes a cache file of a few megabytes (a host name's lengths counted character by character
-made an e-mail property's index 63 MB). Counted in states and bytes, not timed."""
+made an e-mail property's index 63 MB; the cache's packing, ``index.packed``, the rest). Counted in states and bytes, not timed."""
 
 from __future__ import annotations
 
@@ -37,11 +37,8 @@ def test_a_format_is_a_small_automaton(fmt, most):
 
 
 def test_a_format_property_writes_a_few_megabytes(vocab, monkeypatch, tmp_path):
-    plain = _written(monkeypatch, tmp_path / "plain", _person({"type": "string"}), vocab)
+    """The issue's bound, 5 MB, on both vocabularies (an e-mail property wrote 14 MB on Gemma 3's
+    before the cache packed its indexes: ``index.packed``)."""
     for fmt in FORMATS:
         size = _written(monkeypatch, tmp_path / fmt, _person({"type": "string", "format": fmt}), vocab)
-        # (a free string's states allow nearly every token: the plain schema is the yardstick; with
-        # the default model's 49,152 tokens, the issue's bound, 5 MB, holds too)
-        assert size <= 4 * plain, (fmt, size, plain)
-        if vocab.size < 100_000:
-            assert size <= 5_000_000, (fmt, size)
+        assert size <= 5_000_000, (fmt, size)
