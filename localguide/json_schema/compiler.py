@@ -249,10 +249,15 @@ class Compiler(Objects):
             parts.append(self.number(f))
         if "string" in types:
             parts.append(self.string(f))
-        if "array" in types:
-            parts.append(self.array(f, depth))
-        if "object" in types:
-            parts.append(self.object(f, depth))
+        for kind, build in (("array", self.array), ("object", self.object)):
+            if kind not in types:
+                continue
+            if any(type_atom(v) == kind for v in excluded):
+                # (an array or object excluded by value is not cut out of the language: none is allowed)
+                self.problems.approx(f.ptr, "not", f"an excluded {kind} value ('not' over 'enum'/'const'): "
+                                                   f"no {kind} is allowed here")
+                continue
+            parts.append(build(f, depth))
         return alt(*parts)
 
     # -- any JSON value, bounded --------------------------------------------------------------------

@@ -433,7 +433,8 @@ class Flattener:
 
     # -- negation -----------------------------------------------------------------------------
     def negate(self, sub: Sub, inplace=frozenset()) -> list:
-        """Flats whose union is the complement of ``sub`` (or an error: never a superset)."""
+        """Flats whose union is the complement of ``sub``, or a subset of it where a keyword has no
+        negation here (reported as an approximation): never a superset."""
         sub = self.rebase(sub)
         s = sub.schema
         P = self.problems
@@ -480,7 +481,7 @@ class Flattener:
                 else:
                     x = kw == "exclusiveMaximum" or (draft == 4 and s.get("exclusiveMaximum") is True)
                     f.lo, f.lo_x = q, not x
-                out += [others(NUMBER), f]
+                out.append(f)
             elif kw in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
                 n = _count(v)
                 kind = {"L": "string", "I": "array", "P": "object"}[kw[3]]
@@ -493,15 +494,13 @@ class Flattener:
                     setattr(f, attr[1], n - 1)
                 else:
                     setattr(f, attr[0], n + 1)
-                out += [others({kind}), f]
+                out.append(f)
             elif kw == "required":
                 for name in v:
                     f = flat({"object"})
                     f.props = {name: [FALSE]}
                     f.noeval = {name}
                     out.append(f)
-                if v:
-                    out.append(others({"object"}))
             elif kw == "properties":
                 for name, x in v.items():
                     f = flat({"object"})
@@ -510,7 +509,6 @@ class Flattener:
                                           sub.draft, sub.refs)]}
                     f.noeval = {name}
                     out.append(f)
-                out.append(others({"object"}))
             elif kw == "uniqueItems" and v is False:
                 continue
             elif kw in ("items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
@@ -539,8 +537,10 @@ class Flattener:
             elif kw in ("then", "else") and "if" not in s:
                 continue
             else:
-                P.error(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is not supported")
-                return []
+                # The complement of a conjunction is the union of its keywords' complements: leaving
+                # one out keeps a subset of it, so nothing invalid is ever allowed.
+                P.approx(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is approximated: a value that "
+                                  f"fails only {kw!r} is rejected here")
         for f in out:
             f.noeval |= set(f.props)
             if f.prefix or f.items:
