@@ -58,8 +58,11 @@ def report() -> list[tuple[str, str]]:
     name, offload = backend()
     from . import threads
 
+    from .llama.reproducible import available
+
     chosen = threads.for_model()
     passive, said = threads.passive()
+    why_not = available()
     mb = 1 << 20
     return [
         ("localguide", localguide.__version__),
@@ -69,6 +72,9 @@ def report() -> list[tuple[str, str]]:
         ("threads", f"{chosen.n_threads} per token, {chosen.n_threads_batch} per batch ({chosen.why}; "
                     "--threads, --threads-batch)"),
         ("workers wait", f"{'passively' if passive else 'spinning'}: {said}"),
+        ("reproducible logits", "yes, for layers on the CPU (llama.cpp's reference kernels: the same text whatever "
+                                "the prompt cache held and whether speculation is on; load(reproducible=False) "
+                                "for the fastest kernels per batch)" if not why_not else f"no: {why_not}"),
         ("numba", numba.__version__),
         ("default model", model),
         ("cache", f"{cd} ({folder_size(cd) / mb:.1f} MB, the compiled kernels included)"),

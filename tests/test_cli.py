@@ -150,6 +150,7 @@ def test_info_reports_versions_backend_model_and_caches(tmp_path):
     cpus = len(os.sched_getaffinity(0))
     assert rows["threads"].startswith(f"{max(1, cpus // 2)} per token, {cpus} per batch (")
     assert rows["workers wait"].startswith("passively: OMP_WAIT_POLICY=PASSIVE, set by localguide")
+    assert rows["reproducible logits"].startswith("yes, for layers on the CPU")  # (the llama.cpp this suite runs)
 
 
 def test_threads_options_reach_llama_cpp(smollm2, monkeypatch):

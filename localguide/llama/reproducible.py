@@ -85,6 +85,19 @@ def reference_kernels(ctx) -> str:
     return ""
 
 
+def available() -> str:
+    """'' where this llama-cpp-python can make logits independent of the batch (CPU layers), else why not."""
+    import llama_cpp.llama_cpp as lc
+
+    if "use_extra_bufts" not in dict(lc.llama_model_params._fields_):
+        return "this llama-cpp-python cannot turn off the repacking of weights (no use_extra_bufts)"
+    try:
+        _functions()
+    except (OSError, AttributeError) as e:
+        return f"this llama.cpp does not expose its reference kernels ({e})"
+    return ""
+
+
 def _functions():
     global _funcs
     if _funcs is None:
