@@ -378,6 +378,13 @@ class Compiler(Objects):
             for name, ptr in f.formats:
                 if not _format_dfa(name).matches(data):
                     return False
+            for p, ptr in f.not_patterns:
+                try:
+                    if _pattern_dfa(p).matches(data):
+                        return False
+                except PatternUnsupported as e:
+                    self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
+                    return False
             return True
         if t in ("array", "object") and not f.unconstrained(t):
             return self._deep_accepts(f, v, t)
@@ -449,6 +456,11 @@ class Compiler(Objects):
         for name, ptr in f.formats:
             langs.append((format_node(name), ptr))
         words = [w for w in f.not_enum if isinstance(w, str)]
+        if f.not_patterns or len(langs) > 1:
+            node = self.string_difference(langs, f)
+            if node is EMPTY:
+                return EMPTY
+            langs = [(node, f.ptr)]
         if not langs:
             if words:
                 node = not_in_strings(words, ANY_CHAR_RANGES, f.min_len)
@@ -473,6 +485,31 @@ class Compiler(Objects):
                 longest = max(len(w) for w in bad)
                 node, _ = restrict_length(node, longest + 1, None)
                 self.problems.approx(f.ptr, "not", "excluded strings: only longer strings are allowed")
+        return node
+
+    def string_difference(self, langs: list, f: Flat) -> Node:
+        """The strings every language of ``langs`` holds and no pattern of ``f.not_patterns``
+        matches, built as automata (a product) and written back as a regex; EMPTY (reported) when
+        that regex would be too large, or a pattern is not supported."""
+        from ..automaton import minimize, product
+        from ..regex.dfa_ast import dfa_to_node
+        from .objects import _any_key_dfa
+
+        try:
+            negs = [_pattern_dfa(p) for p, _ in f.not_patterns]
+        except PatternUnsupported as e:
+            self.problems.error(f.not_patterns[0][1].rsplit("/", 1)[0], "not", str(e))
+            return EMPTY
+        parts = [ast_to_dfa(n) for n, _ in langs] + negs + [_any_key_dfa()]
+        trans, flags = product(parts)
+        k = len(langs)
+        keep = flags[:, -1] & flags[:, :k].all(axis=1) & ~flags[:, k:k + len(negs)].any(axis=1)
+        node = dfa_to_node(minimize(trans, keep))
+        if node is None:
+            ptrs = ", ".join([p for _, p in langs] + [p for _, p in f.not_patterns])
+            self.problems.approx(f.ptr, "pattern", f"patterns/formats on one string ({ptrs}): the strings they "
+                                                   "leave are too many to write as a regex, and are rejected")
+            return EMPTY
         return node
 
     def intersect_langs(self, langs: list, f: Flat) -> Node:

@@ -73,7 +73,7 @@ class Flat:
     """One conjunction of plain constraints (for all JSON types at once)."""
 
     __slots__ = ("types", "enum", "not_enum", "lo", "lo_x", "hi", "hi_x", "mult", "min_len", "max_len",
-                 "patterns", "formats", "prefix", "items", "has_items", "min_items", "max_items", "unique",
+                 "patterns", "not_patterns", "formats", "prefix", "items", "has_items", "min_items", "max_items", "unique",
                  "contains", "props", "required", "additional", "has_additional", "patprops", "min_props",
                  "max_props", "prop_names", "noeval", "noeval_items", "uneval_items", "ptr", "groups")
 
@@ -86,6 +86,7 @@ class Flat:
         self.mult = None
         self.min_len, self.max_len = 0, None
         self.patterns: list = []
+        self.not_patterns: list = []  # (pattern, ptr): a string matches none of them ('not' over 'pattern')
         self.formats: list = []
         self.prefix: list[list] = []
         self.items: list = []
@@ -188,6 +189,7 @@ def merge(a: Flat, b: Flat, fl) -> Flat | None:
     f.min_len = max(a.min_len, b.min_len)
     f.max_len = b.max_len if a.max_len is None else (a.max_len if b.max_len is None else min(a.max_len, b.max_len))
     f.patterns = a.patterns + [p for p in b.patterns if p not in a.patterns]
+    f.not_patterns = a.not_patterns + [p for p in b.not_patterns if p not in a.not_patterns]
     f.formats = a.formats + [p for p in b.formats if p not in a.formats]
     # arrays
     n = max(len(a.prefix), len(b.prefix))

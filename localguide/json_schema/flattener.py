@@ -509,6 +509,10 @@ class Flattener:
                                           sub.draft, sub.refs)]}
                     f.noeval = {name}
                     out.append(f)
+            elif kw == "pattern" and isinstance(v, str):
+                f = flat({"string"})
+                f.not_patterns = [(v, f"{ptr}/pattern")]
+                out.append(f)
             elif kw == "uniqueItems" and v is False:
                 continue
             elif kw in ("items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
@@ -588,7 +592,8 @@ class Flattener:
         if t in ("integer", "nonint"):
             return _ranges_disjoint(a, b)
         if t == "string":
-            return (a.max_len is not None and b.min_len > a.max_len) or (b.max_len is not None and a.min_len > b.max_len)
+            return ((a.max_len is not None and b.min_len > a.max_len) or (b.max_len is not None and a.min_len > b.max_len)
+                    or _strings_disjoint(a, b))
         if t == "array":
             return (a.max_items is not None and b.min_items > a.max_items) or \
                    (b.max_items is not None and a.min_items > b.max_items)
@@ -620,6 +625,51 @@ class Flattener:
         for s in subs:
             out = self.conj(out, self.dnf(s))
         return out
+
+
+MAX_PRODUCT = 100_000  # pairs of states explored to tell two patterns apart; past it, they may overlap
+
+
+def _string_dfas(f: Flat) -> list:
+    from .compiler import _format_dfa
+    from .strings import _pattern_dfa
+
+    out = []
+    for p, _ in f.patterns:
+        try:
+            out.append(_pattern_dfa(p))
+        except PatternUnsupported:
+            pass
+    return out + [_format_dfa(name) for name, _ in f.formats if format_node(name) is not None]
+
+
+def _strings_disjoint(a: Flat, b: Flat) -> bool:
+    """Whether a pattern or format of ``a`` and one of ``b`` match no string in common."""
+    if not (a.patterns or a.formats) or not (b.patterns or b.formats):
+        return False
+    return any(_dfas_disjoint(x, y) for x in _string_dfas(a) for y in _string_dfas(b))
+
+
+def _dfas_disjoint(a, b) -> bool:
+    """L(a) ∩ L(b) = ∅ for byte DFAs (False when that takes more than ``MAX_PRODUCT`` pairs)."""
+    import numpy as np
+
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    ta, tb = a.transitions, b.transitions
+    while stack:
+        x, y = stack.pop()
+        if a.accepting[x] and b.accepting[y]:
+            return False
+        ra, rb = ta[x], tb[y]
+        for byte in np.flatnonzero((ra >= 0) & (rb >= 0)).tolist():
+            pair = (int(ra[byte]), int(rb[byte]))
+            if pair not in seen:
+                if len(seen) >= MAX_PRODUCT:
+                    return False
+                seen.add(pair)
+                stack.append(pair)
+    return True
 
 
 def _ranges_disjoint(a: Flat, b: Flat) -> bool:

@@ -335,4 +335,4 @@ def _nullable_join(slots, lo) -> bool:
 
 
 def content_is_any(nf: Flat) -> bool:
-    return not nf.patterns and not nf.formats and not nf.not_enum
+    return not nf.patterns and not nf.not_patterns and not nf.formats and not nf.not_enum

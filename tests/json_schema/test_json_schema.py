@@ -363,12 +363,14 @@ def test_invalid_and_empty_schemas():
 
 def test_inspect_reports_each_keyword():
     schema = {"type": "object", "title": "t", "properties": {"a": {"type": "array", "uniqueItems": True},
-                                                              "b": {"not": {"pattern": "x"}}}}
+                                                              "b": {"not": {"pattern": "x"}},
+                                                              "c": {"not": {"type": "integer", "multipleOf": 3}}}}
     rows = {(p, k): s for p, k, s in inspect_schema(schema)}
     assert rows[("#/type", "type")] == "enforced"
     assert rows[("#/title", "title")] == "annotation"
     assert rows[("#/properties/a/uniqueItems", "uniqueItems")] == "approximated"
-    assert rows[("#/properties/b/not/pattern", "pattern")] == "approximated"  # (a subset: ``test_negation_*``)
+    assert rows[("#/properties/b/not/pattern", "pattern")] == "enforced"
+    assert rows[("#/properties/c/not/multipleOf", "multipleOf")] == "approximated"  # (a subset: ``test_negation_*``)
     assert "uniqueItems" in format_inspection(inspect_schema(schema))
 
 
@@ -531,7 +533,7 @@ _NOT_PARTS = {"type": ["integer", "string", ["object", "null"], "array"], "minim
               # (no negation here: left out of the complement, a subset)
               "multipleOf": [2], "pattern": ["^a"], "patternProperties": [{"^x": {"type": "string"}}],
               "additionalProperties": [False]}
-_NO_NEGATION = {"multipleOf", "pattern", "patternProperties", "additionalProperties"}
+_NO_NEGATION = {"multipleOf", "patternProperties", "additionalProperties"}
 
 
 def test_negation_never_accepts_what_jsonschema_rejects():
@@ -568,3 +570,13 @@ def test_negation_never_accepts_what_jsonschema_rejects():
                 assert got == want, ("rejected", schema, v)
 
     run()
+
+
+def test_one_of_strings_with_disjoint_patterns_or_formats_is_exact():
+    """Two patterns (or formats) that match no string in common need no negation to tell them apart
+    (a uuid's pattern beside a name's was refused: 'not' over 'pattern')."""
+    check({"oneOf": [{"type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}$"}, {"type": "string", "pattern": "^[A-Z]+$"},
+                     {"type": "integer"}]},
+          ["0123abcd-ffff", "ABC", 7], ["abc", "0123abcd-fff", "AB1", 1.5])
+    check({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "ipv4"}]},
+          ["2020-01-31", "10.0.0.1"], ["2020-13-01", "10.0.0.256", "x"])
