@@ -456,11 +456,16 @@ class Compiler(Objects):
         for name, ptr in f.formats:
             langs.append((format_node(name), ptr))
         words = [w for w in f.not_enum if isinstance(w, str)]
-        if f.not_patterns or len(langs) > 1:
+        lengths_done = False
+        # one language inside all the others is their intersection; else the automata's product
+        smallest = self.smallest_lang(langs) if langs and not f.not_patterns else None
+        if smallest is not None:
+            langs = [smallest]
+        elif f.not_patterns or len(langs) > 1:
             node = self.string_difference(langs, f)
             if node is EMPTY:
                 return EMPTY
-            langs = [(node, f.ptr)]
+            langs, lengths_done = [(node, f.ptr)], True
         if not langs:
             if words:
                 node = not_in_strings(words, ANY_CHAR_RANGES, f.min_len)
@@ -469,10 +474,8 @@ class Compiler(Objects):
                     self.problems.approx(f.ptr, "maxLength", "length bound approximated")
                 return node
             return rep(cls(ANY_CHAR_RANGES), f.min_len, f.max_len)
-        node = self.intersect_langs(langs, f)
-        if node is EMPTY:
-            return EMPTY
-        if f.min_len or f.max_len is not None:
+        node = langs[0][0]
+        if (f.min_len or f.max_len is not None) and not lengths_done:
             node, exact = restrict_length(node, f.min_len, f.max_len)
             if not exact:
                 self.problems.approx(f.ptr, "maxLength" if f.max_len is not None else "minLength",
@@ -488,9 +491,9 @@ class Compiler(Objects):
         return node
 
     def string_difference(self, langs: list, f: Flat) -> Node:
-        """The strings every language of ``langs`` holds and no pattern of ``f.not_patterns``
-        matches, built as automata (a product) and written back as a regex; EMPTY (reported) when
-        that regex would be too large, or a pattern is not supported."""
+        """The strings every language of ``langs`` holds, no pattern of ``f.not_patterns`` matches,
+        and of a length within ``f``'s bounds, built as automata (a product) and written back as a
+        regex; EMPTY (reported) when that regex would be too large, or a pattern is not supported."""
         from ..automaton import minimize, product
         from ..regex.dfa_ast import dfa_to_node
         from .objects import _any_key_dfa
@@ -501,10 +504,14 @@ class Compiler(Objects):
             self.problems.error(f.not_patterns[0][1].rsplit("/", 1)[0], "not", str(e))
             return EMPTY
         parts = [ast_to_dfa(n) for n, _ in langs] + negs + [_any_key_dfa()]
+        if f.min_len or f.max_len is not None:
+            parts.append(ast_to_dfa(rep(cls(ANY_CHAR_RANGES), f.min_len, f.max_len)))
         trans, flags = product(parts)
         k = len(langs)
-        keep = flags[:, -1] & flags[:, :k].all(axis=1) & ~flags[:, k:k + len(negs)].any(axis=1)
-        node = dfa_to_node(minimize(trans, keep))
+        keep = flags[:, k + len(negs):].all(axis=1) & flags[:, :k].all(axis=1) & ~flags[:, k:k + len(negs)].any(axis=1)
+        region = minimize(trans, keep)
+        # (state elimination is cubic in the states, and its regex can grow as fast)
+        node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
         if node is None:
             ptrs = ", ".join([p for _, p in langs] + [p for _, p in f.not_patterns])
             self.problems.approx(f.ptr, "pattern", f"patterns/formats on one string ({ptrs}): the strings they "
@@ -512,23 +519,18 @@ class Compiler(Objects):
             return EMPTY
         return node
 
-    def intersect_langs(self, langs: list, f: Flat) -> Node:
+    @staticmethod
+    def smallest_lang(langs: list):
+        """The one of ``langs`` inside all the others (their intersection), or None."""
         if len(langs) == 1:
-            return langs[0][0]
-        # keep the languages that contain no other one; two incomparable ones are not supported
+            return langs[0]
         dfas = [ast_to_dfa(n) for n, _ in langs]
         keep = []
         for i, d in enumerate(dfas):
             if not any(j != i and _subset(dfas[j], d) and (j < i or not _subset(d, dfas[j]))
                        for j in range(len(dfas))):
                 keep.append(i)
-        if len(keep) == 1:
-            return langs[keep[0]][0]
-        # Not built: no string is allowed here (a subset, reported), rather than failing the schema.
-        ptrs = ", ".join(langs[i][1] for i in keep)
-        self.problems.approx(f.ptr, "pattern", f"several patterns/formats on one string ({ptrs}): their "
-                                               "intersection is not built, such strings are rejected")
-        return EMPTY
+        return langs[keep[0]] if len(keep) == 1 else None
 
     # -- arrays ---------------------------------------------------------------------------------
     def array(self, f: Flat, depth: int) -> Node:
@@ -750,6 +752,7 @@ def _format_dfa(name: str):
     return d
 
 
+MAX_DIFFERENCE_STATES = 256  # the largest automaton of a string's patterns written back as a regex
 SMALL_RANGE = 16  # integers of a bounded range up to this many: uniqueItems over them is exact
 
 

@@ -257,31 +257,40 @@ def nullable(node: Node) -> bool:
     return False
 
 
-def length_range(node: Node) -> tuple[int, int | None]:
-    """(min, max) number of characters of the strings of ``node``; max None = unbounded."""
+def length_range(node: Node, _memo: dict | None = None) -> tuple[int, int | None]:
+    """(min, max) number of characters of the strings of ``node``; max None = unbounded.
+
+    Each shared sub-node is measured once (a regex read back from an automaton shares many)."""
     if isinstance(node, Lit):
         return len(node.text), len(node.text)
     if isinstance(node, Cls):
         return 1, 1
     if node is EMPTY:
         return 0, 0
+    memo = {} if _memo is None else _memo
+    got = memo.get(id(node))
+    if got is not None:
+        return got[0]
     if isinstance(node, Seq):
         lo, hi = 0, 0
         for x in node.items:
-            a, b = length_range(x)
+            a, b = length_range(x, memo)
             lo += a
             hi = None if hi is None or b is None else hi + b
-        return lo, hi
-    if isinstance(node, Alt):
-        rs = [length_range(x) for x in node.items]
-        return min(r[0] for r in rs), (None if any(r[1] is None for r in rs) else max(r[1] for r in rs))
-    if isinstance(node, Rep):
-        a, b = length_range(node.item)
+        out = lo, hi
+    elif isinstance(node, Alt):
+        rs = [length_range(x, memo) for x in node.items]
+        out = min(r[0] for r in rs), (None if any(r[1] is None for r in rs) else max(r[1] for r in rs))
+    elif isinstance(node, Rep):
+        a, b = length_range(node.item, memo)
         hi = None if node.hi is None or b is None else b * node.hi
         if b == 0:
             hi = 0
-        return a * node.lo, hi
-    raise TypeError(node)
+        out = a * node.lo, hi
+    else:
+        raise TypeError(node)
+    memo[id(node)] = (out, node)  # (the node kept alive: its id is not reused while the memo lives)
+    return out
 
 
 def size_estimate(node: Node, _memo=None) -> int:
