@@ -3,52 +3,39 @@ unpacking, a few megabytes for a schema with a format string, and a damaged file
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from localguide import cache
+from packed_helpers import assert_same_arrays, format_schema
 from localguide.grammar import compile_grammar, packed
 from localguide.grammar.compiled import GrammarIndex
 from localguide.json_schema.schema import compile_json_schema
-
-
-def _schema(fmt: str) -> dict:
-    props = {"name": {"type": "string"}, "age": {"type": "integer"},
-             "contact": {"type": "string", "format": fmt}, "city": {"type": "string"}}
-    return {"type": "object", "properties": props, "required": list(props)}
-
-
-def _same(a: dict, b: dict) -> None:
-    assert set(a) == set(b)
-    for k in a:
-        assert np.asarray(a[k]).dtype == np.asarray(b[k]).dtype, k
-        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
 
 
 @pytest.mark.parametrize("grammar", ["json", "c"])
 def test_shipped_grammars_unpack_exactly(vocab, grammar):
     idx = compile_grammar(grammar, vocab)
     arrays = idx.arrays(seed=True)
-    _same(packed.unpack(packed.pack(arrays), vocab.size), arrays)
+    assert_same_arrays(packed.unpack(packed.pack(arrays), vocab.size), arrays)
 
 
 def test_an_email_schema_on_the_grammar_route_writes_a_small_file(vocab, tmp_path, monkeypatch):
     """Not strict: free values, so the grammar engine. It wrote 31 MB on Gemma 3's vocabulary (22 of
     them token ids, half in duplicate groups); at most 5 MB now, and it loads as it was built."""
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
-    built = compile_json_schema(_schema("email"), vocab, lazy=False)
+    built = compile_json_schema(format_schema("email"), vocab, lazy=False)
     assert isinstance(built, GrammarIndex)
     cache.flush()
     (path,) = [p for p in tmp_path.iterdir() if p.name.startswith("json_schema_grammar")]
     assert path.stat().st_size <= 5_000_000
     arrays = built.arrays()
-    _same(packed.unpack(cache.read(path), vocab.size), arrays)
+    assert_same_arrays(packed.unpack(cache.read(path), vocab.size), arrays)
 
 
 def test_damaged_packed_groups_are_rebuilt_not_trusted(vocab, tmp_path, monkeypatch):
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cache, "_warned", False)
-    schema = _schema("date")
+    schema = format_schema("date")
     built = compile_json_schema(schema, vocab, lazy=False)
     cache.flush()
     (path,) = [p for p in tmp_path.iterdir() if p.name.startswith("json_schema_grammar")]

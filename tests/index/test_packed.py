@@ -9,24 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localguide import cache
+from packed_helpers import assert_same_arrays, format_schema
 from localguide.index import Index, packed
 from localguide.index.index import build_arrays
 from localguide.json_schema.schema import build_dfa, compile_json_schema
 
 FORMATS = ("email", "uri-reference", "date-time", "hostname")
-
-
-def _schema(fmt: str) -> dict:
-    props = {"name": {"type": "string"}, "age": {"type": "integer"},
-             "contact": {"type": "string", "format": fmt}, "city": {"type": "string"}}
-    return {"type": "object", "properties": props, "required": list(props)}
-
-
-def _same(a: dict, b: dict) -> None:
-    assert set(a) == set(b)
-    for k in a:
-        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
-        assert np.asarray(a[k]).dtype == np.asarray(b[k]).dtype, k
 
 
 @st.composite
@@ -77,35 +65,35 @@ def index_arrays(draw):
 @given(index_arrays())
 def test_unpack_gives_back_exactly_what_was_packed(case):
     vocab_size, arrays = case
-    _same(packed.unpack(packed.pack(arrays, vocab_size), vocab_size), arrays)
+    assert_same_arrays(packed.unpack(packed.pack(arrays, vocab_size), vocab_size), arrays)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_schema_with_a_format_packs_small_and_exactly(vocab, fmt):
     """A four-property schema with a format string: at most 5 MB on disk (it was 14 MB on Gemma 3's
     vocabulary with 'email'), and every array back as built."""
-    dfa, _ = build_dfa(_schema(fmt), strict=True, whitespace="pretty")
+    dfa, _ = build_dfa(format_schema(fmt), strict=True, whitespace="pretty")
     arrays = build_arrays(dfa, vocab)
     stored = packed.pack(arrays, vocab.size)
     assert sum(a.nbytes for a in stored.values()) <= 5_000_000
-    _same(packed.unpack(stored, vocab.size), arrays)
+    assert_same_arrays(packed.unpack(stored, vocab.size), arrays)
 
 
 def test_an_index_loads_from_its_packed_file_as_it_was_built(vocab, tmp_path, monkeypatch):
     """Through the library's own path: the file the compile writes, then a second compile that loads it."""
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
-    idx = compile_json_schema(_schema("email"), vocab, strict=True, whitespace="pretty", lazy=False)
+    idx = compile_json_schema(format_schema("email"), vocab, strict=True, whitespace="pretty", lazy=False)
     cache.flush()
     files = [p for p in tmp_path.iterdir() if p.name.startswith("json_schema")]
     assert files and max(p.stat().st_size for p in files) <= 5_000_000
-    again = compile_json_schema(_schema("email"), vocab, strict=True, whitespace="pretty", lazy=False)
+    again = compile_json_schema(format_schema("email"), vocab, strict=True, whitespace="pretty", lazy=False)
     assert isinstance(again, Index)
-    _same(again.to_arrays(), idx.to_arrays())
+    assert_same_arrays(again.to_arrays(), idx.to_arrays())
 
 
 @pytest.mark.parametrize("damage", ["d16", "esc_pos", "next_esc_pos", "next_default", "mask_offsets"])
 def test_damaged_packed_arrays_raise_never_pass(vocab, damage):
-    dfa, _ = build_dfa(_schema("date-time"), strict=True)
+    dfa, _ = build_dfa(format_schema("date-time"), strict=True)
     stored = packed.pack(build_arrays(dfa, vocab), vocab.size)
     bad = dict(stored)
     if damage == "d16":

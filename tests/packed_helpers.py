@@ -1,0 +1,19 @@
+"""What the packed-cache tests share: a four-property schema with a format string, and exact
+equality of two sets of arrays (values and types)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def format_schema(fmt: str) -> dict:
+    props = {"name": {"type": "string"}, "age": {"type": "integer"},
+             "contact": {"type": "string", "format": fmt}, "city": {"type": "string"}}
+    return {"type": "object", "properties": props, "required": list(props)}
+
+
+def assert_same_arrays(a: dict, b: dict) -> None:
+    assert set(a) == set(b)
+    for k in a:
+        assert np.asarray(a[k]).dtype == np.asarray(b[k]).dtype, k
+        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
