@@ -32,17 +32,15 @@ from . import arena, warmup
 from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
 from .lexer import Scanner
-from ..errors import GrammarError
-from .masks import BITS_KEYS, MAX_READINGS, TREE_KEYS, MaskEngine, bits_with, build_trees
+from .masks import BITS_KEYS, TREE_KEYS, MaskEngine, bits_with, build_trees
 
 # Past this many readings of a text, those that share a scanner state are pooled into one
 # parser set (``Grammar.union``): exact, and it keeps the readings of a lexically ambiguous
 # grammar (names and words of the same letters, cut anywhere) from doubling at every byte.
 MERGE_READINGS = 64
-# A grammar whose terminals cut the text at the start of a sentence in more than
-# ``masks.MAX_READINGS`` ways for more than this many tokens is refused at compile time:
-# each such token is checked by running the parser over every cut, seconds per mask.
-MAX_AMBIGUOUS_TOKENS = 256
+# Configurations in the byte-step table of ``GrammarIndex._viable`` (the walk of unresolved
+# tokens: 1 KB of table each) past which the next walk starts with an empty table.
+MAX_BYTE_NODES = 16_384
 # What an index keeps between flushes (``GrammarIndex.flush``): interned parser and guide
 # states, and the bytes of cached masks. Masks of sql or c take 0.2-0.4 MB per new
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
@@ -130,6 +128,7 @@ class GrammarIndex:
         self._ign = sc.ign
         self._ign_bit = self.grammar.ignore_mask
         self._states: dict = {}
+        self._forget_byte_steps()
         self._stop_bytes = 0
         self._stop_bits = None  # the stop ids as a vocabulary bitset
         self.max_cached_states = MAX_CACHED_STATES
@@ -138,32 +137,6 @@ class GrammarIndex:
         g0 = self.grammar.initial
         self.initial = GState(((g0, sc.start),), ((g0.uid, sc.start),), initial=True)
         self._budget = None
-
-    def check_lexing(self) -> None:
-        """Refuse a grammar whose terminals cut the start of a text in too many ways
-        (``MAX_AMBIGUOUS_TOKENS``): ``GrammarError``. Builds the trees the first mask needs
-        (``compile_grammar`` calls it, so that the refusal comes before any generation)."""
-        eng = self.engine
-        trees = sorted({eng.tree_of[r] for r in eng.readings(self.grammar.initial, self.scanner.start)})
-        for t in trees:
-            eng.root(t)
-        tokens = {x for t in trees for x in eng.unresolved.get(t, ())}
-        if len(tokens) <= MAX_AMBIGUOUS_TOKENS:
-            return
-        vocab = self.vocabulary
-        example = max(tokens, key=lambda x: (len(vocab[x].strip()), -x))
-        text = vocab[example].strip()
-        names = [t.name for t in self.cfg.terminals if t.dfa.matches(text)]
-        if len(names) < 2:  # the terminals that match pieces of it
-            names = [t.name for t in self.cfg.terminals
-                     if any(t.dfa.matches(text[i:j]) for i in range(len(text)) for j in range(i + 2, len(text) + 1))]
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        raise GrammarError(
-            f"the grammar is lexically too ambiguous to follow: its terminals ({shown}) match the same text, so "
-            f"{len(tokens)} tokens at the start of a text, such as {vocab[example].decode('utf-8', 'replace')!r}, "
-            f"can each be cut into terminals in more than {MAX_READINGS} ways (the limit is "
-            f"{MAX_AMBIGUOUS_TOKENS} such tokens); give text that two terminals match to one of them",
-            source=self.description)
 
     @property
     def fingerprint(self) -> str:
@@ -235,29 +208,75 @@ class GrammarIndex:
             st = self._states[key] = GState(tuple(configs[k] for k in key), key)
         return st
 
-    def _viable(self, p, c: int, texts: list) -> list:
-        """For each of ``texts`` (bytes), whether it continues configuration (``p``, ``c``).
+    def _viable(self, p, c: int, walk) -> np.ndarray:
+        """For each token of ``walk`` (``masks.TokenTrie``), whether its bytes continue
+        configuration (``p``, ``c``)."""
+        return self._byte_rows(p, c, walk) >= 0
 
-        In byte order, so that texts sharing a prefix share its run: the tokens a tree leaves
-        unresolved are those of an ambiguous grammar, thousands at once, mostly alike."""
-        out = [False] * len(texts)
-        path = [((p, c),)]  # path[k]: the configurations after the first k bytes of ``prev``
-        prev = b""
-        for i in sorted(range(len(texts)), key=texts.__getitem__):
-            data = texts[i]
-            k = 0
-            n = min(len(data), len(prev), len(path) - 1)
-            while k < n and data[k] == prev[k]:
-                k += 1
-            del path[k + 1:]
-            cfg = path[k]
-            while cfg is not None and k < len(data):
-                cfg = self._run(cfg, data[k:k + 1])
-                path.append(cfg)
-                k += 1
-            out[i] = cfg is not None and len(data) > 0
-            prev = data
-        return out
+    def _byte_rows(self, p, c: int, walk) -> np.ndarray:
+        """For each token of ``walk`` (``masks.TokenTrie``), the row of the byte-step table that
+        its bytes reach from configuration (``p``, ``c``); -1 where no reading survives them.
+
+        The tokens a tree leaves unresolved are those of an ambiguous grammar, thousands at once,
+        mostly alike: their trie is walked level by level, each byte step memoized by its
+        configurations (``_byte_id``) in a table, so that a step is run once however many
+        tokens and parser states reach it, and the rest are lookups in numpy."""
+        if len(self._byte_configs) > MAX_BYTE_NODES:
+            self._forget_byte_steps()
+        state = np.full(walk.n_nodes, -1, np.int32)
+        start = self._byte_id(((p, c),))
+        table = self._byte_table
+        for lo, hi in walk.levels:
+            par = walk.parent[lo:hi]
+            byt = walk.byte[lo:hi]
+            src = np.where(par < 0, start, state[np.maximum(par, 0)])
+            live = src >= 0
+            got = np.full(hi - lo, -1, np.int32)
+            got[live] = table[src[live], byt[live]]
+            todo = np.flatnonzero(got == -2)
+            if len(todo):
+                for q, b in set(zip(src[todo].tolist(), byt[todo].tolist())):
+                    self._byte_step(q, b)
+                table = self._byte_table  # (grown)
+                got[todo] = table[src[todo], byt[todo]]
+            state[lo:hi] = got
+        return state[walk.end]
+
+    def _row_cost(self, row: int) -> int:
+        """The ``budget`` cost of completing the configurations of a byte-step table row."""
+        costs = self._byte_costs
+        if row >= len(costs):
+            costs.extend([None] * (row + 1 - len(costs)))
+        got = costs[row]
+        if got is None:
+            comp = self.completer
+            st = self._intern({(q.uid, c): (q, c) for q, c in self._byte_configs[row]})
+            got = costs[row] = comp.cost(comp.state_completion(st))
+        return got
+
+    def _byte_id(self, configs) -> int:
+        """The row of ``configs`` in the byte-step table (``_viable``)."""
+        key = tuple(sorted((q.uid, c) for q, c in configs))
+        got = self._byte_ids.get(key)
+        if got is None:
+            got = self._byte_ids[key] = len(self._byte_configs)
+            self._byte_configs.append(configs)
+            if got == len(self._byte_table):
+                grown = np.full((2 * got, 256), -2, np.int32)
+                grown[:got] = self._byte_table
+                self._byte_table = grown
+        return got
+
+    def _byte_step(self, q: int, b: int) -> None:
+        """Fill the table's entry for byte ``b`` from row ``q``: the next row, or -1 (no reading survives)."""
+        nxt = self._run(self._byte_configs[q], bytes((b,)))
+        self._byte_table[q, b] = -1 if nxt is None else self._byte_id(nxt)
+
+    def _forget_byte_steps(self) -> None:
+        self._byte_costs: list = []
+        self._byte_ids: dict = {}
+        self._byte_configs: list = []
+        self._byte_table = np.full((64, 256), -2, np.int32)
 
     @_locked
     def step_bytes(self, st: GState, data: bytes) -> GState | None:
@@ -333,6 +352,7 @@ class GrammarIndex:
                 st.plan = None
                 st.bound = None
         self._states = {}
+        self._forget_byte_steps()
         self._stop_bytes = 0
         self.grammar.flush()
         self.engine.flush()
@@ -532,16 +552,40 @@ class GrammarIndex:
                         continue
                     gids, nodes = eng.kept_nodes(p, r)
                     for g, node in zip(gids, nodes):
-                        if g < 0:
-                            nxt = self.step_bytes(st, self.vocabulary[-1 - g])
-                            b = comp.cost(comp.state_completion(nxt)) if nxt is not None else UNREACHABLE
-                        else:
+                        if g >= 0:
                             b = comp.node_cost(node, eng.group_state(g))
-                        if g not in best or b < best[g]:
-                            best[g] = b
+                            if g not in best or b < best[g]:
+                                best[g] = b
+                    for gs, bs in self._unresolved_costs(p, r, []):
+                        for g, b in zip(gs.tolist(), bs.tolist()):
+                            if g not in best or b < best[g]:
+                                best[g] = b
             pairs = sorted((b, g) for g, b in best.items())
             info = st.budget = (pairs[-1][0] if pairs else 0, pairs, {})
         return info
+
+    def _unresolved_costs(self, p, r: int, out: list) -> list:
+        """Append to ``out`` the ``(-1 - token, cost)`` pairs, as two arrays, of the tokens walked
+        byte by byte from reading ``r`` under ``p`` (``kept``'s unresolved ones, also those after
+        ``r``'s lexeme ends before the token); returns ``out``."""
+        eng = self.engine
+        tree = eng.tree_of[r]
+        if tree in eng.unresolved:
+            toks, trie = eng.unresolved_walk(tree)
+            rows = self._byte_rows(p, eng.single[r], trie)
+            live = rows >= 0
+            rows = rows[live]
+            if len(rows):
+                distinct, where = np.unique(rows, return_inverse=True)
+                costs = np.array([self._row_cost(x) for x in distinct.tolist()], np.int64)
+                out.append((-1 - toks[live], costs[where]))
+        if eng.r_acc[r]:
+            t = eng.r_term[r]
+            p2 = p if t == eng.ign else p.feed(t)
+            if p2 is not None:
+                for r2 in eng.first_readings(p2, t):
+                    self._unresolved_costs(p2, r2, out)
+        return out
 
     @_locked
     def prepare_budget(self) -> None:

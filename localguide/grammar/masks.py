@@ -177,7 +177,7 @@ class MaskEngine:
     def __init__(self, scanner, vocabulary, arrays: dict | None, viable=None, grammar=None):
         sc = self.scanner = scanner
         self.grammar = grammar  # ``earley.Grammar``: with it, masks come from the compiled path when they can
-        self.viable = viable  # viable(p, c, texts) -> [bool], for tokens left unresolved
+        self.viable = viable  # viable(p, c, TokenTrie) -> bools, for tokens left unresolved
         self.vocabulary = vocabulary
         self.vocab_size = vocabulary.size
         self.ign = sc.ign
@@ -196,6 +196,7 @@ class MaskEngine:
         self.grp_tok = np.zeros(0, np.int32)
         self._tok_ro = read_only(self.grp_tok)  # what the kernels read (``read_only``)
         self.unresolved: dict = {}  # tree -> tokens to check one by one
+        self._unres_walk: dict = {}  # tree -> ``unresolved_walk(tree)``
         self.a_ch_off = np.zeros(1, np.int64)
         self.a_ch_term = np.zeros(0, np.int32)
         self.a_ch_node = np.zeros(0, np.int32)
@@ -464,27 +465,18 @@ class MaskEngine:
                     if al2:
                         keep(s2, al2, (q, t))
         if tree in self.unresolved:
-            vocab = self.vocabulary
-            toks = self.unresolved[tree]
-            for t, ok in zip(toks, self.viable(p, self.single[r], [vocab[t] for t in toks])):
-                if ok:
-                    out.append(-1 - t)
-                    nodes.append(None)
-                    visits.append((-1 - t, None))
+            toks, trie = self.unresolved_walk(tree)
+            negs = (-1 - toks[self.viable(p, self.single[r], trie)]).tolist()
+            out += negs
+            nodes += [None] * len(negs)
+            if negs:  # (one visit for them all: a token walked byte by byte has no bound from the tree)
+                visits.append((negs[0], None))
         if self.r_acc[r]:
             # The lexeme may end right here, before the token's first byte.
             t = self.r_term[r]
             p2 = p if t == self.ign else p.feed(t)
             if p2 is not None:
-                al = p2.allowed
-                firsts = []
-                if t != self.ign and self.ign >= 0 and al:
-                    firsts.append(self.r_base[self.ign])
-                while al:
-                    low = al & -al
-                    al ^= low
-                    firsts.append(self.r_base[low.bit_length() - 1])
-                for r2 in firsts:
+                for r2 in self.first_readings(p2, t):
                     got2 = p2.rkept.get(r2)
                     if got2 is None:
                         got2 = self._kept(p2, r2)
@@ -492,6 +484,27 @@ class MaskEngine:
                     nodes += got2[1]
                     visits += got2[2]
         got = p.rkept[r] = (tuple(out), tuple(nodes), tuple(visits))
+        return got
+
+    def first_readings(self, p2, t: int) -> list:
+        """The first readings of the lexemes that may follow one of terminal ``t`` under ``p2``."""
+        al = p2.allowed
+        firsts = []
+        if t != self.ign and self.ign >= 0 and al:
+            firsts.append(self.r_base[self.ign])
+        while al:
+            low = al & -al
+            al ^= low
+            firsts.append(self.r_base[low.bit_length() - 1])
+        return firsts
+
+    def unresolved_walk(self, tree: int) -> tuple:
+        """(the tokens ``tree`` leaves unresolved, their ``TokenTrie``), made once."""
+        got = self._unres_walk.get(tree)
+        if got is None:
+            toks = self.unresolved[tree]
+            got = self._unres_walk[tree] = (np.asarray(toks, np.int64),
+                                            TokenTrie([self.vocabulary[t] for t in toks]))
         return got
 
     def state_readings(self, c: int) -> list[int]:
@@ -688,6 +701,50 @@ class MaskEngine:
         out = _unions().union_groups(self.grp_off, self._tok_ro, np.array(groups, np.int64), extra, self._marks)
         out.flags.writeable = False
         return out
+
+
+class TokenTrie:
+    """Tokens' bytes as a trie in flat arrays, its nodes level by level (all nodes of depth 1,
+    then of depth 2, ...): ``parent`` (-1: the root), ``byte``, ``levels`` (each depth's
+    ``(lo, hi)``), ``end`` (each token's node; an empty token ends at an extra node that no walk
+    reaches)."""
+
+    def __init__(self, texts: list):
+        order = sorted(range(len(texts)), key=texts.__getitem__)
+        parent, byte, depth = [], [], []
+        end = [0] * len(texts)
+        path: list = [-1]  # path[k]: the node of the first k bytes of the text before
+        prev = b""
+        empty = []
+        for i in order:
+            data = texts[i]
+            if not data:
+                empty.append(i)
+                continue
+            k, n = 0, min(len(data), len(prev))
+            while k < n and data[k] == prev[k]:
+                k += 1
+            del path[k + 1:]
+            for j in range(k, len(data)):
+                parent.append(path[j])
+                byte.append(data[j])
+                depth.append(j + 1)
+                path.append(len(parent) - 1)
+            end[i] = path[len(data)]
+            prev = data
+        n = len(parent)
+        by_depth = np.argsort(np.asarray(depth, np.int64), kind="stable")
+        where = np.empty(n + 1, np.int64)  # old node -> new; where[-1] = -1 for the root
+        where[by_depth] = np.arange(n)
+        where[n] = -1
+        self.parent = where[np.asarray(parent, np.int64)[by_depth]] if n else np.zeros(0, np.int64)
+        self.byte = np.asarray(byte, np.int64)[by_depth] if n else np.zeros(0, np.int64)
+        self.end = where[np.asarray(end, np.int64)] if n else np.zeros(len(texts), np.int64)
+        self.n_nodes = n + 1  # (the last: where empty tokens end, never reached)
+        self.end[empty] = n
+        counts = np.bincount(np.asarray(depth, np.int64)) if n else np.zeros(1, np.int64)
+        bounds = np.concatenate([[0], np.cumsum(counts[1:])]).tolist()
+        self.levels = [(bounds[d], bounds[d + 1]) for d in range(len(bounds) - 1)]
 
 
 def key_of(groups) -> bytes:

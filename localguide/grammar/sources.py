@@ -184,12 +184,9 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
             arrays = got.get("arrays")
             if arrays is None:  # (a write of this process still pending: its packed arrays, unchecked)
                 arrays = packed.unpack(stored, vocabulary.size)
-            idx = GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
-            idx.check_lexing()  # (a file written before the check existed)
-            return idx
+            return GrammarIndex.from_arrays(arrays, vocabulary, description, checked=True)
         with stage(f"compiling {description}"):
             idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
-            idx.check_lexing()
     if lazy:
         cache.save_later(path, lambda: packed.pack(idx.arrays(seed)))
     else:
