@@ -39,7 +39,8 @@ from .masks import BITS_KEYS, TREE_KEYS, MaskEngine, bits_with, build_trees
 # grammar (names and words of the same letters, cut anywhere) from doubling at every byte.
 MERGE_READINGS = 64
 # Configurations in the byte-step table of ``GrammarIndex._viable`` (the walk of unresolved
-# tokens: 1 KB of table each) past which the next walk starts with an empty table.
+# tokens: 1 KB of table each) past which the next walk starts with an empty table (one walk
+# may add up to a row per trie node before that).
 MAX_BYTE_NODES = 16_384
 # What an index keeps between flushes (``GrammarIndex.flush``): interned parser and guide
 # states, and the bytes of cached masks. Masks of sql or c take 0.2-0.4 MB per new
@@ -273,6 +274,7 @@ class GrammarIndex:
         self._byte_table[q, b] = -1 if nxt is None else self._byte_id(nxt)
 
     def _forget_byte_steps(self) -> None:
+        self._unres_costs: dict = {}  # (parser state uid, reading) -> ``_unresolved_costs``' arrays
         self._byte_costs: list = []
         self._byte_ids: dict = {}
         self._byte_configs: list = []
@@ -571,14 +573,17 @@ class GrammarIndex:
         eng = self.engine
         tree = eng.tree_of[r]
         if tree in eng.unresolved:
-            toks, trie = eng.unresolved_walk(tree)
-            rows = self._byte_rows(p, eng.single[r], trie)
-            live = rows >= 0
-            rows = rows[live]
-            if len(rows):
+            got = self._unres_costs.get((p.uid, r))
+            if got is None:
+                toks, trie = eng.unresolved_walk(tree)
+                rows = self._byte_rows(p, eng.single[r], trie)
+                live = rows >= 0
+                rows = rows[live]
                 distinct, where = np.unique(rows, return_inverse=True)
                 costs = np.array([self._row_cost(x) for x in distinct.tolist()], np.int64)
-                out.append((-1 - toks[live], costs[where]))
+                got = self._unres_costs[(p.uid, r)] = (-1 - toks[live], costs[where])
+            if len(got[0]):
+                out.append(got)
         if eng.r_acc[r]:
             t = eng.r_term[r]
             p2 = p if t == eng.ign else p.feed(t)

@@ -133,29 +133,72 @@ def test_a_lexically_ambiguous_grammar_is_walked_with_exact_masks(vocab):
 
 def test_a_byte_walk_step_is_run_once(smollm2_vocab, monkeypatch):
     """Counted work: the walk of the tokens left to it runs each (configurations, byte) step
-    once; a second guide over the same text runs none, and the steps are far fewer than the
-    bytes of the tokens walked."""
+    once, far fewer steps than the bytes of the tokens walked; a second guide over the same
+    text runs none; after a flush, the same steps again."""
     index = localguide.compile_grammar(WORDS, smollm2_vocab)
     index.flush()  # (a compiled grammar is shared: forget what other tests walked)
     runs = []
     run = index._run
-    monkeypatch.setattr(index, "_run", lambda configs, data: runs.append(len(data)) or run(configs, data))
+
+    def counted(configs, data):
+        runs.append((tuple(sorted((q.uid, c) for q, c in configs)), data))
+        return run(configs, data)
+
+    monkeypatch.setattr(index, "_run", counted)
     ids = {smollm2_vocab[i]: i for i in range(smollm2_vocab.size)}
     text = [ids[w] for w in (b"hello", b" world", b"again")]
-    g = index.guide()
-    for t in text:
-        g.allowed_token_ids()
-        g.advance(t)
-    first = len(runs)
+
+    def walk():
+        g = index.guide(max_tokens=64)
+        for t in text:
+            g.allowed_token_ids()
+            g.advance(t)
+
+    walk()
+    steps = [x for x in runs if len(x[1]) == 1]
     walked = sum(len(smollm2_vocab[t]) for u in index.engine.unresolved.values() for t in u)
-    assert 0 < first < walked // 10
+    assert 0 < len(steps) < walked // 10
+    assert len(set(steps)) == len(steps)  # (no step run twice)
+    first = len(runs)
+    walk()
+    assert len(runs) == first
     index.flush()
     runs.clear()
-    g = index.guide()
-    for t in text:
-        g.allowed_token_ids()
-        g.advance(t)
-    assert len(runs) == first  # (the same steps again after a flush: none skipped, none added)
+    walk()
+    assert len(runs) == first
+
+
+def test_budget_costs_of_walked_tokens_are_those_of_their_steps(monkeypatch):
+    """The max_tokens budget reads a walked token's cost from the byte-step table's rows: the
+    same cost as stepping the token through the guide state, also when the table is emptied
+    at every walk."""
+    from localguide import Vocabulary
+
+    import itertools
+
+    # words of 9 letters cut into names and strings in thousands of ways: left to the byte walk
+    long = [bytes(w) for w in itertools.product(b"ab", repeat=9)][::3]
+    pieces = [b"a", b"b", b"c", b"ab cd", b"a b", b"(", b")", b",", b"((", b"),", b"ab ", b" ba"] + long
+    vocab = Vocabulary.from_tokens([b""] + pieces, [0])
+    for small in (False, True):
+        if small:
+            monkeypatch.setattr(compiled, "MAX_BYTE_NODES", 3)
+        index = localguide.compile_grammar(NESTED, vocab, lazy=False)
+        index.flush()
+        assert sum(len(u) for u in index.engine.unresolved.values())  # (the path under test)
+        comp = index.completer
+        rng = np.random.default_rng(5)
+        g = index.guide(max_tokens=200)
+        for _ in range(12):
+            st = g.state
+            _, pairs, _ = index.budget_info(st)
+            walked = [(b, x) for b, x in pairs if x < 0]
+            assert walked
+            for b, x in walked:
+                nxt = index.step_bytes(st, vocab[-1 - x])
+                assert nxt is not None and b == comp.cost(comp.state_completion(nxt)), vocab[-1 - x]
+            allowed = [t for t in g.allowed_token_ids().tolist() if t != 0]
+            g.advance(int(rng.choice(allowed)))
 
 
 # Ambiguous words nested in parentheses and lists: every depth is a new parser state, so the
