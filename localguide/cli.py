@@ -181,6 +181,11 @@ def run(
     threads_batch: Annotated[Optional[int], typer.Option(
         "--threads-batch", min=1, rich_help_panel=SPEED, show_default=False,
         help="Threads of batches: the prompt, verified drafts (default: see `localguide info`).")] = None,
+    reproducible: Annotated[bool, typer.Option(
+        "--reproducible/--fastest-kernels", rich_help_panel=SPEED,
+        help="llama.cpp's kernels that give each position the logits of one-token decoding, so the same seed "
+             "gives the same text whatever the prompt cache held and with speculation on or off; "
+             "--fastest-kernels: batched prompts decode faster, the text may differ.")] = True,
     chat: Annotated[bool, typer.Option("--chat", rich_help_panel=CHAT,
                                        help="Use the model's chat template (the default where it has one).")] = False,
     raw: Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT,
@@ -224,7 +229,7 @@ def run(
     chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice,
                      parallel_tool_calls=parallel_tool_calls, after=after,
                      max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx,
-                     threads=threads, threads_batch=threads_batch, stop=stop)
+                     threads=threads, threads_batch=threads_batch, stop=stop, reproducible=reproducible)
     with _StatusLine():
         _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
              max_recursion,
@@ -241,7 +246,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
          max_recursion,
          max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
          speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, parallel_tool_calls, after,
-         max_reasoning_tokens, min_p, n_ctx, threads, threads_batch, stop) -> None:
+         max_reasoning_tokens, min_p, n_ctx, threads, threads_batch, stop, reproducible=True) -> None:
     try:
         model_path, prompt = _split_model_prompt(first, second)
         if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
@@ -254,7 +259,7 @@ def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, p
         if chat and raw:
             raise typer.BadParameter("give --chat or --raw, not both")
         model = localguide.load(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx, n_threads=threads,
-                                n_threads_batch=threads_batch)
+                                n_threads_batch=threads_batch, reproducible=reproducible)
         use_chat = not raw and (chat or _has_template(model))
         if not use_chat and (system is not None or tools is not None or after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")
@@ -408,6 +413,10 @@ def serve(
     threads_batch: Annotated[Optional[int], typer.Option(
         "--threads-batch", min=1, show_default=False,
         help="Threads of batches: prompts, several sequences, verified drafts (default: see `localguide info`).")] = None,
+    reproducible: Annotated[bool, typer.Option(
+        "--reproducible/--fastest-kernels",
+        help="llama.cpp's kernels that give each position the logits of one-token decoding (the same seed, the "
+             "same text, whatever the batch); --fastest-kernels: batches decode faster, the text may differ.")] = True,
     api_key: Annotated[Optional[str], typer.Option("--api-key", show_default=False,
                                                    help="Requests must send 'Authorization: Bearer KEY'.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1,
@@ -433,7 +442,7 @@ def serve(
         with _StatusLine():
             # (--parallel N decodes in a context of its own: the model's is then only for tokens)
             m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
-                                n_threads=threads, n_threads_batch=threads_batch)
+                                n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,

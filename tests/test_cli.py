@@ -171,6 +171,25 @@ def test_threads_options_reach_llama_cpp(smollm2, monkeypatch):
     assert r.exit_code != 0 and "--threads" in r.output
 
 
+def test_reproducible_kernels_by_default_and_the_fastest_on_request(smollm2, monkeypatch):
+    import localguide
+
+    seen = []
+    real = localguide.load
+
+    def load(*args, **kwargs):
+        model = real(*args, **kwargs)
+        seen.append(model.reproducible)
+        return model
+
+    monkeypatch.setattr(localguide, "load", load)
+    for flags, want in (([], True), (["--fastest-kernels"], False)):
+        r = run("run", "--regex", "[0-9]{2}", *flags, "--seed", "1", "Two digits:")
+        assert r.exit_code == 0, r.output
+        assert re.fullmatch(r"[0-9]{2}\n?", r.stdout)
+        assert seen.pop() is want
+
+
 @pytest.mark.parametrize("flags", [[], ["--no-speculate"], ["--fast-forward"]])
 def test_speculation_flags_and_stats(smollm2, tmp_path, flags):
     schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
