@@ -14,7 +14,8 @@ from urllib.parse import urldefrag, urljoin
 
 from .numbers import lcm_fraction, to_fraction
 from .resolve import Dnf, Neg, Registry, ResolveError, Sub, escape
-from .strings import FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, format_node, pattern_matches
+from .strings import (FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, format_node, pattern_matches,
+                      split_lookaheads)
 from .flat import (
     ALL_TYPES, ANNOTATIONS, FALSE, MAX_BRANCHES, NUMBER, VALIDATION, _TYPE_ATOMS, Flat, Problems, _Trial, json_eq,
     merge, type_atom,
@@ -28,6 +29,9 @@ class Flattener:
         self.max_recursion = max_recursion
         # $ref targets followed, one set per open ``Compiler.value`` (which memoizes with them)
         self.followed: list[set] = []
+        # property names the schemas around a negation give (``hinted``): the keys tried where a
+        # negated additionalProperties or patternProperties asks for some key
+        self.key_hints: tuple = ()
 
     # -- helpers --------------------------------------------------------------------------
     def schema_for(self, f: Flat, name: str) -> list:
@@ -132,7 +136,8 @@ class Flattener:
             out = self.conj(out, self.one_of(sub, self.schema_list(sub, "oneOf"), inplace), sub.ptr, "oneOf")
         if "not" in s:
             self.problems.ok(sub.ptr, "not")
-            out = self.conj(out, self.negate(sub.child(s["not"], "not"), inplace), sub.ptr, "not")
+            negs = self.hinted(out, lambda: self.negate(sub.child(s["not"], "not"), inplace))
+            out = self.conj(out, negs, sub.ptr, "not")
         if "if" in s:
             out = self.if_then_else(sub, out, inplace)
         elif "then" in s or "else" in s:
@@ -263,7 +268,12 @@ class Flattener:
         elif kw == "pattern":
             if not isinstance(v, str):
                 raise TypeError("pattern must be a string")
-            f.patterns.append((v, ptr + "/pattern"))
+            split = split_lookaheads(v)
+            if split is None:
+                f.patterns.append((v, ptr + "/pattern"))
+            else:
+                f.patterns += [(x, ptr + "/pattern") for x in split[0]]
+                f.not_patterns += [(x, ptr + "/pattern") for x in split[1]]
         elif kw == "format":
             if not isinstance(v, str):
                 raise TypeError("format must be a string")
@@ -360,7 +370,7 @@ class Flattener:
         out = []
         self.problems.muted += 1
         try:
-            negs = [self.negate(p, inplace) for p in parts]
+            negs = self.hinted([f for d in dnfs for f in d], lambda: [self.negate(p, inplace) for p in parts])
         except _Trial as e:
             negs = None
             reason = str(e)
@@ -386,7 +396,7 @@ class Flattener:
         yes = self.conj(self.dnf(cond, inplace), then, sub.ptr, "if")
         self.problems.muted += 1
         try:
-            no = self.negate(cond, inplace)
+            no = self.hinted(out + then + els, lambda: self.negate(cond, inplace))
         except _Trial as e:
             self.problems.muted -= 1
             self.problems.error(sub.ptr, "if", f"the negation of 'if' is needed and not supported ({e})")
@@ -510,9 +520,15 @@ class Flattener:
                     f.noeval = {name}
                     out.append(f)
             elif kw == "pattern" and isinstance(v, str):
-                f = flat({"string"})
-                f.not_patterns = [(v, f"{ptr}/pattern")]
-                out.append(f)
+                must, must_not = split_lookaheads(v) or ([v], [])
+                for x in must:
+                    f = flat({"string"})
+                    f.not_patterns = [(x, f"{ptr}/pattern")]
+                    out.append(f)
+                for x in must_not:
+                    f = flat({"string"})
+                    f.patterns = [(x, f"{ptr}/pattern")]
+                    out.append(f)
             elif kw == "uniqueItems" and v is False:
                 continue
             elif kw in ("items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
@@ -540,6 +556,9 @@ class Flattener:
                 out += self.dnf(sub.child(v, "not"), inplace)
             elif kw in ("then", "else") and "if" not in s:
                 continue
+            elif kw in ("additionalProperties", "patternProperties") and self.key_hints and \
+                    isinstance(v, (bool, dict)):
+                out += self._negate_keys(sub, kw, v)
             else:
                 # The complement of a conjunction is the union of its keywords' complements: leaving
                 # one out keeps a subset of it, so nothing invalid is ever allowed.
@@ -553,6 +572,50 @@ class Flattener:
             P.approx(ptr, "not", f"more than {MAX_BRANCHES} alternatives: only the first are kept")
             out = out[:MAX_BRANCHES]
         return out
+
+    def _negate_keys(self, sub: Sub, kw: str, v) -> list:
+        """The complement of ``additionalProperties`` (a key no property or pattern lists, whose
+        value fails it) or ``patternProperties`` (a key a pattern matches, whose value fails its
+        schema), for the keys in ``key_hints`` only: the names the schemas around this one give
+        (the other alternatives of a oneOf, the rest of a schema with 'not'). Any other key could
+        be the one, so this is a subset of the complement, reported as such."""
+        s, ptr = sub.schema, sub.ptr
+        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+        pats = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
+        out = []
+
+        def present(name: str, bad: Sub) -> None:
+            f = Flat(ptr)
+            f.types = frozenset({"object"})
+            f.required = [name]
+            f.props = {name: [Sub(Neg(bad), bad.ptr, sub.base, sub.draft, sub.refs)]}
+            f.noeval = {name}
+            out.append(f)
+
+        if kw == "additionalProperties":
+            for name in self.key_hints:
+                if name not in props and not any(
+                        self.pattern_match(p, f"{ptr}/patternProperties/{escape(p)}", name) for p in pats):
+                    present(name, sub.child(v, kw))
+        else:
+            for p, x in (v.items() if isinstance(v, dict) else ()):
+                for name in self.key_hints:
+                    if self.pattern_match(p, f"{ptr}/{kw}/{escape(p)}", name):
+                        present(name, sub.child(x, kw, p))
+        shown = ", ".join(repr(k) for k in self.key_hints[:6]) + (" ..." if len(self.key_hints) > 6 else "")
+        self.problems.approx(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is approximated: of the keys that "
+                                      f"could fail it, only those named beside it ({shown}) are tried")
+        return out
+
+    def hinted(self, flats: list, make):
+        """``make()`` with the property names of ``flats`` added to ``key_hints``."""
+        names = {k for f in flats for k in f.props} | {k for f in flats for k in f.required}
+        saved = self.key_hints
+        self.key_hints = tuple(sorted(set(saved) | names))
+        try:
+            return make()
+        finally:
+            self.key_hints = saved
 
     # -- disjointness (for oneOf) --------------------------------------------------------------------
     def disjoint(self, xs: list, ys: list) -> bool:

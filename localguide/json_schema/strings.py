@@ -128,6 +128,82 @@ def pattern_matches(pattern: str, text: str) -> bool:
     return dfa.matches(text.encode("utf-8", "surrogatepass"))
 
 
+def _group_end(pattern: str, i: int) -> int | None:
+    """The index just past the ``)`` that closes the group opening at ``pattern[i]``."""
+    depth, j, n = 0, i, len(pattern)
+    while j < n:
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return None
+
+
+def _top_level_bar(text: str) -> bool:
+    """Whether ``text`` (a pattern's part) holds a ``|`` outside every group and class."""
+    j, n = 0, len(text)
+    while j < n:
+        c = text[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c in "([":
+            end = _group_end(text, j) if c == "(" else None
+            if c == "[":
+                j += 1
+                while j < n and text[j] != "]":
+                    j += 2 if text[j] == "\\" else 1
+                j += 1
+                continue
+            if end is None:
+                return True  # (unbalanced: not split)
+            j = end
+            continue
+        if c == "|":
+            return True
+        j += 1
+    return False
+
+
+def split_lookaheads(pattern: str) -> tuple[list[str], list[str]] | None:
+    """A pattern that opens with lookaheads (``^(?!A)(?=B)R``) as the patterns a string must match
+    (``^R``, ``^(?:B)``) and those it must not (``^(?:A)``): at the start of the text a lookahead
+    asks whether its pattern matches there, as a pattern anchored with ``^`` asks. None where
+    ``pattern`` is not of that form (a lookahead elsewhere, an alternative beside it) or a part
+    is not supported by itself: then the pattern is read, and reported, as written."""
+    if not pattern.startswith(("^(?!", "^(?=")):
+        return None
+    must, must_not = [], []
+    i = 1
+    while pattern.startswith(("(?!", "(?="), i):
+        j = _group_end(pattern, i)
+        if j is None:
+            return None
+        (must_not if pattern[i + 2] == "!" else must).append("^(?:" + pattern[i + 3:j - 1] + ")")
+        i = j
+    rest = pattern[i:]
+    if _top_level_bar(rest):
+        return None
+    must.insert(0, "^" + rest)
+    for part in must + must_not:
+        try:
+            pattern_node(part)
+        except PatternUnsupported:
+            return None
+    return must, must_not
+
+
 _dfa_cache: dict = {}
 
 

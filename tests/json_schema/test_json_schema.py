@@ -571,6 +571,80 @@ def test_negation_never_accepts_what_jsonschema_rejects():
     run()
 
 
+_OBJ_VALUES = [{}, {"a": 1}, {"a": "s"}, {"b": 1}, {"b": "s"}, {"a": 1, "b": 2}, {"a": "s", "b": 1}, {"xy": "s"},
+               {"xy": 1}, {"a": 1, "xy": "s"}, {"c": 1}, {"b": 1, "c": 2}, {"a": 1, "b": "s", "xy": 0}, 5, "s", None]
+_OBJ_PARTS = [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}}, {"properties": {"a": {}, "b": {}}},
+              {"required": ["a"]}, {"required": ["b"]}, {"additionalProperties": False},
+              {"additionalProperties": {"type": "integer"}}, {"patternProperties": {"^x": {"type": "string"}}}]
+
+
+def test_negated_additional_and_pattern_properties_never_accept_what_jsonschema_rejects():
+    """Property: a oneOf, not or if over objects whose negation needs 'some key fails
+    additionalProperties (or patternProperties)': the keys the schemas around it name are tried
+    (a subset of the complement), so a value jsonschema rejects is never allowed, and the
+    discriminated unions people write (the keys of one alternative closed to the other) are exact."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    branch = st.lists(st.sampled_from(_OBJ_PARTS), min_size=1, max_size=3).map(
+        lambda ps: {"type": "object", **{k: v for p in ps for k, v in p.items()}})
+
+    @settings(max_examples=120, deadline=None)
+    @given(branch, branch, st.sampled_from(["oneOf", "not", "if"]))
+    def run(x, y, how):
+        schema = {"oneOf": [x, y]} if how == "oneOf" else {**x, "not": y} if how == "not" else \
+            {"if": y, "then": x, "else": {"required": ["c"]}}
+        validator = jsonschema.Draft202012Validator(schema)
+        try:
+            dfa = schema_dfa(schema, max_recursion=2)
+        except SchemaError:
+            return
+        for v in _OBJ_VALUES:
+            assert not dfa.matches(json.dumps(v).encode()) or validator.is_valid(v), ("accepted", schema, v)
+
+    run()
+    # each alternative closed to the other's keys: exact (was refused: "accepts no document")
+    check({"type": "object", "oneOf": [{"properties": {"next": {"type": "string"}}, "additionalProperties": False},
+                                       {"properties": {"previous": {"type": "string"}}, "additionalProperties": False}]},
+          [{"next": "x"}, {"previous": "y"}], [{}, {"next": "x", "previous": "y"}, {"other": 1}, {"next": 1}])
+    check({"type": "object", "properties": {"a": {}, "xy": {}}, "not": {"patternProperties": {"^x": {"type": "string"}}}},
+          [{"xy": 1}, {"a": 1, "xy": []}], [{}, {"xy": "s"}, {"a": 1}])
+
+
+_LOOKAHEADS = ["^(?![ \\t]*\\(default(.*)\\))[\\s\\S]*", "^(?!.*://)(?=.{1,8}$)[a-z:/.]+$", "^(?=a)(?!ab)[a-c]+",
+               "^(?!(x|y))", "^(?=[)])..?$"]
+
+
+def test_patterns_that_open_with_lookaheads_are_exact():
+    """A pattern that opens with lookaheads (``^(?!A)(?=B)R``: npm names, hostnames, 'not a
+    default' in real schemas) is the intersection of ``^R`` and ``^(?:B)`` minus ``^(?:A)``:
+    the same strings as Python's re, whose lookaheads read these patterns alike, under the pattern
+    and under its negation. A lookahead anywhere else is still refused, naming its position."""
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    dfas = {p: (schema_dfa({"type": "string", "pattern": p}), schema_dfa({"type": "string", "not": {"pattern": p}}))
+            for p in _LOOKAHEADS}
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(_LOOKAHEADS), st.text(alphabet="abxy:/.() \t\n", max_size=10))
+    def run(p, text):
+        want = re.search(p, text) is not None
+        yes, no = dfas[p]
+        data = json.dumps(text).encode()
+        assert yes.matches(data) == want, (p, text)
+        assert no.matches(data) == (not want), (p, text)
+
+    run()
+    for text in ["(default x)", " \t(default)", "default", "abc://", "a.b/c", "abc", "ab", "", ")x", ")"]:
+        for p in _LOOKAHEADS:
+            assert dfas[p][0].matches(json.dumps(text).encode()) == (re.search(p, text) is not None), (p, text)
+    with pytest.raises(SchemaError, match="lookahead is not supported at position 3"):
+        schema_dfa({"type": "string", "pattern": "^ab(?!c)"})
+
+
 def test_one_of_strings_with_disjoint_patterns_or_formats_is_exact():
     """Two patterns (or formats) that match no string in common need no negation to tell them apart
     (a uuid's pattern beside a name's was refused: 'not' over 'pattern')."""
