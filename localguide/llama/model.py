@@ -239,7 +239,10 @@ class Model:
         the model first writes freely until that text, which becomes ``reasoning``, and the
         constraint applies to what follows; ``max_reasoning_tokens`` bounds the free part (the
         trigger is then forced; the constrained part still fits ``max_tokens``). The prompt
-        cache makes the next turn decode only its new tokens. ``tools`` (OpenAI form, each with a
+        cache makes the next turn decode only its new tokens: the last answer is read in the
+        tokens the model chose for it; ``cache_prompt=False`` tokenizes the conversation afresh,
+        so the text depends on the messages alone, not on what this Model generated before.
+        ``tools`` (OpenAI form, each with a
         JSON Schema ``parameters``) and ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or a
         named function): the answer's ``tool_calls`` have arguments valid for their tool's schema,
         written in the model family's syntax (``localguide.llama.tools``); ``parallel_tool_calls``:

@@ -163,6 +163,29 @@ def test_tokenize_conversation_splices_only_where_the_bytes_agree(smollm2):
         m._said = old
 
 
+def test_without_the_prompt_cache_a_conversation_is_tokenized_afresh(smollm2, monkeypatch):
+    """cache_prompt=False: the conversation's tokens are the tokenizer's own, whatever the last
+    answer's tokens were, so the same messages give the same prompt in any process."""
+    m = smollm2
+    msgs = [{"role": "user", "content": "Say it."}, {"role": "assistant", "content": "Hello there"},
+            {"role": "user", "content": "Again."}]
+    text = m.chat_template().render(msgs)
+    head = m.tokenize_chat(m.chat_template().render(msgs[:1]))
+    split = [t for ch in "Hello there" for t in m.llama.tokenize(ch.encode(), add_bos=False, special=False)]
+    seen = []
+    real = m.generate_tokens
+    monkeypatch.setattr(m, "generate_tokens", lambda prompt, *a, **k: seen.append(list(prompt)) or real(prompt, *a, **k))
+    old = m._said
+    try:
+        for cache in (True, False):
+            m._said = head + split + [m.llama.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]]
+            m.chat(msgs, max_tokens=2, temperature=0, cache_prompt=cache)
+    finally:
+        m._said = old
+    assert seen[0] != m.tokenize_chat(text)  # (the cache on: the last answer's own tokens)
+    assert seen[1] == m.tokenize_chat(text)
+
+
 def test_markup_is_never_taken_from_a_generation_that_wrote_it_as_text(model):
     """The last generation's prompt was text that spells the template's markup (a completion
     prompt, or a prompt starting with ``<``): the next chat turn takes none of its text tokens
