@@ -44,8 +44,9 @@ def stored_weights():
     (``use_extra_bufts`` off: no repacking). Yields '' where that holds, else why not."""
     import llama_cpp.llama_cpp as lc
 
-    if "use_extra_bufts" not in dict(lc.llama_model_params._fields_):
-        yield "this llama-cpp-python cannot turn off the repacking of weights (no use_extra_bufts)"
+    why = _no_stored_weights()
+    if why:
+        yield why
         return
     with _patching:  # (Llama() reads the defaults through the module: one loader at a time)
         default = lc.llama_model_default_params
@@ -65,10 +66,10 @@ def stored_weights():
 def reference_kernels(ctx) -> str:
     """Put the backends of the llama.cpp context ``ctx`` on the CPU's reference kernels; '' where
     that makes its logits independent of the batch, else why not."""
-    try:
-        get_sched, n_backends, backend, is_cpu, use_ref, name = _functions()
-    except (OSError, AttributeError) as e:
-        return f"this llama.cpp does not expose its reference kernels ({e})"
+    why = _no_reference_kernels()
+    if why:
+        return why
+    get_sched, n_backends, backend, is_cpu, use_ref, name = _functions()
     sched = get_sched(ctx)
     if not sched:
         return "the llama.cpp context has no scheduler"
@@ -87,10 +88,18 @@ def reference_kernels(ctx) -> str:
 
 def available() -> str:
     """'' where this llama-cpp-python can make logits independent of the batch (CPU layers), else why not."""
+    return _no_stored_weights() or _no_reference_kernels()
+
+
+def _no_stored_weights() -> str:
     import llama_cpp.llama_cpp as lc
 
     if "use_extra_bufts" not in dict(lc.llama_model_params._fields_):
         return "this llama-cpp-python cannot turn off the repacking of weights (no use_extra_bufts)"
+    return ""
+
+
+def _no_reference_kernels() -> str:
     try:
         _functions()
     except (OSError, AttributeError) as e:
