@@ -715,24 +715,33 @@ def _memo_key(sub, via_ref: bool = False) -> tuple:
 
 def _subset(a, b) -> bool:
     """L(a) ⊆ L(b) for byte DFAs."""
+    return not product_walk(a, b, lambda x, y: a.accepting[x] and (y < 0 or not b.accepting[y]), partial=True)
+
+
+def product_walk(a, b, hit, partial: bool = False, limit: int | None = None) -> bool | None:
+    """Whether a string takes byte DFAs ``a`` and ``b`` to states ``x``, ``y`` with ``hit(x, y)``:
+    True, False, or None past ``limit`` pairs of states. ``partial``: ``a`` goes on where ``b``
+    has no move (``y`` is then -1); else both must move."""
     import numpy as np
 
-    start = (0, 0)
-    seen = {start}
-    queue = [start]
+    seen = {(0, 0)}
+    stack = [(0, 0)]
     ta, tb = a.transitions, b.transitions
-    while queue:
-        x, y = queue.pop()
-        if a.accepting[x] and (y < 0 or not b.accepting[y]):
-            return False
+    while stack:
+        x, y = stack.pop()
+        if hit(x, y):
+            return True
         ra = ta[x]
-        for byte in np.flatnonzero(ra >= 0):
-            nx = int(ra[byte])
-            ny = int(tb[y, byte]) if y >= 0 else -1
-            if (nx, ny) not in seen:
-                seen.add((nx, ny))
-                queue.append((nx, ny))
-    return True
+        rb = tb[y] if y >= 0 else None
+        moves = ra >= 0 if partial else (ra >= 0) & (rb >= 0)
+        for byte in np.flatnonzero(moves).tolist():
+            pair = (int(ra[byte]), int(rb[byte]) if rb is not None else -1)
+            if pair not in seen:
+                if limit is not None and len(seen) >= limit:
+                    return None
+                seen.add(pair)
+                stack.append(pair)
+    return False
 
 
 def _perm(m: int, n: int) -> int:

@@ -715,24 +715,9 @@ def _strings_disjoint(a: Flat, b: Flat) -> bool:
 
 def _dfas_disjoint(a, b) -> bool:
     """L(a) ∩ L(b) = ∅ for byte DFAs (False when that takes more than ``MAX_PRODUCT`` pairs)."""
-    import numpy as np
+    from .compiler import product_walk
 
-    seen = {(0, 0)}
-    stack = [(0, 0)]
-    ta, tb = a.transitions, b.transitions
-    while stack:
-        x, y = stack.pop()
-        if a.accepting[x] and b.accepting[y]:
-            return False
-        ra, rb = ta[x], tb[y]
-        for byte in np.flatnonzero((ra >= 0) & (rb >= 0)).tolist():
-            pair = (int(ra[byte]), int(rb[byte]))
-            if pair not in seen:
-                if len(seen) >= MAX_PRODUCT:
-                    return False
-                seen.add(pair)
-                stack.append(pair)
-    return True
+    return product_walk(a, b, lambda x, y: a.accepting[x] and b.accepting[y], limit=MAX_PRODUCT) is False
 
 
 def _ranges_disjoint(a: Flat, b: Flat) -> bool:
