@@ -128,19 +128,26 @@ def pattern_matches(pattern: str, text: str) -> bool:
     return dfa.matches(text.encode("utf-8", "surrogatepass"))
 
 
+def _class_end(pattern: str, j: int) -> int:
+    """The index just past the ``]`` that closes the class opening at ``pattern[j]``."""
+    j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j + 1
+
+
 def _group_end(pattern: str, i: int) -> int | None:
     """The index just past the ``)`` that closes the group opening at ``pattern[i]``."""
-    depth, j, n = 0, i, len(pattern)
-    while j < n:
+    depth, j = 0, i
+    while j < len(pattern):
         c = pattern[j]
         if c == "\\":
             j += 2
             continue
         if c == "[":
-            j += 1
-            while j < n and pattern[j] != "]":
-                j += 2 if pattern[j] == "\\" else 1
-        elif c == "(":
+            j = _class_end(pattern, j)
+            continue
+        if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
@@ -151,28 +158,24 @@ def _group_end(pattern: str, i: int) -> int | None:
 
 
 def _top_level_bar(text: str) -> bool:
-    """Whether ``text`` (a pattern's part) holds a ``|`` outside every group and class."""
-    j, n = 0, len(text)
-    while j < n:
+    """Whether ``text`` (a pattern's part) holds a ``|`` outside every group and class (or an
+    unbalanced group: then it is not split either)."""
+    j = 0
+    while j < len(text):
         c = text[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c in "([":
-            end = _group_end(text, j) if c == "(" else None
-            if c == "[":
-                j += 1
-                while j < n and text[j] != "]":
-                    j += 2 if text[j] == "\\" else 1
-                j += 1
-                continue
-            if end is None:
-                return True  # (unbalanced: not split)
-            j = end
-            continue
         if c == "|":
             return True
-        j += 1
+        if c == "\\":
+            j += 2
+        elif c == "[":
+            j = _class_end(text, j)
+        elif c == "(":
+            end = _group_end(text, j)
+            if end is None:
+                return True
+            j = end
+        else:
+            j += 1
     return False
 
 
