@@ -59,11 +59,11 @@ def budget_tables(grammar, completer, scanner) -> tuple:
     """``budget_kernels.earley_after`` and ``earley_visit_bound``'s tables (lengths of ``completer``'s bytes)."""
     g, comp = grammar, completer
     nt = g.n_terminals
-    it_off, items, dc_off, dc_t, dc_lhs, dc_len = [0], [], [0], [], [], []
-    for d, st in enumerate(g.dstates):
-        items += st.items
-        it_off.append(len(items))
-        if not st.is_pred:
+    tables = g.dfa_tables()  # (arrays: making every state's ``DState`` would leave an object per state)
+    is_pred = tables["dfa_is_pred"].tolist()
+    dc_off, dc_t, dc_lhs, dc_len = [0], [], [], []
+    for d in range(len(is_pred)):
+        if not is_pred[d]:
             for t, rows in sorted(comp.dcost(d).items()):
                 for lhs, w in rows:
                     dc_t.append(t)
@@ -82,8 +82,8 @@ def budget_tables(grammar, completer, scanner) -> tuple:
     def a(x):
         return np.array(x, np.int64)
 
-    return (a(it_off), a(items), a(g.next_sym), a(g.item_lhs), a([len(w) for w in comp.rest_of]),
-            np.array([st.is_pred for st in g.dstates], np.uint8), (a(dc_off), a(dc_t), a(dc_lhs), a(dc_len)),
+    return (a(tables["dfa_items_off"]), a(tables["dfa_items"]), a(g.next_sym), a(g.item_lhs),
+            a([len(w) for w in comp.rest_of]), np.array(is_pred, np.uint8), (a(dc_off), a(dc_t), a(dc_lhs), a(dc_len)),
             a([len(comp.best[t]) for t in range(nt)]), a(sfx), a([comp.start_lhs, nt]), (a(sx_off), a(sx_t), a(sx_len)))
 
 

@@ -152,13 +152,13 @@ class Completer:
         self._visit_bounds = {}
 
     def dcost(self, d: int) -> dict:
-        """For DFA state ``d``: terminal T -> [(lhs, bytes after T up to the end of lhs)], minimal per lhs."""
+        """For DFA state ``d``: terminal T -> ((lhs, bytes after T up to the end of lhs), ...), minimal per lhs."""
         got = self._dcost.get(d)
         if got is None:
             g = self.g
             nt = g.n_terminals
             out: dict[int, dict] = {}
-            for it in g.dstates[d].items:
+            for it in g.state_items(d):
                 x = g.next_sym[it]
                 if x < 0:
                     continue
@@ -169,7 +169,8 @@ class Completer:
                     per = out.setdefault(t, {})
                     if lhs not in per or len(w) < len(per[lhs]):
                         per[lhs] = w
-            got = self._dcost[d] = {t: list(per.items()) for t, per in out.items()}
+            # (tuples of ints and bytes: the cycle collector stops walking them)
+            got = self._dcost[d] = {t: tuple(per.items()) for t, per in out.items()}
         return got
 
     def finish(self, o, a: int) -> bytes | None:

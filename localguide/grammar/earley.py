@@ -65,7 +65,7 @@ def _read_dstates(g: "Grammar", t: dict) -> Rows:
         a, b = s_off[d], s_off[d + 1]
         return DState(items, dict(zip(s_sym[a:b], s_to[a:b])), tuple(comp[c_off[d]:c_off[d + 1]]),
                       int.from_bytes(allowed[d].astype("<u8").tobytes(), "little"), pred[d], g.accept_item in items,
-                      bool(is_pred[d]), frozenset(g._items[2][list(items)].tolist()))
+                      bool(is_pred[d]), g.lhs_set(g._items[2][list(items)].tolist()))
 
     return Rows(len(pred), make)
 
@@ -112,6 +112,9 @@ class Grammar:
         self._canon: dict = {}  # item -> its canonical item (``_canonical``)
         self._by_suffix: dict = {}  # (lhs, symbols after the dot) -> canonical item
         self._dstate_ids: dict = {}
+        # (one object per distinct set of left-hand sides: states share a few, and each object is
+        # one more for the cycle collector to walk as long as the grammar lives)
+        self._lhs_sets: dict = {}
         self._pred_ids: dict = {}  # nonterminals after the dots -> predicted companion (-1: none)
         self._table: dict = {}
         self._unions: dict = {}  # uids of pooled sets -> their union (``union``)
@@ -188,6 +191,16 @@ class Grammar:
                 self._explored = True
         return True
 
+    def state_items(self, d: int):
+        """ε-DFA state ``d``'s items, read from ``dfa_tables`` where the grammar keeps them, without
+        making the state's ``DState``: a table over every state then leaves no object per state
+        for the cycle collector to walk as long as the grammar lives."""
+        t = self._dfa
+        if t is None:
+            return self.dstates[d].items
+        off = t["dfa_items_off"]
+        return t["dfa_items"][off[d]:off[d + 1]].tolist()
+
     def dfa_tables(self) -> dict:
         """The explored ε-DFA (``explore`` first) as arrays, ``DFA_KEYS``: each state's items,
         allowed terminals (64-bit words), predicted companion, completed left-hand sides and
@@ -260,6 +273,11 @@ class Grammar:
         return a[o[i]:o[i + 1]]
 
     # -- the ε-DFA -----------------------------------------------------------------------
+    def lhs_set(self, symbols) -> frozenset:
+        """``DState.lhs``: the set of ``symbols``, one shared object per distinct set."""
+        s = frozenset(symbols)
+        return self._lhs_sets.setdefault(s, s)
+
     def _advance_nullable(self, items) -> frozenset:
         """``items`` plus every item reached from them by moving the dot over nullable symbols."""
         out = set(items)
@@ -321,7 +339,7 @@ class Grammar:
             elif s < 0:
                 complete.append(lhs[it])
         st = DState(tuple(sorted(items)), None, tuple(sorted(set(complete))), allowed, -1,
-                    self.accept_item in items, predicted, frozenset(lhs[it] for it in items))
+                    self.accept_item in items, predicted, self.lhs_set(lhs[it] for it in items))
         self.dstates.append(st)
         if not predicted:
             # the predicted companion depends only on the nonterminals after the dots, which

@@ -213,6 +213,26 @@ def test_cached_dfa_equals_the_explored_one(smollm2, smollm2_vocab, name):
     assert g.is_accepting() and made == [] and loaded.engine.core is not None
 
 
+@pytest.mark.parametrize("name", ["json", "sql"])
+def test_budget_on_a_loaded_index_makes_only_the_states_it_walks(model, name):
+    """The budget's tables read the ε-DFA's items from the loaded arrays: a guide with a budget
+    makes a ``DState`` for the states its walk reaches, not one per state (each would stay an
+    object for the cycle collector to walk in a server that keeps the index), and it allows
+    what the fresh index's guide with the same budget allows."""
+    fresh = lazy_index(name, model.vocabulary)
+    loaded = GrammarIndex.from_arrays(fresh.arrays(), model.vocabulary)
+    states = loaded.grammar.dstates
+    tokens = tokenize(model, SAMPLES[name][0][0])
+    g, h = loaded.guide(max_tokens=len(tokens) + 8), fresh.guide(max_tokens=len(tokens) + 8)
+    assert g.allowed_token_ids().tolist() == h.allowed_token_ids().tolist()
+    assert 0 < dict.__len__(states) < len(states) // 4
+    for t in tokens:
+        assert g.allowed_token_ids().tolist() == h.allowed_token_ids().tolist()
+        g.advance(t)
+        h.advance(t)
+    assert g.is_accepting() and loaded.engine.core is not None
+
+
 def test_loaded_index_has_the_large_groups_bitsets_and_keeps_them(smollm2, smollm2_vocab):
     """A loaded index makes its large groups' bitsets at load; a flush keeps them, and masks
     made with them, before and after, hold exactly the allowed ids."""
