@@ -7,6 +7,8 @@ Starlette and uvicorn). ``api`` reads the requests, ``engine`` decodes, ``app`` 
 
 from __future__ import annotations
 
+import threading
+
 from .api import ApiError, Limits
 
 
@@ -41,6 +43,7 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
     import uvicorn
 
     server = make_server(model, **options)
+    threading.Thread(target=server.warm_up, name="localguide-warm-up", daemon=True).start()
     try:
         uvicorn.run(server.app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
     finally:

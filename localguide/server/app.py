@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import gc
 import json
 import threading
 import time
@@ -47,6 +48,15 @@ MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 # (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
 PREPARE_THREADS = COMPILE_WORKERS + MAX_WAITING_COMPILES + 4
 KINDS = ("regex", "choice", "grammar", "json_schema")
+# (small requests that take each path of the server once: its kernels loaded, its first allocations made)
+WARM_UP = (
+    ("completion", {"prompt": "Hi", "max_tokens": 2, "temperature": 0}),
+    ("completion", {"prompt": "Hi", "max_tokens": 4, "regex": "[a-z]{1,3}", "stop": ["q"]}),
+    ("completion", {"prompt": "Hi", "max_tokens": 8, "grammar": 'start: "a" start | "b"'}),
+    ("chat", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 12, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "w", "schema": {
+            "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}}),
+)
 
 
 class CompileCache:
@@ -159,6 +169,32 @@ class Server:
         yield
         # (here, not only in serve()'s finally: uvicorn ends on SIGTERM by raising it again, after this)
         await asyncio.get_running_loop().run_in_executor(None, self.workers.close)
+
+    def warm_up(self) -> list:
+        """Serve ``WARM_UP``'s requests (their answers dropped), then set every object alive aside
+        from the cycle collector (``gc.freeze``): the modules, the model, the kernels. A full
+        collection otherwise walks them all, 0.1-0.2 s with the interpreter's lock held, in which
+        ``/health`` and every request wait; after it, a collection walks only what requests made
+        since. Returns each request's finish reason or error (an error is not raised: a real
+        request meeting it says so itself)."""
+        outcomes = []
+        for route, body in WARM_UP:
+            done: list = []
+            ended = threading.Event()
+            try:
+                job = (parse_chat if route == "chat" else parse_completion)(body, self.limits)
+                prepared = (self._prepare_chat if route == "chat" else self._prepare_completion)(job)
+                work = _Stream(None, job, prepared, route == "chat", self).work
+                work.on_token = lambda token: True
+                work.on_done = lambda reason, error, stats: (done.append(error or reason), ended.set())
+                self.engine.submit(work)
+                ended.wait(120)
+                outcomes.append(done[0] if done else TimeoutError("no answer in 120 s"))
+            except Exception as e:  # noqa: BLE001
+                outcomes.append(e)
+        gc.collect()
+        gc.freeze()
+        return outcomes
 
     def close(self) -> None:
         """End the compile workers and the engine."""

@@ -429,3 +429,23 @@ def test_the_playground_streams_a_valid_answer_in_a_browser(smollm2_path, tmp_pa
     finally:
         browser.close()
         s.close()
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_warm_up_takes_each_path_then_sets_its_objects_aside(model, parallel):
+    """``serve``'s warm-up answers a plain, a regex, a grammar and a JSON Schema chat request
+    through the server's own path (compile workers, engine), none failing, then freezes what is
+    alive for the cycle collector: a full collection after it walks only later objects."""
+    import gc
+
+    from localguide.server import make_server
+
+    server = make_server(model, parallel=parallel, n_ctx=256)
+    try:
+        outcomes = server.warm_up()
+        assert gc.get_freeze_count() > 10_000
+        assert len(outcomes) == 4 and all(o in ("stop", "length") for o in outcomes), outcomes
+        assert len(server.compiled) == 3
+    finally:
+        gc.unfreeze()
+        server.close()
