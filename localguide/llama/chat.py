@@ -2,7 +2,9 @@
 
 Messages come in the OpenAI form (``system``, ``user``, ``assistant``, ``tool`` roles), are
 checked, rendered with the model's chat template (``template.py``) and generated with the
-usual constraints. The prompt cache makes a follow-up turn decode only its new tokens. With
+usual constraints. The prompt cache makes a follow-up turn decode little more than its new
+tokens (the conversation is tokenized afresh: the last answer from its first token that was
+not the tokenizer's own split, if any). With
 ``after`` (say ``"</think>"``) the model writes freely until that text, then the constraint
 applies (``trigger.py``); the answer separates ``reasoning`` from ``content``.
 """
@@ -145,7 +147,7 @@ class ChatRun:
     def __init__(self, model, messages, *, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
                  after: str | None = None, max_reasoning_tokens: int | None = None,
                  chat_template: str | None = None, template_variables: dict | None = None,
-                 max_tokens: int, constraint: dict, options: dict, counts_key=None, tokenize: bool = True,
+                 max_tokens: int, constraint: dict, options: dict, counts_key=None,
                  compile=None, lock=None):
         """``compile``: what compiles a constraint (``Model.compile``'s arguments; default it); ``lock``:
         held while the guide is made (a server whose engine walks guides of the same index)."""
@@ -174,8 +176,8 @@ class ChatRun:
         shown = tools if tools is not None and T.declares_tools(template) else None  # (else described in prepare)
         self.prompt = render(model, template, msgs, tools=shown, add_generation_prompt=True,
                              **(template_variables or {}))
-        # (tokenize False: the caller tokenizes, against what its own cache holds)
-        self.prompt_tokens = model.tokenize_conversation(self.prompt) if tokenize else None
+        # (afresh, never in the tokens a last generation took: the text alone decides the answer)
+        self.prompt_tokens = model.tokenize_chat(self.prompt)
         compile = compile or model.compile
         if mode != "none":
             made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls, compile)
@@ -237,10 +239,8 @@ def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, 
                 opportunistic: bool, stats: bool, cache_prompt: bool, stop: list[str],
                 **run_args) -> Iterator[ChatDelta]:
     """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
-    # (cache_prompt False: the conversation tokenized afresh, not in the last answer's tokens, so
-    # the text depends on the messages alone, not on what this Model generated before)
-    run = ChatRun(model, messages, max_tokens=max_tokens, tokenize=cache_prompt, **run_args)
-    prompt = run.prompt_tokens if cache_prompt else model.tokenize_chat(run.prompt)
+    run = ChatRun(model, messages, max_tokens=max_tokens, **run_args)
+    prompt = run.prompt_tokens
     cut = run.stop_text(stop)
     guide = run.guide
     counts = model.draft_counts(run.counts_key) if guide is not None and (speculate or fast_forward) else None

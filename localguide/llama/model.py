@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import codecs
 import contextlib
 import dataclasses
@@ -103,8 +102,6 @@ class Model:
         llm = self.llama.model
         self.can_speculate = not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
         self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
-        self._said: list[int] = []  # the last generation's prompt and output, as the model took them
-        self._special_pieces: dict[int, bytes] = {}
         self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
@@ -238,10 +235,11 @@ class Model:
         constraint (as ``generate``) applies to the answer; with ``after`` (say ``"</think>"``)
         the model first writes freely until that text, which becomes ``reasoning``, and the
         constraint applies to what follows; ``max_reasoning_tokens`` bounds the free part (the
-        trigger is then forced; the constrained part still fits ``max_tokens``). The prompt
-        cache makes the next turn decode only its new tokens: the last answer is read in the
-        tokens the model chose for it; ``cache_prompt=False`` tokenizes the conversation afresh,
-        so the text depends on the messages alone, not on what this Model generated before.
+        trigger is then forced; the constrained part still fits ``max_tokens``). The
+        conversation is tokenized afresh each turn, so the answer depends on the messages alone,
+        not on what this Model generated before; the prompt cache then decodes only what follows
+        the longest prefix its KV cache holds: the new messages, and the last answer from its first
+        token that was not the tokenizer's own split (``last_stats.cached_tokens``).
         ``tools`` (OpenAI form, each with a
         JSON Schema ``parameters``) and ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or a
         named function): the answer's ``tool_calls`` have arguments valid for their tool's schema,
@@ -375,74 +373,6 @@ class Model:
         if self.llama._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
             tokens = [bos] + tokens
         return tokens
-
-    def tokenize_conversation(self, text: str, said: list[int] | None = None) -> list[int]:
-        """A rendered chat prompt as tokens, its part that repeats the last generation (the
-        history, the model's own answer) in the tokens the model took then, the rest tokenized.
-
-        A sampled answer is often not in the tokenizer's own split (``<`` ``$`` where the
-        tokenizer writes ``<$``); tokenized again, the next turn would part from the KV cache
-        there and decode the answer again. The tokens are used only where their bytes are the
-        text's, so the text is the same either way. ``said``: the tokens to take them from (by
-        default this Model's last generation's)."""
-        tokens = self.tokenize_chat(text)
-        said = self._said if said is None else said
-        n = 0
-        while n < min(len(said), len(tokens)) and said[n] == tokens[n]:
-            n += 1
-        if n == len(said) or n == len(tokens) or getattr(text, "plain", ()):
-            # (plain text may have the bytes of a control token said held: never reused for it)
-            return tokens
-        data, pos = text.encode("utf-8"), 0
-        bos = self.llama.token_bos()
-        # (a BOS the template did not write stands for no bytes)
-        unwritten = bool(tokens) and tokens[0] == bos and not data.startswith(self._piece(bos))
-        markup = self._markup(tokens[1 if unwritten else 0:], data)
-        if markup is None:
-            return tokens
-        j = 1 if unwritten and said[0] == bos else 0
-        while j < len(said):
-            piece = self._piece(said[j])
-            if not piece or not data.startswith(piece, pos):
-                break
-            # (bytes alone are not enough: the template's markup only as its control token, and
-            # a text token never over markup, or a prompt written as text would read as markup)
-            if self.vocabulary[said[j]]:
-                k = bisect.bisect_left(markup[0], pos)
-                if k < len(markup[0]) and markup[0][k] < pos + len(piece):
-                    break
-            elif markup[1].get(pos) != said[j]:
-                break
-            pos, j = pos + len(piece), j + 1
-        if j <= n:
-            return tokens
-        tail = self.llama.tokenize(data[pos:], add_bos=False, special=True)
-        # (a tokenizer that puts a space before a text's start would change the text: then not)
-        if b"".join(self._piece(t) for t in tail) != data[pos:]:
-            return tokens
-        return said[:j] + tail
-
-    def _markup(self, tokens: list[int], data: bytes) -> tuple[list[int], dict[int, int]] | None:
-        """Where ``tokens`` (``data`` tokenized) hold control tokens: their byte offsets in order, and
-        offset -> token; None where their pieces do not spell ``data``."""
-        starts, at, pos = [], {}, 0
-        for t in tokens:
-            piece = self._piece(t)
-            if not self.vocabulary[t]:
-                starts.append(pos)
-                at[pos] = t
-            pos += len(piece)
-        return (starts, at) if pos == len(data) else None
-
-    def _piece(self, token: int) -> bytes:
-        """The bytes ``token`` stands for in a rendered prompt (a control token's text included)."""
-        piece = self.vocabulary[token]
-        if piece:
-            return piece
-        got = self._special_pieces.get(token)
-        if got is None:
-            got = self._special_pieces[token] = self.llama.detokenize([token], special=True)
-        return got
 
     def apply_chat_template(self, user_message: str) -> str:
         """``user_message`` wrapped in the model's own chat template, ready for the answer."""
@@ -594,7 +524,6 @@ class Model:
         """After a generation: the KV cache keeps the prompt and every generated token but the
         last (which may not have been decoded), and nothing else (no rejected drafts); it is
         emptied when ``keep_cache`` is False (an error, or caching off)."""
-        self._said = list(prompt_tokens) + out
         if not keep_cache:
             self._reset()
             return

@@ -288,9 +288,9 @@ class Server:
                       max_reasoning_tokens=job.max_reasoning_tokens,
                       template_variables=job.options.get("template_variables"), max_tokens=job.max_tokens,
                       constraint=job.constraint, options=self._options(job),
-                      counts_key=_key(job.constraint, self._options(job)), tokenize=False,
+                      counts_key=_key(job.constraint, self._options(job)),
                       compile=self.compiled, lock=self.engine.lock)
-        n = len(self.model.tokenize_chat(run.prompt))
+        n = len(run.prompt_tokens)
         self._check_context(n, job, "messages")
         return run, n
 
@@ -332,13 +332,13 @@ class _Stream:
         if chat:
             self.run = what
             self.stop = what.stop_text(job.stop)
-            self.work = Work(None, what.prompt, what.guide, job.sampling, job.max_tokens, self._on_token,
+            self.work = Work(what.prompt_tokens, what.guide, job.sampling, job.max_tokens, self._on_token,
                              self._on_done, counts_key=what.counts_key, stats=job.stats)
         else:
             tokens, guide, healed, key, self.stop = what
             self.skip = len(healed)
             self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            self.work = Work(tokens, None, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,
+            self.work = Work(tokens, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,
                              counts_key=key, healed=healed, stats=job.stats)
 
     # -- the engine's thread ------------------------------------------------------------------

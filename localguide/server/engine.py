@@ -29,13 +29,11 @@ from ..llama.sampler import Sampling, SamplerChain
 
 @dataclass(eq=False)
 class Work:
-    """One generation: its prompt (tokens, or chat text tokenized against the cache at its turn),
-    its guide and sampling, and where its tokens go. ``on_token`` runs in the engine's thread and
+    """One generation: its prompt's tokens, its guide and sampling, and where its tokens go. ``on_token`` runs in the engine's thread and
     returns False to stop there (a stop string); ``on_done(reason, error, stats)`` ends it, with
     ``reason`` "stop", "length" or "cancelled". ``cancelled`` may be set from any thread."""
 
-    prompt_tokens: list | None
-    prompt_text: str | None
+    prompt_tokens: list
     guide: object
     sampling: Sampling
     max_tokens: int
@@ -95,7 +93,7 @@ class SerialEngine:
         m = self.model
         n, reason, error, gen, counts = 0, "stop", None, None, None
         try:
-            tokens = work.prompt_tokens if work.prompt_tokens is not None else m.tokenize_conversation(work.prompt_text)
+            tokens = work.prompt_tokens
             if work.guide is not None:
                 counts = m.draft_counts(work.counts_key)
             gen = m.generate_tokens(tokens, work.guide, work.max_tokens, work.sampling, speculate=True,
@@ -126,7 +124,6 @@ class SerialEngine:
 class _Slot:
     seq: int
     kv: list = field(default_factory=list)    # the tokens this sequence's KV cache holds
-    said: list = field(default_factory=list)  # its last generation's prompt and output
     work: Work | None = None
     chain: SamplerChain | None = None
     pending: list = field(default_factory=list)  # prompt tokens still to decode
@@ -222,9 +219,8 @@ class BatchEngine:
 
     def _start(self, work: Work, idle: list) -> None:
         m = self.model
-        canon = work.prompt_tokens if work.prompt_tokens is not None else m.tokenize_chat(work.prompt_text)
-        slot = max(idle, key=lambda s: (_common(s.kv, canon), -s.seq))
-        tokens = canon if work.prompt_tokens is not None else m.tokenize_conversation(work.prompt_text, slot.said)
+        tokens = work.prompt_tokens
+        slot = max(idle, key=lambda s: (_common(s.kv, tokens), -s.seq))
         if len(tokens) + work.max_tokens > self.context:
             raise ValueError(f"the prompt ({len(tokens)} tokens) plus max_tokens ({work.max_tokens}) exceeds "
                              f"a sequence's context ({self.context} tokens)")
@@ -307,7 +303,6 @@ class BatchEngine:
         if s.chain is not None:
             s.chain.close()
             s.chain = None
-        s.said = s.prompt + s.out
         s.pending = []
         if s.stats is not None:
             s.stats.seconds = time.perf_counter() - s.t0
