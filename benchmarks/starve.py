@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Starvation by compiles: does an innocent request wait while others' constraints compile?
 
-    python benchmarks/starve.py [--models smollm2,gemma] [--attackers 4] [--seconds 40] [--parallel 1]
+    python benchmarks/starve.py [--models smollm2,gemma] [--attackers 4] [--seconds 40] [--parallel 1] [--flood]
 
 Per model, a real ``localguide serve`` on loopback (the code on ``sys.path``, so the same script
 times any checkout: run it from outside the repository with ``PYTHONPATH=<checkout>``). First
@@ -10,7 +10,9 @@ compiles for seconds (a fresh one each time: a string JSON Schema with ``minLeng
 ``pattern``, or a regex of ``([a-z]{1,8} ){100}``), a client sends an innocent request (2 tokens,
 no constraint) in a loop and another asks ``/health`` every 50 ms. Reported: the innocent
 request's and ``/health``'s latency (median, p90, max) quiet and under attack, the innocent
-requests that were not answered 200, and what the attackers got.
+requests that were not answered 200, and what the attackers got. ``--flood``: the attackers
+post instead, one after another, bodies just under the 4 MiB bound made of 1.3 million empty
+objects (what Python's JSON reader takes ~0.2 s to read, holding the interpreter's lock).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "server"))
 
 
-def _post(url: str, body: dict, timeout: float = 300) -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+def _post(url: str, body, timeout: float = 300) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -72,7 +75,10 @@ def _stats(xs: list[float]) -> str:
             f"{xs[-1] * 1000:.0f}")
 
 
-def measure(path: Path, attackers: int, seconds: float, parallel: int) -> dict:
+FLOOD = b'{"prompt": "x", "max_tokens": 2, "metadata": [' + b",".join([b"{}"] * 1_300_000) + b"]}"
+
+
+def measure(path: Path, attackers: int, seconds: float, parallel: int, flood: bool = False) -> dict:
     from test_server import Served
 
     s = Served(path, parallel=parallel)
@@ -90,8 +96,8 @@ def measure(path: Path, attackers: int, seconds: float, parallel: int) -> dict:
             k = 0
             while not stop.is_set():
                 t = time.perf_counter()
-                status, body = _post(url + "/v1/completions", {"prompt": "x", "max_tokens": 2, **_slow(
-                    i + attackers * k, random.randrange(10 ** 9))})
+                status, body = _post(url + "/v1/completions", FLOOD if flood else {
+                    "prompt": "x", "max_tokens": 2, **_slow(i + attackers * k, random.randrange(10 ** 9))})
                 compile_times.append(time.perf_counter() - t)
                 outcomes[status if status == 200 else f"{status} {body['error'].get('code') or body['error']['param']}"] += 1
                 k += 1
@@ -130,6 +136,7 @@ def main() -> None:
     ap.add_argument("--attackers", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=40.0)
     ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--flood", action="store_true", help="bodies of a million tiny values instead of slow compiles")
     args = ap.parse_args()
     import localguide
 
@@ -149,7 +156,7 @@ def main() -> None:
           "/health under attack | attackers' answers |")
     print("|---|---|---|---|---|---|---|")
     for name, path in paths.items():
-        r = measure(path, args.attackers, args.seconds, args.parallel)
+        r = measure(path, args.attackers, args.seconds, args.parallel, args.flood)
         print(f"| {name} | {_stats(r['quiet'])} | {_stats(r['busy'])} ({len(r['busy'])}) | {r['refused'] or 0} | "
               f"{_stats(r['quiet_health'])} | {_stats(r['health'])} ({len(r['health'])}) | {r['attackers']} |",
               flush=True)

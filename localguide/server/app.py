@@ -43,6 +43,9 @@ from .api import MAX_DEPTH, ApiError, Job, Limits, check_depth, parse_chat, pars
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
+# JSON values in one body, as commas and colons (in strings too): Python's JSON reader holds the
+# interpreter's lock for its whole read, ~150 ns a value, and /health waits that long
+MAX_VALUES = 400_000
 COMPILE_WORKERS = 2        # constraints compiled at once (each in a process of its own)
 MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 # (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
@@ -216,6 +219,9 @@ class Server:
 
     @staticmethod
     def _body(data: bytes):
+        if (n := data.count(b",") + data.count(b":")) > MAX_VALUES:
+            raise ApiError(f"the request body holds {n} commas and colons, over {MAX_VALUES:,} (serve's bound on "
+                           "the JSON values of a request, commas and colons in strings counted too)", status=413)
         try:
             body = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
