@@ -127,6 +127,7 @@ class Server:
         self.workers = CompileWorkers(model.path, COMPILE_WORKERS)
         self._pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="localguide-prepare")
         self._compiling = 0  # compiles running or waiting for a worker
+        self._requests = 0  # requests read, prepared or answered (not streams after their answer began)
         self._count = threading.Lock()
         self.created = int(time.time())
         self.app = Starlette(routes=[
@@ -173,31 +174,43 @@ class Server:
         # (here, not only in serve()'s finally: uvicorn ends on SIGTERM by raising it again, after this)
         await asyncio.get_running_loop().run_in_executor(None, self.workers.close)
 
-    def warm_up(self) -> list:
+    def warm_up(self, settle: float = 60.0) -> list:
         """Serve ``WARM_UP``'s requests (their answers dropped), then set every object alive aside
         from the cycle collector (``gc.freeze``): the modules, the model, the kernels. A full
         collection otherwise walks them all, 0.1-0.2 s with the interpreter's lock held, in which
         ``/health`` and every request wait; after it, a collection walks only what requests made
         since. Returns each request's finish reason or error (an error is not raised: a real
         request meeting it says so itself)."""
-        outcomes = []
-        for route, body in WARM_UP:
-            done: list = []
-            ended = threading.Event()
-            try:
-                job = (parse_chat if route == "chat" else parse_completion)(body, self.limits)
-                prepared = (self._prepare_chat if route == "chat" else self._prepare_completion)(job)
-                work = _Stream(None, job, prepared, route == "chat", self).work
-                work.on_token = lambda token: True
-                work.on_done = lambda reason, error, stats: (done.append(error or reason), ended.set())
-                self.engine.submit(work)
-                ended.wait(120)
-                outcomes.append(done[0] if done else TimeoutError("no answer in 120 s"))
-            except Exception as e:  # noqa: BLE001
-                outcomes.append(e)
+        outcomes = [self._warm(route, body) for route, body in WARM_UP]
+        # (frozen objects are never collected, even once they are cyclic garbage: so the freeze waits
+        # until no request is under way, and is left out where that does not come within ``settle`` s)
+        deadline = time.monotonic() + settle
+        while not self._idle():
+            if time.monotonic() > deadline:
+                return outcomes
+            time.sleep(0.05)
         gc.collect()
-        gc.freeze()
+        if self._idle():
+            gc.freeze()
         return outcomes
+
+    def _warm(self, route: str, body: dict):
+        done: list = []
+        ended = threading.Event()
+        try:
+            job = (parse_chat if route == "chat" else parse_completion)(body, self.limits)
+            prepared = (self._prepare_chat if route == "chat" else self._prepare_completion)(job)
+            work = _Stream(None, job, prepared, route == "chat", self).work
+            work.on_token = lambda token: True
+            work.on_done = lambda reason, error, stats: (done.append(error or reason), ended.set())
+            self.engine.submit(work)
+            ended.wait(120)
+            return done[0] if done else TimeoutError("no answer in 120 s")
+        except Exception as e:  # noqa: BLE001
+            return e
+
+    def _idle(self) -> bool:
+        return self._requests == 0 and self.engine.active() == 0 and self.engine.waiting() == 0
 
     def close(self) -> None:
         """End the compile workers and the engine."""
@@ -266,6 +279,13 @@ class Server:
     async def _generate(self, request: Request, parse, prepare, chat: bool) -> Response:
         if (denied := self._auth(request)) is not None:
             return denied
+        self._requests += 1  # (on the event loop only)
+        try:
+            return await self._answer(request, parse, prepare, chat)
+        finally:
+            self._requests -= 1
+
+    async def _answer(self, request: Request, parse, prepare, chat: bool) -> Response:
         job = None
         loop = asyncio.get_running_loop()
         try:

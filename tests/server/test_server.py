@@ -446,6 +446,10 @@ def test_warm_up_takes_each_path_then_sets_its_objects_aside(model, parallel):
         assert gc.get_freeze_count() > 10_000
         assert len(outcomes) == 4 and all(o in ("stop", "length") for o in outcomes), outcomes
         assert len(server.compiled) == 3
+        gc.unfreeze()
+        server._requests = 1  # (a request under way: its objects are not set aside for good)
+        assert all(o in ("stop", "length") for o in server.warm_up(settle=0.3))
+        assert gc.get_freeze_count() == 0
     finally:
         gc.unfreeze()
         server.close()
