@@ -240,11 +240,10 @@ def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, 
                 **run_args) -> Iterator[ChatDelta]:
     """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
     run = ChatRun(model, messages, max_tokens=max_tokens, **run_args)
-    prompt = run.prompt_tokens
     cut = run.stop_text(stop)
     guide = run.guide
     counts = model.draft_counts(run.counts_key) if guide is not None and (speculate or fast_forward) else None
-    tokens = model.generate_tokens(prompt, guide, max_tokens, sampling, opportunistic=opportunistic,
+    tokens = model.generate_tokens(run.prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
                                    speculate=speculate, fast_forward=fast_forward, counts=counts, stats=stats,
                                    cache_prompt=cache_prompt)
     try:

@@ -29,9 +29,10 @@ from ..llama.sampler import Sampling, SamplerChain
 
 @dataclass(eq=False)
 class Work:
-    """One generation: its prompt's tokens, its guide and sampling, and where its tokens go. ``on_token`` runs in the engine's thread and
-    returns False to stop there (a stop string); ``on_done(reason, error, stats)`` ends it, with
-    ``reason`` "stop", "length" or "cancelled". ``cancelled`` may be set from any thread."""
+    """One generation: its prompt's tokens, its guide and sampling, and where its tokens go.
+    ``on_token`` runs in the engine's thread and returns False to stop there (a stop string);
+    ``on_done(reason, error, stats)`` ends it, with ``reason`` "stop", "length" or "cancelled".
+    ``cancelled`` may be set from any thread."""
 
     prompt_tokens: list
     guide: object
@@ -218,7 +219,6 @@ class BatchEngine:
         return left
 
     def _start(self, work: Work, idle: list) -> None:
-        m = self.model
         tokens = work.prompt_tokens
         slot = max(idle, key=lambda s: (_common(s.kv, tokens), -s.seq))
         if len(tokens) + work.max_tokens > self.context:
