@@ -22,8 +22,8 @@ from ..errors import SchemaError, json_pointer
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, cls, opt, rep, seq, star
 from ..regex.ast_dfa import TooLargeError, ast_to_dfa
 from .encoding import any_json_char, encode_content, json_string_literal, not_in_strings
-from .flat import ANNOTATIONS, NUMBER, Flat, json_eq, type_atom
-from .flattener import Flattener
+from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, json_eq, type_atom
+from .flattener import Flattener, patterns_only
 from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .objects import Objects
 from .resolve import Neg, ResolveError
@@ -38,6 +38,7 @@ _NO_EFFECT = {"title", "description", "default", "examples", "example", "depreca
               "$comment"}
 MAX_DEPTH = 300  # values within values (above shape.MAX_NESTING: a schema's own nesting is checked first)
 MAX_UNIQUE_SEQUENCES = 500
+MAX_CHECK_DEPTH = 64  # levels of an enum's array or object value checked against the schema
 ANY_STRING_JSON = seq(Lit('"'), star(any_json_char()), Lit('"'))
 
 
@@ -58,7 +59,6 @@ class Compiler(Objects):
         self.max_items = max_items
         self.indent = indent
         self._any: dict = {}
-        self._check_compiler = None
         self._values: dict = {}
         # With exact_recursion, a bare $ref back into a definition being expanded is a
         # ``Ref`` to that definition, compiled once (``rules``); else the flattener expands
@@ -342,8 +342,9 @@ class Compiler(Objects):
             return self.wrap("{", "}", content, False, depth)
         raise TypeError(f"not a JSON value: {v!r}")
 
-    def accepts(self, f: Flat, v) -> bool:
-        """Does the value v satisfy f (its enum aside)? Never True for an invalid value."""
+    def accepts(self, f: Flat, v, shallow: bool = False) -> bool:
+        """Does the value v satisfy f (its enum aside)? Never True for an invalid value. ``shallow``:
+        an array's or object's parts are left to the caller."""
         try:
             t = type_atom(v)
         except TypeError:
@@ -361,6 +362,8 @@ class Compiler(Objects):
             if f.hi is not None and (q > f.hi or (f.hi_x and q == f.hi)):
                 return False
             if f.mult is not None and (q / f.mult).denominator != 1:
+                return False
+            if any((q / n).denominator == 1 for n in f.not_mult):
                 return False
             return True
         if t == "string":
@@ -386,23 +389,59 @@ class Compiler(Objects):
                     self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
                     return False
             return True
-        if t in ("array", "object") and not f.unconstrained(t):
+        if t in ("array", "object") and not f.unconstrained(t) and not shallow:
             return self._deep_accepts(f, v, t)
         return True
 
-    def _deep_accepts(self, f: Flat, v, t: str) -> bool:
-        if self._check_compiler is None:
-            self._check_compiler = Compiler(self.fl, strict=self.strict, whitespace="compact",
-                                            any_depth=self.any_depth)
-        g = f.copy()
-        g.enum = None
-        g.types = frozenset({t})
-        node = self._check_compiler.flat(g, 0)
-        try:
-            dfa = ast_to_dfa(node, max_states=20000)
-        except TooLargeError:
+    def _deep_accepts(self, f: Flat, v, t: str, depth: int = 0) -> bool:
+        """Does the array or object v satisfy f? Checked part by part, each value against the flats of
+        the subschemas that apply to it (so an object's keys may come in any order, as in JSON). A
+        check past ``MAX_CHECK_DEPTH`` levels says no (a subset)."""
+        if depth > MAX_CHECK_DEPTH:
             return False
-        return dfa.matches(json.dumps(v).encode())
+        if t == "array":
+            if len(v) < f.min_items or (f.max_items is not None and len(v) > f.max_items):
+                return False
+            for i, x in enumerate(v):
+                if not self._subs_accept(f.prefix[i] if i < len(f.prefix) else f.items, x, depth):
+                    return False
+            if f.unique is not None and any(json_eq(v[i], v[j]) for i in range(len(v)) for j in range(i)):
+                return False
+            for sub, lo, hi, _ in f.contains:
+                n = sum(self._subs_accept([sub], x, depth) for x in v)
+                if n < lo or (hi is not None and n > hi):
+                    return False
+            return True
+        if len(v) < f.min_props or (f.max_props is not None and len(v) > f.max_props):
+            return False
+        if any(name not in v for name in f.required):
+            return False
+        if f.prop_names:
+            name_flats = self.fl._conj_subs(f.prop_names)
+            if not all(any(self._name_ok(nf, k) for nf in name_flats) for k in v):
+                return False
+        g = f
+        if not f.has_additional and self.strict and (f.props or f.patprops or f.required):
+            g = f.copy()  # (as ``object`` compiles it: strict closes an object that lists properties)
+            g.additional = [FALSE]
+            if f.groups is not None:
+                g.groups = f.groups + [(patterns_only(f.groups), [FALSE])]
+        return all(self._subs_accept(self.fl.schema_for(g, k), x, depth) for k, x in v.items())
+
+    def _subs_accept(self, subs: list, v, depth: int) -> bool:
+        """Does v satisfy the conjunction of ``subs`` (as this compiler reads them)?"""
+        if not subs:
+            return True
+        for g in self.fl._conj_subs(subs):
+            if g.enum is not None and not any(json_eq(v, w) for w in g.enum):
+                continue
+            t = type_atom(v)
+            if t in ("array", "object") and t in g.types and not g.unconstrained(t):
+                if self.accepts(g, v, shallow=True) and self._deep_accepts(g, v, t, depth + 1):
+                    return True
+            elif self.accepts(g, v):
+                return True
+        return False
 
     # -- numbers ------------------------------------------------------------------------------------
     def number(self, f: Flat) -> Node:
@@ -424,7 +463,8 @@ class Compiler(Objects):
         out = []
         for a, ax, b, bx in parts:
             try:
-                node, note = number_node(a, ax, b, bx, integer=integer, multiple_of=f.mult, nonint=nonint)
+                node, note = number_node(a, ax, b, bx, integer=integer, multiple_of=f.mult, nonint=nonint,
+                                         not_multiples=f.not_mult)
             except NumberLimit as e:
                 self.problems.error(f.ptr, "multipleOf", str(e))
                 return EMPTY

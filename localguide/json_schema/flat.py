@@ -72,7 +72,7 @@ FALSE = Sub(False, "", "", 2020)
 class Flat:
     """One conjunction of plain constraints (for all JSON types at once)."""
 
-    __slots__ = ("types", "enum", "not_enum", "lo", "lo_x", "hi", "hi_x", "mult", "min_len", "max_len",
+    __slots__ = ("types", "enum", "not_enum", "lo", "lo_x", "hi", "hi_x", "mult", "not_mult", "min_len", "max_len",
                  "patterns", "not_patterns", "formats", "prefix", "items", "has_items", "min_items", "max_items", "unique",
                  "contains", "props", "required", "additional", "has_additional", "patprops", "min_props",
                  "max_props", "prop_names", "noeval", "noeval_items", "uneval_items", "ptr", "groups")
@@ -84,6 +84,7 @@ class Flat:
         self.lo = self.hi = None
         self.lo_x = self.hi_x = False
         self.mult = None
+        self.not_mult: list[int] = []  # positive integers a number must not be a multiple of
         self.min_len, self.max_len = 0, None
         self.patterns: list = []
         self.not_patterns: list = []  # (pattern, ptr): a string matches none of them ('not' over 'pattern')
@@ -142,8 +143,14 @@ class Problems:
     def __init__(self):
         self.unsupported: list[tuple[str, str, str]] = []  # (pointer, keyword, reason)
         self.approximated: list[tuple[str, str, str]] = []
+        self.loosened: list[tuple[str, str, str]] = []  # (within approximated too)
         self.status: dict[tuple[str, str], str] = {}
         self.muted = 0
+        self.loosenable = 0  # negations left out of a complement (a loose compile would keep them)
+
+    def take(self, other: "Problems") -> None:
+        """Become ``other`` (a second compile's findings replace the first's)."""
+        self.__dict__.update(other.__dict__)
 
     def error(self, ptr: str, kw: str, reason: str) -> None:
         if self.muted:
@@ -159,6 +166,14 @@ class Problems:
             self.approximated.append(item)
         if self.status.get((ptr, kw)) != "unsupported":
             self.status[(ptr, kw)] = "approximated"
+
+    def loosen(self, ptr: str, kw: str, reason: str) -> None:
+        item = (ptr, kw, reason)
+        if item not in self.loosened:
+            self.loosened.append(item)
+            self.approximated.append(item)
+        if self.status.get((ptr, kw)) != "unsupported":
+            self.status[(ptr, kw)] = "loosened"
 
     def ok(self, ptr: str, kw: str, status: str = "enforced") -> None:
         self.status.setdefault((ptr, kw), status)
@@ -186,6 +201,7 @@ def merge(a: Flat, b: Flat, fl) -> Flat | None:
         f.hi, f.hi_x = b.hi, b.hi_x
     if b.mult is not None:
         f.mult = b.mult if a.mult is None else lcm_fraction(a.mult, b.mult)
+    f.not_mult = a.not_mult + [n for n in b.not_mult if n not in a.not_mult]
     f.min_len = max(a.min_len, b.min_len)
     f.max_len = b.max_len if a.max_len is None else (a.max_len if b.max_len is None else min(a.max_len, b.max_len))
     f.patterns = a.patterns + [p for p in b.patterns if p not in a.patterns]

@@ -22,6 +22,19 @@ from .flat import (
 )
 
 
+# The values a keyword can reject: where a loose compile leaves its negation unenforced, the
+# complement is widened to these values only. (Not ``unevaluated*``: what they reject depends on
+# the whole schema's annotations, and a superset of it would admit what the suite says it must not.)
+_OBJECT = frozenset({"object"})
+_KEYWORD_TYPES = {"patternProperties": _OBJECT, "additionalProperties": _OBJECT, "propertyNames": _OBJECT,
+                  "dependentSchemas": _OBJECT, "dependencies": _OBJECT, "minProperties": _OBJECT,
+                  "items": frozenset({"array"}), "prefixItems": frozenset({"array"}),
+                  "additionalItems": frozenset({"array"}), "contains": frozenset({"array"}),
+                  "maxContains": frozenset({"array"}), "uniqueItems": frozenset({"array"}),
+                  "pattern": frozenset({"string"}), "format": frozenset({"string"}),
+                  "multipleOf": NUMBER}
+
+
 class Flattener:
     def __init__(self, registry: Registry, problems: Problems, max_recursion: int = 3):
         self.registry = registry
@@ -32,6 +45,9 @@ class Flattener:
         # property names the schemas around a negation give (``hinted``): the keys tried where a
         # negated additionalProperties or patternProperties asks for some key
         self.key_hints: tuple = ()
+        # a negation with no complement here keeps every value (a superset) instead of none: the
+        # second compile of a schema whose subset accepted no document (``schema.schema_to_ast``)
+        self.loose = False
 
     # -- helpers --------------------------------------------------------------------------
     def schema_for(self, f: Flat, name: str) -> list:
@@ -529,6 +545,11 @@ class Flattener:
                     f = flat({"string"})
                     f.patterns = [(x, f"{ptr}/pattern")]
                     out.append(f)
+            elif kw == "multipleOf" and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 \
+                    and math.isfinite(v) and to_fraction(v).denominator == 1:
+                f = flat(NUMBER)
+                f.not_mult = [int(v)]
+                out.append(f)
             elif kw == "uniqueItems" and v is False:
                 continue
             elif kw in ("items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
@@ -554,16 +575,87 @@ class Flattener:
                 out += acc
             elif kw == "not":
                 out += self.dnf(sub.child(v, "not"), inplace)
-            elif kw in ("then", "else") and "if" not in s:
-                continue
+            elif kw in ("then", "else"):
+                continue  # (with 'if', below; alone they assert nothing)
+            elif kw == "if":
+                # fails: the condition holds and 'then' fails, or it does not and 'else' fails
+                if "then" in s:
+                    out += self.conj(self.dnf(sub.child(v, "if"), inplace),
+                                     self.negate(sub.child(s["then"], "then"), inplace), ptr, "not")
+                if "else" in s:
+                    out += self.conj(self.negate(sub.child(v, "if"), inplace),
+                                     self.negate(sub.child(s["else"], "else"), inplace), ptr, "not")
+            elif kw == "oneOf":
+                # fails: no alternative holds, or two do
+                parts = self.schema_list(sub, kw)
+                acc = [Flat(ptr)]
+                for part in parts:
+                    acc = self.conj(acc, self.negate(part, inplace), ptr, "not")
+                out += acc
+                dnfs = [self.dnf(part, inplace) for part in parts]
+                for i in range(len(dnfs)):
+                    for j in range(i + 1, len(dnfs)):
+                        if not self.disjoint(dnfs[i], dnfs[j]):
+                            out += self.conj(dnfs[i], dnfs[j], ptr, "not")
+            elif kw in ("dependentRequired", "dependentSchemas", "dependencies") and isinstance(v, dict):
+                # fails: a named property is present and what it asks for fails
+                for name, dep in v.items():
+                    if isinstance(dep, list):
+                        for d in dep:
+                            if isinstance(d, str) and d != name:
+                                f = flat({"object"})
+                                f.required = [name]
+                                f.props = {name: [], d: [FALSE]}
+                                f.noeval = {name, d}
+                                out.append(f)
+                    elif kw != "dependentRequired" and isinstance(dep, (dict, bool)):
+                        f = flat({"object"})
+                        f.required = [name]
+                        f.props = {name: []}
+                        f.noeval = {name}
+                        out += self.conj([f], self.negate(sub.child(dep, kw, name), inplace), ptr, "not")
+            elif kw in ("minContains", "maxContains") and ("contains" not in s or "maxContains" not in s):
+                continue  # (with 'contains'; alone they assert nothing)
+            elif kw == "contains" and "maxContains" not in s:
+                # fails: fewer than minContains items match
+                lo = s.get("minContains", 1)
+                if isinstance(lo, bool) or not isinstance(lo, (int, float)) or lo < 1:
+                    continue
+                f = flat({"array"})
+                if lo == 1:
+                    f.items = [Sub(Neg(sub.child(v, kw)), f"{ptr}/{kw}", sub.base, sub.draft, sub.refs)]
+                    f.has_items = True
+                else:
+                    f.contains = [(sub.child(v, kw), 0, _count(lo) - 1, ptr)]
+                out.append(f)
+            elif kw == "items" and isinstance(v, (dict, bool)) and v is not True and \
+                    (draft < 2020 or "prefixItems" not in s):
+                # fails: some item fails it
+                f = flat({"array"})
+                f.contains = [(Sub(Neg(sub.child(v, kw)), f"{ptr}/{kw}", sub.base, sub.draft, sub.refs), 1, None,
+                               ptr)]
+                out.append(f)
+            elif kw == "propertyNames" and (names := self._failing_names(sub.child(v, kw), inplace)) is not None:
+                # fails: a key is one of the names that fail it (when they are few)
+                for name in names:
+                    f = flat({"object"})
+                    f.required = [name]
+                    f.props = {name: []}
+                    f.noeval = {name}
+                    out.append(f)
             elif kw in ("additionalProperties", "patternProperties") and self.key_hints and \
                     isinstance(v, (bool, dict)):
                 out += self._negate_keys(sub, kw, v)
+            elif self.loose and kw in _KEYWORD_TYPES:
+                P.loosen(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is loosened: it is not enforced, so a "
+                                  f"value it rejects may be accepted (the subset accepted no document)")
+                out.append(flat(_KEYWORD_TYPES[kw]))
             else:
                 # The complement of a conjunction is the union of its keywords' complements: leaving
                 # one out keeps a subset of it, so nothing invalid is ever allowed.
                 P.approx(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is approximated: a value that "
                                   f"fails only {kw!r} is rejected here")
+                P.loosenable += 1
         for f in out:
             f.noeval |= set(f.props)
             if f.prefix or f.items:
@@ -572,6 +664,27 @@ class Flattener:
             P.approx(ptr, "not", f"more than {MAX_BRANCHES} alternatives: only the first are kept")
             out = out[:MAX_BRANCHES]
         return out
+
+    def _failing_names(self, sub: Sub, inplace) -> list | None:
+        """The strings that fail ``sub`` when they are a finite list with no other condition
+        (``propertyNames: {not: {enum: [...]}}``), else None."""
+        names = []
+        muted = self.problems.muted
+        self.problems.muted += 1
+        try:
+            flats = self.negate(sub, inplace)
+        except _Trial:
+            return None
+        finally:
+            self.problems.muted = muted
+        for f in flats:
+            if "string" not in f.types:
+                continue
+            if f.enum is None or f.patterns or f.not_patterns or f.formats or f.min_len or f.max_len is not None:
+                return None
+            names += [x for x in f.enum if isinstance(x, str) and x not in names
+                      and not any(json_eq(x, w) for w in f.not_enum)]
+        return names
 
     def _negate_keys(self, sub: Sub, kw: str, v) -> list:
         """The complement of ``additionalProperties`` (a key no property or pattern lists, whose
@@ -602,6 +715,13 @@ class Flattener:
                 for name in self.key_hints:
                     if self.pattern_match(p, f"{ptr}/{kw}/{escape(p)}", name):
                         present(name, sub.child(x, kw, p))
+        if self.loose:
+            self.problems.loosen(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is loosened: it is not enforced, "
+                                          "so a value it rejects may be accepted (the subset accepted no document)")
+            f = Flat(ptr)
+            f.types = frozenset({"object"})
+            return [f]
+        self.problems.loosenable += 1
         shown = ", ".join(repr(k) for k in self.key_hints[:6]) + (" ..." if len(self.key_hints) > 6 else "")
         self.problems.approx(ptr, kw, f"'not' (or 'oneOf'/'if') over {kw!r} is approximated: of the keys that "
                                       f"could fail it, only those named beside it ({shown}) are tried")

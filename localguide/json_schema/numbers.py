@@ -13,7 +13,7 @@ from decimal import Decimal
 from fractions import Fraction
 from math import floor, gcd
 
-from ..regex.ast import EMPTY, EPS, Lit, Node, alt, cls, opt, plus, rep, seq, star
+from ..regex.ast import EMPTY, EPS, Auto, Lit, Node, alt, cls, opt, plus, rep, seq, star
 from .encoding import digits_range
 
 
@@ -306,20 +306,24 @@ def _split_signs(lo, lo_x, hi, hi_x, build) -> Node:
 # -- public entry points ---------------------------------------------------------------------
 
 def number_node(lo=None, lo_x=False, hi=None, hi_x=False, *, integer=False, multiple_of=None,
-                nonint=False) -> tuple[Node, str | None]:
+                nonint=False, not_multiples=()) -> tuple[Node, str | None]:
     """(node, note): the spellings of the numbers in the given range.
 
     ``lo``/``hi`` are Fractions or None, ``*_x`` mark exclusive bounds, ``integer``
     asks for integer values, ``nonint`` for non-integer values only, ``multiple_of`` is
-    a Fraction or None. ``note`` is None
+    a Fraction or None, ``not_multiples`` positive integers the values must not be multiples
+    of ('not' over 'multipleOf'). ``note`` is None
     when the result is exact, else a short reason why it is a strict subset.
     """
     m = multiple_of
+    if m is not None and m <= 0:
+        raise NumberLimit("multipleOf must be positive")
+    nots = sorted({int(n) for n in not_multiples})
+    if nots:
+        return _with_nots(lo, lo_x, hi, hi_x, integer, m, nonint, nots)
     if nonint:
         return _nonint_node(lo, lo_x, hi, hi_x, m)
     if m is not None:
-        if m <= 0:
-            raise NumberLimit("multipleOf must be positive")
         if integer:
             # integers that are multiples of m: multiples of m' = m / gcd-with-integers
             m = _int_multiple(m)
@@ -424,6 +428,9 @@ def _pow25(c: int) -> int | None:
 def _integer_multiples(lo: int | None, hi: int | None, c: int) -> tuple[Node, str | None]:
     t = _pow25(c)
     if t is None or 10 ** t // c > 2000:
+        node, note = _integer_residues(lo, hi, c, [])
+        if note is None:
+            return node, None
         return _enumerate(None if lo is None else Fraction(lo), False,
                           None if hi is None else Fraction(hi), False, Fraction(c), integer=True)
     parts = []
@@ -469,11 +476,128 @@ def _uint_multiples(lo: int, hi: int | None, c: int, t: int) -> Node:
     return alt(*parts)
 
 
+# -- 'not multipleOf' and moduli that are not 2^a 5^b: residues read digit by digit ----------------
+
+MAX_MODULUS = 10_000  # residues tracked exactly up to this modulus (a digit automaton of as many states)
+SMALL_RESIDUE_REGEX = 4_000  # leaves: a residue automaton with a regex this small is written as one
+SMALL_RESIDUE_STATES = 32  # (only tried on automata this small: state elimination costs the more)
+
+
+def _with_nots(lo, lo_x, hi, hi_x, integer: bool, m, nonint: bool, nots: list[int]) -> tuple[Node, str | None]:
+    """Numbers in range (multiples of ``m`` if given) that are multiples of none of ``nots``.
+
+    A non-integer is never a multiple of an integer, so only the integers are filtered."""
+    parts, notes = [], []
+    if not integer:
+        node, note = _nonint_node(lo, lo_x, hi, hi_x, m)
+        parts.append(node)
+        notes.append(note)
+    if not nonint and 1 not in nots:
+        c = 1 if m is None else int(_int_multiple(m))
+        ilo, ihi = _int_bounds(lo, lo_x, hi, hi_x)
+        if ilo is None or ihi is None or ilo <= ihi:
+            node, note = _integer_residues(ilo, ihi, c, nots)
+            if note is not None:
+                node, note = _listed_residues(ilo, ihi, c, nots)
+            parts.append(node)
+            notes.append(note)
+    notes = [n for n in notes if n]
+    return alt(*parts), "; ".join(notes) or None
+
+
+def _integer_residues(lo: int | None, hi: int | None, c: int, nots: list[int]) -> tuple[Node, str | None]:
+    """The integers in lo..hi that are multiples of ``c`` and of none of ``nots``, exactly, through
+    a digit automaton of their residues; (EMPTY, note) when it would be too large."""
+    if any(c % n == 0 for n in nots):
+        return EMPTY, None
+    nots = [n for n in nots if not any(n != m and n % m == 0 for m in nots)]  # 6 is implied by 3
+    modulus = c
+    for n in nots:
+        modulus = modulus * n // gcd(modulus, n)
+    if modulus > MAX_MODULUS:
+        return EMPTY, f"a modulus over {MAX_MODULUS}"
+    ok = frozenset(r for r in range(0, modulus, c) if all(r % n for n in nots))
+    if not ok:
+        return EMPTY, None
+    parts = []
+    if lo is None or lo < 0:
+        mlo = 1 if hi is None or hi >= 0 else -hi
+        mhi = None if lo is None else -lo
+        parts.append(seq(Lit("-"), _uint_residues(mlo, mhi, modulus, frozenset((-r) % modulus for r in ok))))
+    if hi is None or hi >= 0:
+        parts.append(_uint_residues(0 if lo is None else max(lo, 0), hi, modulus, ok))
+    return seq(alt(*parts), INT_FRACTION), None
+
+
+def _uint_residues(lo: int, hi: int | None, modulus: int, ok: frozenset) -> Node:
+    """Canonical non-negative integers in lo..hi whose residue mod ``modulus`` is in ``ok``: listed
+    when few, else the residue automaton (with the range's), as a regex when a small one exists."""
+    if hi is not None and lo > hi:
+        return EMPTY
+    if hi is not None and hi - lo < 4 * MAX_ENUMERATED:
+        return alt(*[Lit(str(v)) for v in range(lo, hi + 1) if v % modulus in ok])
+    from ..automaton import combine
+    from ..regex.ast_dfa import ast_to_dfa
+    from ..regex.dfa_ast import dfa_to_node
+
+    dfa = _residue_dfa(modulus, ok)
+    if lo > 0 or hi is not None:
+        dfa = combine([ast_to_dfa(uint_range(lo, hi)), dfa], lambda f: f[0] and f[1])
+    tree = dfa_to_node(dfa, max_weight=SMALL_RESIDUE_REGEX) if dfa.n_states <= SMALL_RESIDUE_STATES else None
+    return tree if tree is not None else Auto(dfa)
+
+
+_residue_dfas: dict = {}
+
+
+def _residue_dfa(modulus: int, ok: frozenset):
+    """The minimal DFA of canonical decimal integers (no leading zeros) with residue in ``ok``."""
+    key = (modulus, ok)
+    got = _residue_dfas.get(key)
+    if got is None:
+        import numpy as np
+
+        from ..automaton import minimize
+
+        # state 0: start; 1: read "0"; 2 + r: read a number of residue r
+        t = np.full((modulus + 2, 256), -1, np.int32)
+        acc = np.zeros(modulus + 2, bool)
+        t[0, 0x30] = 1
+        acc[1] = 0 in ok
+        for d in range(1, 10):
+            t[0, 0x30 + d] = 2 + d % modulus
+        for r in range(modulus):
+            t[2 + r, 0x30:0x3A] = [2 + (10 * r + d) % modulus for d in range(10)]
+            acc[2 + r] = r in ok
+        got = minimize(t, acc)
+        if len(_residue_dfas) > 64:
+            _residue_dfas.clear()
+        _residue_dfas[key] = got
+    return got
+
+
+def _listed_residues(lo: int | None, hi: int | None, c: int, nots: list[int]) -> tuple[Node, str | None]:
+    """The fallback of ``_integer_residues``: multiples of ``c`` listed (``_enumerate``), those of
+    ``nots`` left out."""
+    values, note = _enumerated(None if lo is None else Fraction(lo), False, None if hi is None else Fraction(hi),
+                               False, Fraction(c))
+    kept = [v for v in values if all(v % n for n in nots)]
+    if note is not None and nots:
+        note += f", and of those the multiples of {', '.join(map(str, nots))} are left out"
+    return alt(*[number_literal(v) for v in kept]), note
+
+
 MAX_ENUMERATED = 1000
 
 
 def _enumerate(lo, lo_x, hi, hi_x, m: Fraction, integer: bool = False, nonint: bool = False) -> tuple[Node, str | None]:
     """The multiples of m in range, listed; at most MAX_ENUMERATED of them (then approximated)."""
+    values, note = _enumerated(lo, lo_x, hi, hi_x, m, nonint)
+    return alt(*[number_literal(v) for v in values]), note
+
+
+def _enumerated(lo, lo_x, hi, hi_x, m: Fraction, nonint: bool = False) -> tuple[list, str | None]:
+    """(values, note) for ``_enumerate``."""
     jlo = None if lo is None else (lo / m)
     jhi = None if hi is None else (hi / m)
     a = None if jlo is None else (floor(jlo) + 1 if (floor(jlo) < jlo or lo_x) else floor(jlo))
@@ -481,7 +605,7 @@ def _enumerate(lo, lo_x, hi, hi_x, m: Fraction, integer: bool = False, nonint: b
     note = None
     if a is not None and b is not None:
         if a > b:
-            return EMPTY, None
+            return [], None
         if b - a + 1 > MAX_ENUMERATED:
             note = f"multipleOf {m}: only {MAX_ENUMERATED} of the allowed values are listed"
             b = a + MAX_ENUMERATED - 1
@@ -498,7 +622,7 @@ def _enumerate(lo, lo_x, hi, hi_x, m: Fraction, integer: bool = False, nonint: b
     values = [m * j for j in range(a, b + 1)]
     if nonint:
         values = [v for v in values if v.denominator != 1]
-    return alt(*[number_literal(v) for v in values]), note
+    return values, note
 
 
 def number_literal(v, text: str | None = None) -> Node:

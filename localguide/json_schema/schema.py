@@ -22,6 +22,7 @@ import contextlib
 import json
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
@@ -45,6 +46,7 @@ class CompiledSchema:
     status: dict = field(default_factory=dict)
     _regex: str | None = None
     rules: dict = field(default_factory=dict)  # Ref key -> node (exact recursion: a grammar, not a regex)
+    loosened: list = field(default_factory=list)  # (pointer, keyword, reason): not enforced, a superset
 
     @property
     def regex(self) -> str:
@@ -140,9 +142,42 @@ PRETTY_RECURSION = 3  # with whitespace="pretty", how deep max_recursion=None ex
 def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int | None = 3,
                   any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
                   resources: dict | None = None, _problems: Problems | None = None) -> CompiledSchema:
-    """Compile ``schema`` to the regex AST (options as ``compile_json_schema``)."""
+    """Compile ``schema`` to the regex AST (options as ``compile_json_schema``).
+
+    Where a negation has no complement here, the subset leaves out the values that fail only it;
+    when that leaves no document at all, the schema is compiled again with those negations not
+    enforced (a superset: ``CompiledSchema.loosened``, inspect's *loosened*) rather than refused."""
     doc = _load(schema)
     problems = _problems or Problems()
+    options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
+                   extra_depth=extra_depth, max_length=max_length, max_items=max_items, resources=resources)
+    node, compiler = _ast(doc, problems, loose=False, **options)
+    if node is EMPTY and problems.loosenable and not problems.unsupported:
+        second = Problems()
+        node2, compiler2 = _ast(doc, second, loose=True, **options)
+        if node2 is not EMPTY and not second.unsupported:
+            problems.take(second)
+            node, compiler = node2, compiler2
+            if _problems is None:
+                where = "; ".join(json_pointer(p, k) for p, k, _ in problems.loosened[:4])
+                warnings.warn(f"localguide: this JSON Schema is loosened where it has no complement here ({where}): "
+                              "a generated document may fail it there (localguide inspect shows where)",
+                              RuntimeWarning, stacklevel=3)
+    if problems.unsupported and _problems is None:
+        raise UnsupportedSchemaError(problems.unsupported)
+    if node is EMPTY and _problems is None:
+        if problems.approximated:  # (then it is localguide's bounds that leave nothing, not the schema)
+            where = "; ".join(f"{json_pointer(p, k)}: {r}" for p, k, r in problems.approximated[:4])
+            raise SchemaError("localguide's approximation of this schema accepts no document (the schema itself "
+                              f"may be satisfiable): {where}")
+        raise SchemaError("no JSON document satisfies this schema")
+    return CompiledSchema(node, list(problems.approximated), dict(problems.status), rules=compiler.rules,
+                          loosened=list(problems.loosened))
+
+
+def _ast(doc, problems: Problems, *, loose: bool, strict, whitespace, max_recursion, any_depth, extra_depth,
+         max_length, max_items, resources):
+    """(node, compiler): one compile of the loaded schema ``doc``."""
     registry = Registry()
     for uri, res in (resources or {}).items():
         registry.add_document(res, uri, uri + "#", 2020)
@@ -154,22 +189,14 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
         exact, max_recursion = False, PRETTY_RECURSION
     # With exact recursion, only a $ref merged with other keywords is still expanded (3 levels).
     flattener = Flattener(registry, problems, max_recursion=3 if exact else max_recursion)
+    flattener.loose = loose
     compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
                         extra_depth=extra_depth, max_length=max_length, max_items=max_items,
                         exact_recursion=exact)
     try:
-        node = compiler.value([root], 0)
+        return compiler.value([root], 0), compiler
     except RecursionError:
         raise SchemaError("the schema nests too deeply to compile") from None
-    if problems.unsupported and _problems is None:
-        raise UnsupportedSchemaError(problems.unsupported)
-    if node is EMPTY and _problems is None:
-        if problems.approximated:  # (then it is localguide's bounds that leave nothing, not the schema)
-            where = "; ".join(f"{json_pointer(p, k)}: {r}" for p, k, r in problems.approximated[:4])
-            raise SchemaError("localguide's approximation of this schema accepts no document (the schema itself "
-                              f"may be satisfiable): {where}")
-        raise SchemaError("no JSON document satisfies this schema")
-    return CompiledSchema(node, list(problems.approximated), dict(problems.status), rules=compiler.rules)
 
 
 def schema_to_regex(schema, **options) -> str:
@@ -377,7 +404,7 @@ MAX_PATTERN = 50_000_000
 
 def pattern_length(node) -> int:
     """The length of ``to_regex(node)`` (about), computed without writing it."""
-    from ..regex.ast import Alt, Cls, Lit, Rep, Seq
+    from ..regex.ast import Alt, Auto, Cls, Lit, Rep, Seq
 
     memo: dict[int, int] = {}
 
@@ -393,6 +420,8 @@ def pattern_length(node) -> int:
             r = sum(go(x) for x in n.items) + 4 + len(n.items)
         elif isinstance(n, Rep):
             r = go(n.item) + 10
+        elif isinstance(n, Auto):
+            r = MAX_PATTERN + 1 if n.tree is None else go(n.tree) + 4
         else:
             r = 10
         memo[k] = r
@@ -408,7 +437,8 @@ def inspect_schema(schema, **options) -> list[tuple[str, str, str]]:
     """(JSON pointer, keyword, status) for every keyword of the schema, in document order.
 
     Status: ``enforced``, ``approximated`` (a subset of the valid documents is accepted),
-    ``unsupported`` (compiling raises), or ``annotation`` (no effect on validity).
+    ``loosened`` (not enforced: a document it rejects may be accepted; only where the subset
+    accepted no document), ``unsupported`` (compiling raises), or ``annotation`` (no effect on validity).
     """
     doc = _load(schema)
     problems = Problems()

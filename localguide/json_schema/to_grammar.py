@@ -15,7 +15,7 @@ import itertools
 
 from ..grammar.cfg import CFG, Terminal
 from ..grammar.rewrites import Repeats, simplify_generated
-from ..regex.ast import EPS, Alt, Cls, Lit, Node, Ref, Rep, Seq
+from ..regex.ast import EPS, Alt, Auto, Cls, Lit, Node, Ref, Rep, Seq
 from ..regex.ast_dfa import Builder
 
 # A sub-expression of at most this many positions (characters, repetitions expanded)
@@ -54,6 +54,8 @@ def sizes(root: Node) -> dict[int, int]:
             n = sum(size[id(k)] for k in kids)
         elif isinstance(node, Rep):
             n = size[id(node.item)] * (node.hi if node.hi is not None else max(1, node.lo))
+        elif isinstance(node, Auto):
+            n = node.dfa.n_states
         else:
             n = 0
         size[id(node)] = min(n, 1 << 30)

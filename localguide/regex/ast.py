@@ -1,7 +1,8 @@
 """A small regular-expression AST over characters, used by the JSON Schema compiler.
 
 Nodes are immutable: ``Lit`` (a literal string), ``Cls`` (a set of code points as
-sorted ranges), ``Seq``, ``Alt``, ``Rep`` (bounded or unbounded repetition) and the
+sorted ranges), ``Seq``, ``Alt``, ``Rep`` (bounded or unbounded repetition), ``Auto`` (a
+language only an automaton writes compactly: integers by their residue) and the
 two constants ``EMPTY`` (matches nothing) and ``EPS`` (matches only ""). The smart
 constructors ``seq``, ``alt``, ``rep``, ``opt`` simplify as they build, so a branch
 that became impossible (a recursion cut off, a ``false`` schema) disappears.
@@ -80,6 +81,33 @@ class Ref(Node):
 
     def __repr__(self) -> str:
         return f"Ref({self.key!r})"
+
+
+class Auto(Node):
+    """The language of a minimal byte DFA over the UTF-8 text (``automaton.ByteDFA``), as one leaf.
+
+    For languages whose every regex is exponentially larger than their automaton (the integers
+    that 7 divides, or 3 but not 8). ``tree`` is the same language as ordinary nodes when that
+    stays under ``TREE_WEIGHT`` leaves (for ``to_regex``), else None."""
+
+    __slots__ = ("dfa", "key", "_tree")
+    TREE_WEIGHT = 50_000
+
+    def __init__(self, dfa):
+        self.dfa = dfa
+        self.key = ("A", dfa.transitions.tobytes(), dfa.accepting.tobytes())
+        self._tree = False
+
+    @property
+    def tree(self) -> "Node | None":
+        if self._tree is False:
+            from .dfa_ast import dfa_to_node
+
+            self._tree = dfa_to_node(self.dfa, max_weight=self.TREE_WEIGHT)
+        return self._tree
+
+    def __repr__(self) -> str:
+        return f"Auto({self.dfa.n_states} states)"
 
 
 class Rep(Node):
@@ -210,6 +238,8 @@ def _key(p: Node):
         return ("L", p.text)
     if isinstance(p, Cls):
         return ("C", p.ranges)
+    if isinstance(p, Auto):
+        return p.key
     return id(p)
 
 
@@ -254,6 +284,8 @@ def nullable(node: Node) -> bool:
         return any(nullable(x) for x in node.items)
     if isinstance(node, Rep):
         return node.lo == 0 or nullable(node.item)
+    if isinstance(node, Auto):
+        return bool(node.dfa.accepting[0])
     return False
 
 
@@ -287,10 +319,57 @@ def length_range(node: Node, _memo: dict | None = None) -> tuple[int, int | None
         if b == 0:
             hi = 0
         out = a * node.lo, hi
+    elif isinstance(node, Auto):
+        out = _dfa_lengths(node.dfa)
     else:
         raise TypeError(node)
     memo[id(node)] = (out, node)  # (the node kept alive: its id is not reused while the memo lives)
     return out
+
+
+def _dfa_lengths(dfa) -> tuple[int, int | None]:
+    """(min, max) length of the strings of a minimal (trimmed) byte DFA; max None on a cycle.
+
+    Counted in bytes: the ``Auto`` leaves built so far are ASCII, where bytes are characters."""
+    import numpy as np
+
+    n = dfa.n_states
+    succ = [sorted({int(t) for t in np.unique(dfa.transitions[s]) if t >= 0}) for s in range(n)]
+    # shortest: breadth first; longest: over a topological order, None if a cycle is reachable
+    dist = {0: 0}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            for t in succ[s]:
+                if t not in dist:
+                    dist[t] = dist[s] + 1
+                    nxt.append(t)
+        frontier = nxt
+    acc = [s for s in dist if dfa.accepting[s]]
+    if not acc:
+        return 0, 0
+    lo = min(dist[s] for s in acc)
+    indeg = {s: 0 for s in dist}
+    for s in dist:
+        for t in succ[s]:
+            indeg[t] += 1
+    order, ready = [], [s for s in dist if indeg[s] == 0]
+    while ready:
+        s = ready.pop()
+        order.append(s)
+        for t in succ[s]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                ready.append(t)
+    if len(order) < len(dist):
+        return lo, None
+    longest = {s: (0 if s == 0 else -1) for s in dist}
+    for s in order:
+        if longest[s] >= 0:
+            for t in succ[s]:
+                longest[t] = max(longest[t], longest[s] + 1)
+    return lo, max(longest[s] for s in acc)
 
 
 def size_estimate(node: Node, _memo=None) -> int:
@@ -303,6 +382,8 @@ def size_estimate(node: Node, _memo=None) -> int:
         return sum(size_estimate(x) for x in node.items)
     if isinstance(node, Rep):
         return size_estimate(node.item) * max(1, node.hi if node.hi is not None else node.lo + 1)
+    if isinstance(node, Auto):
+        return node.dfa.n_states
     return 0
 
 
@@ -404,6 +485,12 @@ def _emit(node: Node, memo) -> tuple[str, int]:
         else:
             q = f"{{{lo},{hi}}}"
         r = (s + q, _ATOM)
+    elif isinstance(node, Auto):
+        tree = node.tree
+        if tree is None:
+            raise ValueError(f"an automaton of {node.dfa.n_states} states has no regex of a writable size")
+        s, p = _emit(tree, memo)
+        r = (s if p == _ATOM else f"(?:{s})", _ATOM)
     else:
         raise TypeError(node)
     memo[id(node)] = r

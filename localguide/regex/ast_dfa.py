@@ -23,7 +23,7 @@ import numpy as np
 from ..automaton import ByteDFA, minimize
 from ..automaton.utf8 import utf8_sequences
 from ..numba_tools import compiled, kernels_only
-from .ast import EMPTY, Alt, Cls, Lit, Node, Rep, Seq
+from .ast import EMPTY, Alt, Auto, Cls, Lit, Node, Rep, Seq
 from .subset_kernels import py_subset_dfa, subset_dfa
 
 TWIN_INPUT_STATES = 1000  # states of the sub-automata glued (what the twin takes: see _determinize)
@@ -113,6 +113,8 @@ class Builder:
                 key = ("R", n.lo, n.hi, self.shapes[id(n.item)])
             elif n is EMPTY:
                 key = ("E",)
+            elif isinstance(n, Auto):
+                key = n.key
             else:
                 key = ("S" if isinstance(n, Seq) else "A", tuple(self.shapes[id(c)] for c in kids))
             self.shapes[id(n)] = self.shape_ids.setdefault(key, len(self.shape_ids))
@@ -128,6 +130,8 @@ class Builder:
             d = _lit_dfa(node.text)
         elif isinstance(node, Cls):
             d = _cls_dfa(node.ranges)
+        elif isinstance(node, Auto):
+            d = node.dfa
         elif isinstance(node, Alt) and len(node.items) > 64 and all(isinstance(x, Lit) for x in node.items):
             from ..automaton.literals import literals_dfa  # (an enum or choice of many words: built directly)
 
@@ -154,7 +158,7 @@ class Builder:
         return {i}, {i}, bool(d.accepting[0])
 
     def _glue(self, node: Node, atoms, follow, root: bool = False):
-        if isinstance(node, (Lit, Cls)) or (not root and self.refs.get(id(node), 0) > 1 and self._big(node)):
+        if isinstance(node, (Lit, Cls, Auto)) or (not root and self.refs.get(id(node), 0) > 1 and self._big(node)):
             return self._atom(self.dfa(node), atoms, follow)
         if isinstance(node, Seq):
             acc = (set(), set(), True)
@@ -204,6 +208,8 @@ def _weight(node: Node, limit: int) -> int:
         return total
     if isinstance(node, Rep):
         return _weight(node.item, limit) * max(1, node.hi if node.hi is not None else node.lo + 1)
+    if isinstance(node, Auto):
+        return node.dfa.n_states
     return 0
 
 
