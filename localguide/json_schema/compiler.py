@@ -22,7 +22,7 @@ from ..errors import SchemaError, json_pointer
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, cls, opt, rep, seq, star
 from ..regex.ast_dfa import TooLargeError, ast_to_dfa
 from .encoding import any_json_char, encode_content, json_string_literal, not_in_strings
-from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, json_eq, type_atom
+from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, FromNegation, json_eq, type_atom
 from .flattener import Flattener, patterns_only
 from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .objects import Objects
@@ -692,6 +692,11 @@ class Compiler(Objects):
         Items that match are evaluated, so ``unevaluatedItems`` applies only to the others.
         """
         if len(f.contains) > 1 or f.prefix or f.unique is not None:
+            made = [c[3] for c in f.contains if isinstance(c[3], FromNegation)]
+            if made:
+                self.problems.approx(made[0], "not", "an item that fails 'items' or matches 'contains', beside "
+                                                     "prefixItems, uniqueItems or another contains: not tried")
+                return EMPTY
             self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems or "
                                                    "another contains is not supported")
             return EMPTY

@@ -69,6 +69,11 @@ def type_atom(v) -> str:
 FALSE = Sub(False, "", "", 2020)
 
 
+class FromNegation(str):
+    """The pointer of a ``contains`` that a negation made (``not: {items: ...}``): where it cannot be
+    compiled beside the others, its branch is left out (a subset), not refused."""
+
+
 class Flat:
     """One conjunction of plain constraints (for all JSON types at once)."""
 

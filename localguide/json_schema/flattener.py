@@ -17,14 +17,15 @@ from .resolve import Dnf, Neg, Registry, ResolveError, Sub, escape
 from .strings import (FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, format_node, pattern_matches,
                       split_lookaheads)
 from .flat import (
-    ALL_TYPES, ANNOTATIONS, FALSE, MAX_BRANCHES, NUMBER, VALIDATION, _TYPE_ATOMS, Flat, Problems, _Trial, json_eq,
-    merge, type_atom,
+    ALL_TYPES, ANNOTATIONS, FALSE, MAX_BRANCHES, NUMBER, VALIDATION, _TYPE_ATOMS, Flat, FromNegation, Problems,
+    _Trial, json_eq, merge, type_atom,
 )
 
 
 # The values a keyword can reject: where a loose compile leaves its negation unenforced, the
 # complement is widened to these values only. (Not ``unevaluated*``: what they reject depends on
 # the whole schema's annotations, and a superset of it would admit what the suite says it must not.)
+MAX_NEGATED_ONE_OF = 4  # alternatives of a oneOf negated exactly (none, or a pair: the work grows with the square)
 _OBJECT = frozenset({"object"})
 _KEYWORD_TYPES = {"patternProperties": _OBJECT, "additionalProperties": _OBJECT, "propertyNames": _OBJECT,
                   "dependentSchemas": _OBJECT, "dependencies": _OBJECT, "minProperties": _OBJECT,
@@ -585,7 +586,7 @@ class Flattener:
                 if "else" in s:
                     out += self.conj(self.negate(sub.child(v, "if"), inplace),
                                      self.negate(sub.child(s["else"], "else"), inplace), ptr, "not")
-            elif kw == "oneOf":
+            elif kw == "oneOf" and isinstance(v, list) and 0 < len(v) <= MAX_NEGATED_ONE_OF:
                 # fails: no alternative holds, or two do
                 parts = self.schema_list(sub, kw)
                 acc = [Flat(ptr)]
@@ -626,14 +627,14 @@ class Flattener:
                     f.items = [Sub(Neg(sub.child(v, kw)), f"{ptr}/{kw}", sub.base, sub.draft, sub.refs)]
                     f.has_items = True
                 else:
-                    f.contains = [(sub.child(v, kw), 0, _count(lo) - 1, ptr)]
+                    f.contains = [(sub.child(v, kw), 0, _count(lo) - 1, FromNegation(ptr))]
                 out.append(f)
             elif kw == "items" and isinstance(v, (dict, bool)) and v is not True and \
                     (draft < 2020 or "prefixItems" not in s):
                 # fails: some item fails it
                 f = flat({"array"})
                 f.contains = [(Sub(Neg(sub.child(v, kw)), f"{ptr}/{kw}", sub.base, sub.draft, sub.refs), 1, None,
-                               ptr)]
+                               FromNegation(ptr))]
                 out.append(f)
             elif kw == "propertyNames" and (names := self._failing_names(sub.child(v, kw), inplace)) is not None:
                 # fails: a key is one of the names that fail it (when they are few)
