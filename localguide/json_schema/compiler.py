@@ -694,8 +694,9 @@ class Compiler(Objects):
         if len(f.contains) > 1 or f.prefix or f.unique is not None:
             made = [c[3] for c in f.contains if isinstance(c[3], FromNegation)]
             if made:
-                self.problems.approx(made[0], "not", "an item that fails 'items' or matches 'contains', beside "
-                                                     "prefixItems, uniqueItems or another contains: not tried")
+                where, kw = made[0].rsplit("/", 1) if "/" in made[0] else ("", "not")
+                self.problems.approx(where, kw, "an item that fails 'items' or matches 'contains', beside "
+                                                "prefixItems, uniqueItems or another contains: not tried")
                 return EMPTY
             self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems or "
                                                    "another contains is not supported")

@@ -665,6 +665,19 @@ def test_an_enum_of_objects_is_checked_whatever_its_key_order():
         assert dfa.matches(json.dumps(v).encode()) == validator.is_valid(v), v
 
 
+def test_a_negated_items_beside_unique_items_is_a_subset_not_an_error():
+    """``not: {items: S}`` is "some item fails S", a ``contains``; beside ``uniqueItems`` (which a contains
+    cannot join here) that branch is left out, reported, and the rest of the complement stays."""
+    schema = {"type": "array", "items": {"enum": [1, 2, 3, "a"]}, "uniqueItems": True,
+              "not": {"items": {"type": "integer"}, "maxItems": 1}}
+    dfa = schema_dfa(schema)
+    assert dfa.matches(b"[1,2]") and not dfa.matches(b"[1]") and not dfa.matches(b"[1,1]")
+    assert not dfa.matches(b'["a"]')  # (valid: the left-out branch)
+    assert ("#/not", "not", "approximated") in inspect_schema(schema)
+    with pytest.raises(SchemaError, match="accepts no document"):
+        schema_dfa({"type": "array", "uniqueItems": True, "not": {"items": {"type": "integer"}}})
+
+
 _OBJ_VALUES = [{}, {"a": 1}, {"a": "s"}, {"b": 1}, {"b": "s"}, {"a": 1, "b": 2}, {"a": "s", "b": 1}, {"xy": "s"},
                {"xy": 1}, {"a": 1, "xy": "s"}, {"c": 1}, {"b": 1, "c": 2}, {"a": 1, "b": "s", "xy": 0}, 5, "s", None]
 _OBJ_PARTS = [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}}, {"properties": {"a": {}, "b": {}}},
