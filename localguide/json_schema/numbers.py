@@ -10,6 +10,7 @@ fraction (JSON Schema counts ``1.0`` as an integer). All arithmetic is exact
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import lru_cache
 from fractions import Fraction
 from math import floor, gcd
 
@@ -428,11 +429,7 @@ def _pow25(c: int) -> int | None:
 def _integer_multiples(lo: int | None, hi: int | None, c: int) -> tuple[Node, str | None]:
     t = _pow25(c)
     if t is None or 10 ** t // c > 2000:
-        node, note = _integer_residues(lo, hi, c, [])
-        if note is None:
-            return node, None
-        return _enumerate(None if lo is None else Fraction(lo), False,
-                          None if hi is None else Fraction(hi), False, Fraction(c), integer=True)
+        return _integer_residues(lo, hi, c, [])
     parts = []
     if lo is None or lo < 0:
         mlo = 1 if hi is None or hi >= 0 else -hi
@@ -497,8 +494,6 @@ def _with_nots(lo, lo_x, hi, hi_x, integer: bool, m, nonint: bool, nots: list[in
         ilo, ihi = _int_bounds(lo, lo_x, hi, hi_x)
         if ilo is None or ihi is None or ilo <= ihi:
             node, note = _integer_residues(ilo, ihi, c, nots)
-            if note is not None:
-                node, note = _listed_residues(ilo, ihi, c, nots)
             parts.append(node)
             notes.append(note)
     notes = [n for n in notes if n]
@@ -507,7 +502,7 @@ def _with_nots(lo, lo_x, hi, hi_x, integer: bool, m, nonint: bool, nots: list[in
 
 def _integer_residues(lo: int | None, hi: int | None, c: int, nots: list[int]) -> tuple[Node, str | None]:
     """The integers in lo..hi that are multiples of ``c`` and of none of ``nots``, exactly, through
-    a digit automaton of their residues; (EMPTY, note) when it would be too large."""
+    a digit automaton of their residues; listed (``_listed_residues``, with a note) past ``MAX_MODULUS``."""
     if any(c % n == 0 for n in nots):
         return EMPTY, None
     nots = [n for n in nots if not any(n != m and n % m == 0 for m in nots)]  # 6 is implied by 3
@@ -515,7 +510,7 @@ def _integer_residues(lo: int | None, hi: int | None, c: int, nots: list[int]) -
     for n in nots:
         modulus = modulus * n // gcd(modulus, n)
     if modulus > MAX_MODULUS:
-        return EMPTY, f"a modulus over {MAX_MODULUS}"
+        return _listed_residues(lo, hi, c, nots)
     ok = frozenset(r for r in range(0, modulus, c) if all(r % n for n in nots))
     if not ok:
         return EMPTY, None
@@ -547,33 +542,24 @@ def _uint_residues(lo: int, hi: int | None, modulus: int, ok: frozenset) -> Node
     return tree if tree is not None else Auto(dfa)
 
 
-_residue_dfas: dict = {}
-
-
+@lru_cache(maxsize=64)
 def _residue_dfa(modulus: int, ok: frozenset):
     """The minimal DFA of canonical decimal integers (no leading zeros) with residue in ``ok``."""
-    key = (modulus, ok)
-    got = _residue_dfas.get(key)
-    if got is None:
-        import numpy as np
+    import numpy as np
 
-        from ..automaton import minimize
+    from ..automaton import minimize
 
-        # state 0: start; 1: read "0"; 2 + r: read a number of residue r
-        t = np.full((modulus + 2, 256), -1, np.int32)
-        acc = np.zeros(modulus + 2, bool)
-        t[0, 0x30] = 1
-        acc[1] = 0 in ok
-        for d in range(1, 10):
-            t[0, 0x30 + d] = 2 + d % modulus
-        for r in range(modulus):
-            t[2 + r, 0x30:0x3A] = [2 + (10 * r + d) % modulus for d in range(10)]
-            acc[2 + r] = r in ok
-        got = minimize(t, acc)
-        if len(_residue_dfas) > 64:
-            _residue_dfas.clear()
-        _residue_dfas[key] = got
-    return got
+    # state 0: start; 1: read "0"; 2 + r: read a number of residue r
+    t = np.full((modulus + 2, 256), -1, np.int32)
+    acc = np.zeros(modulus + 2, bool)
+    t[0, 0x30] = 1
+    acc[1] = 0 in ok
+    for d in range(1, 10):
+        t[0, 0x30 + d] = 2 + d % modulus
+    for r in range(modulus):
+        t[2 + r, 0x30:0x3A] = [2 + (10 * r + d) % modulus for d in range(10)]
+        acc[2 + r] = r in ok
+    return minimize(t, acc)
 
 
 def _listed_residues(lo: int | None, hi: int | None, c: int, nots: list[int]) -> tuple[Node, str | None]:
