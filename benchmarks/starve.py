@@ -10,9 +10,11 @@ compiles for seconds (a fresh one each time: a string JSON Schema with ``minLeng
 ``pattern``, or a regex of ``([a-z]{1,8} ){100}``), a client sends an innocent request (2 tokens,
 no constraint) in a loop and another asks ``/health`` every 50 ms. Reported: the innocent
 request's and ``/health``'s latency (median, p90, max) quiet and under attack, the innocent
-requests that were not answered 200, and what the attackers got. ``--flood``: the attackers
-post instead, one after another, bodies just under the 4 MiB bound made of 1.3 million empty
-objects (what Python's JSON reader takes ~0.2 s to read, holding the interpreter's lock).
+requests that were not answered 200, and what the attackers got. ``--flood [SHAPE]``: the
+attackers post instead, one after another, bodies just under the 4 MiB bound made of many small
+values (``FLOODS``: 1.3 million empty objects, past the bound on values, by default; or as many
+objects, floats, long integers or arrays as the bounds let through), what Python's JSON reader
+takes longest to read.
 """
 
 from __future__ import annotations
@@ -75,11 +77,24 @@ def _stats(xs: list[float]) -> str:
             f"{xs[-1] * 1000:.0f}")
 
 
-FLOOD = b'{"prompt": "x", "max_tokens": 2, "metadata": [' + b",".join([b"{}"] * 1_300_000) + b"]}"
+def _flood(items) -> bytes:
+    return b'{"prompt": "x", "max_tokens": 2, "metadata": [' + b",".join(items) + b"]}"
 
 
-def measure(path: Path, attackers: int, seconds: float, parallel: int, flood: bool = False) -> dict:
+# (bodies just under 4 MiB: each a shape that costs Python's JSON reader the most time per byte)
+FLOODS = {
+    "million": lambda: _flood([b"{}"] * 1_300_000),            # past the bound on values
+    "objects": lambda: _flood([b"{}"] * 390_000),              # just within it
+    "floats": lambda: _flood([b"1.2345e-300"] * 330_000),      # ~0.8 us each to read
+    "ints": lambda: _flood([b"9" * 4000] * 1_000),             # long digit strings
+    "arrays": lambda: _flood(([b"[]"] + [b'"a"'] * 7) * 48_000),
+}
+
+
+def measure(path: Path, attackers: int, seconds: float, parallel: int, flood: str | None = None) -> dict:
     from test_server import Served
+
+    flood_body = FLOODS[flood]() if flood else None
 
     s = Served(path, parallel=parallel)
     url = s.url
@@ -96,7 +111,7 @@ def measure(path: Path, attackers: int, seconds: float, parallel: int, flood: bo
             k = 0
             while not stop.is_set():
                 t = time.perf_counter()
-                status, body = _post(url + "/v1/completions", FLOOD if flood else {
+                status, body = _post(url + "/v1/completions", flood_body if flood else {
                     "prompt": "x", "max_tokens": 2, **_slow(i + attackers * k, random.randrange(10 ** 9))})
                 compile_times.append(time.perf_counter() - t)
                 outcomes[status if status == 200 else f"{status} {body['error'].get('code') or body['error']['param']}"] += 1
@@ -136,7 +151,8 @@ def main() -> None:
     ap.add_argument("--attackers", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=40.0)
     ap.add_argument("--parallel", type=int, default=1)
-    ap.add_argument("--flood", action="store_true", help="bodies of a million tiny values instead of slow compiles")
+    ap.add_argument("--flood", nargs="?", const="million", choices=sorted(FLOODS),
+                    help="bodies of many values (of this shape) instead of slow compiles")
     args = ap.parse_args()
     import localguide
 

@@ -7,6 +7,7 @@ Starlette and uvicorn). ``api`` reads the requests, ``engine`` decodes, ``app`` 
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from .api import ApiError, Limits
@@ -38,11 +39,17 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
                   cache_entries=cache_entries, cache_bytes=cache_bytes, grammar_dir=grammar_dir)
 
 
+SWITCH_INTERVAL = 0.001  # seconds (Python's default: 0.005)
+
+
 def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning", **options) -> None:
     """Run the server until interrupted (options as ``make_server``)."""
     import uvicorn
 
     server = make_server(model, **options)
+    # (a thread that wants the interpreter's lock waits up to this long for each of its turns: the
+    # event loop takes several turns to answer /health while threads read and prepare requests)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     threading.Thread(target=server.warm_up, name="localguide-warm-up", daemon=True).start()
     try:
         uvicorn.run(server.app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)

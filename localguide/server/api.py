@@ -69,10 +69,11 @@ _COMPLETION = {"prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "
                "regex", "grammar", "choice", "top_k", "min_p", "stats", "heal"}
 
 
-def parse_chat(body, limits: Limits) -> Job:
-    """``POST /v1/chat/completions``'s body."""
+def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
+    """``POST /v1/chat/completions``'s body (``texts=False``: its strings hold no NUL or lone surrogate)."""
     body = _object(body)
-    _texts(body)
+    if texts:
+        _texts(body)
     _known(body, _CHAT)
     job = Job(messages=_messages(body.get("messages")))
     _common(body, job, limits, ("max_completion_tokens", "max_tokens"))
@@ -108,10 +109,11 @@ def parse_chat(body, limits: Limits) -> Job:
     return job
 
 
-def parse_completion(body, limits: Limits) -> Job:
-    """``POST /v1/completions``'s body."""
+def parse_completion(body, limits: Limits, texts: bool = True) -> Job:
+    """``POST /v1/completions``'s body (``texts=False``: its strings are known to hold no NUL or lone surrogate)."""
     body = _object(body)
-    _texts(body)
+    if texts:
+        _texts(body)
     _known(body, _COMPLETION)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -144,16 +146,22 @@ MAX_DEPTH = 64  # arrays and objects nested in a request body (a schema's nestin
 
 def check_depth(body) -> None:
     """Refuse a body nested deeper than ``MAX_DEPTH``, naming where (iterative: any depth)."""
+    if at := _deep_path(body):
+        raise ApiError(f"{at}: nested more than {MAX_DEPTH} arrays and objects deep (serve's bound)",
+                       at.split(".")[0].split("[")[0] or None)
+
+
+def _deep_path(body) -> str:
+    """Where the first array or object ``MAX_DEPTH`` deep in ``body`` is, as ``a.b[2].c`` ("" if none)."""
     stack = [(body, "", 0)]
     while stack:
         v, at, depth = stack.pop()
-        if isinstance(v, (dict, list)):
-            if depth >= MAX_DEPTH:
-                top = at.lstrip(".").split(".")[0].split("[")[0] or None
-                raise ApiError(f"{at.lstrip('.') or 'the body'}: nested more than {MAX_DEPTH} arrays and objects "
-                               "deep (serve's bound)", top)
-            items = v.items() if isinstance(v, dict) else enumerate(v)
-            stack.extend((x, f"{at}.{k}" if isinstance(v, dict) else f"{at}[{k}]", depth + 1) for k, x in items)
+        if depth >= MAX_DEPTH:
+            return at.lstrip(".")
+        items = v.items() if isinstance(v, dict) else enumerate(v)
+        stack.extend((x, f"{at}.{k}" if isinstance(v, dict) else f"{at}[{k}]", depth + 1)
+                     for k, x in items if isinstance(x, (dict, list)))
+    return ""
 
 
 # (text that becomes prompt tokens or is matched against the answer: no NUL either)

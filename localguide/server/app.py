@@ -39,13 +39,11 @@ from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
 from ..lru import BoundedCache
 from ..speculate import constraint_key
-from .api import MAX_DEPTH, ApiError, Job, Limits, check_depth, parse_chat, parse_completion
+from .api import ApiError, Job, Limits, parse_chat, parse_completion
+from .body import plain_text, read_body
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
-# JSON values in one body, as commas and colons (in strings too): Python's JSON reader holds the
-# interpreter's lock for its whole read, ~150 ns a value, and /health waits that long
-MAX_VALUES = 400_000
 COMPILE_WORKERS = 2        # constraints compiled at once (each in a process of its own)
 MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 # (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
@@ -230,21 +228,6 @@ class Server:
             raise ApiError(f"the request body is over {self.max_body} bytes", status=413)
         return bytes(data)
 
-    @staticmethod
-    def _body(data: bytes):
-        if (n := data.count(b",") + data.count(b":")) > MAX_VALUES:
-            raise ApiError(f"the request body holds {n} commas and colons, over {MAX_VALUES:,} (serve's bound on "
-                           "the JSON values of a request, commas and colons in strings counted too)", status=413)
-        try:
-            body = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ApiError(f"the request body is not JSON: {e}") from None
-        except RecursionError:  # (the decoder's own bound, far past serve's)
-            raise ApiError(f"the request body is nested more than {MAX_DEPTH} arrays and objects deep "
-                           "(serve's bound)") from None
-        check_depth(body)
-        return body
-
     # -- generation ---------------------------------------------------------------------------
     def _compile(self, **constraint):
         """``Model.compile`` of a request's constraint (a grammar confined: text or a name, never a
@@ -290,8 +273,9 @@ class Server:
         loop = asyncio.get_running_loop()
         try:
             data = await self._read(request)
-            # (reading the JSON, walking and preparing it: in a thread, the event loop free meanwhile)
-            job = await loop.run_in_executor(self._pool, lambda: parse(self._body(data), self.limits))
+            # (reading the JSON, checking and preparing it: in a thread, the event loop free meanwhile)
+            job = await loop.run_in_executor(
+                self._pool, lambda: parse(read_body(data), self.limits, texts=not plain_text(data)))
             prepared = await loop.run_in_executor(self._pool, prepare, job)
         except Exception as e:  # noqa: BLE001 - every fault is the request's answer
             return _error(_api_error(e, job))
