@@ -27,7 +27,8 @@ from .flattener import Flattener, patterns_only
 from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .objects import Objects
 from .resolve import Neg, ResolveError
-from .strings import PatternUnsupported, _pattern_dfa, format_node, pattern_node, restrict_length
+from .strings import (LookaheadsTooLarge, PatternUnsupported, _pattern_dfa, format_node, pattern_node,
+                      restrict_length)
 
 # Subschema compiles for one schema (about a millisecond each). On MaskBench: at most 700 with exact
 # recursion, which compiles each once; 1,400 bounded (max_recursion=N), except where definitions that
@@ -308,10 +309,12 @@ class Compiler(Objects):
         content = seq(item, star(seq(self.sep(depth + 1), item)))
         return self.wrap("[", "]", content, True, depth)
 
-    def note_any(self, ptr: str, kw: str) -> None:
+    def note_any(self, ptr: str, kw: str, levels: int | None = None) -> None:
+        """Report a value of any JSON (``levels`` of arrays and objects deep at most: ``any_depth``)."""
         if self.exact_recursion:
             return self.problems.ok(ptr, kw)
-        self.problems.approx(ptr, kw, f"any JSON value is allowed here, nested at most {self.any_depth} levels")
+        levels = self.any_depth if levels is None else levels
+        self.problems.approx(ptr, kw, f"any JSON value is allowed here, nested at most {levels} levels")
 
     # -- literals (enum, const) ------------------------------------------------------------------
     def literal(self, v, depth: int) -> Node:
@@ -490,6 +493,14 @@ class Compiler(Objects):
         for p, ptr in f.patterns:
             try:
                 langs.append((pattern_node(p), ptr))
+            except LookaheadsTooLarge as e:
+                if self.fl.loose:
+                    self.problems.loosen(ptr.rsplit("/", 1)[0], "pattern", f"{e}: they are not enforced")
+                    langs.append((pattern_node(p, lookaheads=False), ptr))
+                    continue
+                self.problems.approx(ptr.rsplit("/", 1)[0], "pattern", f"{e}: strings are rejected here")
+                self.problems.loosenable += 1
+                return EMPTY
             except PatternUnsupported as e:
                 self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
                 return EMPTY
@@ -633,7 +644,7 @@ class Compiler(Objects):
 
     def item_value(self, subs: list, depth: int, ptr: str) -> Node:
         if not subs or all(s.schema is True for s in subs):
-            self.note_any(ptr, "items")
+            self.note_any(ptr, "items", self.any_depth - 1)
             return self.any_value(self.any_depth - 1, depth)
         return self.value(subs, depth)
 

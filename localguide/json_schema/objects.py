@@ -131,7 +131,7 @@ class Objects:
                     self.problems.approx(f.ptr, "additionalProperties", "properties not listed may hold "
                                          f"any JSON value nested at most {self.extra_depth} levels")
                 return self.any_value(self.extra_depth, d1)
-            self.note_any(f.ptr, "additionalProperties")
+            self.note_any(f.ptr, "additionalProperties", self.any_depth - 1)
             return self.any_value(self.any_depth - 1, d1)
         return self.value(subs, d1)
 

@@ -9,8 +9,9 @@ bytes or escape sequences.
 from __future__ import annotations
 
 from ..errors import PatternError
+from ..regex import lookahead
 from ..regex.ast import (
-    ANY_CHAR_RANGES, EMPTY, EPS, Alt, Lit, Node, Rep, Seq, alt, cls, complement, length_range, norm_ranges,
+    ANY_CHAR_RANGES, EMPTY, EPS, Alt, Auto, Lit, Node, Rep, Seq, alt, cls, complement, length_range, norm_ranges,
     opt, plus, rep, seq, star,
 )
 from ..regex.parser import parse
@@ -18,6 +19,11 @@ from ..regex.parser import parse
 
 class PatternUnsupported(Exception):
     """A pattern construct that has no regular-language equivalent here (the message says which)."""
+
+
+class LookaheadsTooLarge(PatternUnsupported):
+    """A pattern whose lookaheads, applied, leave an automaton too large to write as a regex (the
+    pattern without them is ``pattern_node(pattern, lookaheads=False)``, a superset)."""
 
 
 class _Anchor(Node):
@@ -30,19 +36,31 @@ class _Anchor(Node):
 BOL, EOL = _Anchor("^"), _Anchor("$")
 
 
-def _to_node(t) -> Node:
+def _to_node(t, looks: list | None = None, drop: bool = False) -> Node:
+    """The node of a parse tree, anchors kept; each lookahead a mark (``looks`` collects them), or
+    nothing (``drop``)."""
     kind = t[0]
     if kind == "set":
         return cls(t[1])
     if kind == "anchor":
         return BOL if t[1] == "^" else EOL
     if kind == "seq":
-        return _seq_keep([_to_node(x) for x in t[1]])
+        return _seq_keep([_to_node(x, looks, drop) for x in t[1]])
     if kind == "alt":
-        parts = [_to_node(x) for x in t[1]]
+        parts = [_to_node(x, looks, drop) for x in t[1]]
         return parts[0] if len(parts) == 1 else _AltKeep(tuple(parts))
     if kind == "rep":
-        return Rep(_to_node(t[1]), t[2], t[3])
+        return Rep(_to_node(t[1], looks, drop), t[2], t[3])
+    if kind == "look" and drop:
+        return EPS
+    if kind == "look":
+        if looks is None:
+            raise PatternUnsupported("a lookahead inside a lookahead is not supported")
+        if len(looks) == lookahead.MAX_LOOKAHEADS:
+            raise PatternUnsupported(f"more than {lookahead.MAX_LOOKAHEADS} lookaheads in one pattern are not "
+                                     "supported")
+        looks.append((t[1], t[2]))
+        return Auto(lookahead.mark_dfa(len(looks) - 1))
     raise TypeError(kind)
 
 
@@ -100,13 +118,26 @@ def _simplify(n: Node) -> Node:
 ANY_STRING = star(cls(ANY_CHAR_RANGES))
 
 
-def pattern_node(pattern: str) -> Node:
-    """Content-level node: the strings in which ``pattern`` finds a match (ECMA-262 search)."""
+def pattern_node(pattern: str, lookaheads: bool = True) -> Node:
+    """Content-level node: the strings in which ``pattern`` finds a match (ECMA-262 search);
+    ``lookaheads=False``: its lookaheads left out (each read as the empty string)."""
     try:
-        tree = parse(pattern)
+        tree = parse(pattern, lookahead=True)
     except PatternError as e:
         raise PatternUnsupported(str(e).split("\n")[0]) from None
-    node = _to_node(tree)
+    looks: list = []
+    node = _search(_to_node(tree, looks), before=True)
+    if not looks:
+        return node
+    if not lookaheads:
+        return _search(_to_node(tree, None, drop=True), before=True)
+    return _with_lookaheads(pattern, node, [(negative, _search(_to_node(sub), before=False))
+                                            for negative, sub in looks])
+
+
+def _search(node: Node, before: bool) -> Node:
+    """The strings holding a match of ``node`` (anchors kept): anywhere (``before``), or at the
+    start (a lookahead's: what follows its place)."""
     parts = []
     for branch in _branches(node):
         items = list(branch)
@@ -114,12 +145,37 @@ def pattern_node(pattern: str) -> Node:
         while items and items[0] is BOL:
             items.pop(0)
             start = True
+        if start and not before:
+            raise PatternUnsupported("'^' inside a lookahead is not supported")
         while items and items[-1] is EOL:
             items.pop()
             end = True
         core = seq(*[_simplify(x) for x in items])
-        parts.append(seq(EPS if start else ANY_STRING, core, EPS if end else ANY_STRING))
+        parts.append(seq(EPS if start or not before else ANY_STRING, core, EPS if end else ANY_STRING))
     return alt(*parts)
+
+
+# the most states of a pattern's automaton with lookaheads resolved, written back as a regex
+MAX_LOOKAHEAD_STATES = 2_000
+
+
+def _with_lookaheads(pattern: str, marked: Node, looks: list) -> Node:
+    """``marked`` (lookaheads as marks) with each lookahead's condition applied (``regex.lookahead``)."""
+    from ..regex.ast_dfa import TooLargeError, ast_to_dfa
+    from ..regex.dfa_ast import dfa_to_node
+
+    try:
+        dfa = lookahead.resolve(ast_to_dfa(marked, max_states=MAX_LOOKAHEAD_STATES),
+                                [(negative, ast_to_dfa(rests, max_states=MAX_LOOKAHEAD_STATES))
+                                 for negative, rests in looks])
+    except TooLargeError:
+        dfa = None
+    node = None
+    if dfa is not None and dfa.n_states <= MAX_LOOKAHEAD_STATES:
+        node = EMPTY if dfa.is_empty else dfa_to_node(dfa, max_weight=Auto.TREE_WEIGHT)
+    if node is None:
+        raise LookaheadsTooLarge("the pattern's lookaheads leave a language too large to write as a regex")
+    return node
 
 
 def pattern_matches(pattern: str, text: str) -> bool:

@@ -15,7 +15,8 @@ the regex terminals of Lark grammars. Semantics are ECMA-262's with the ``u`` fl
   ``\\0``), except that an escaped ASCII punctuation character is that character (``\\-``,
   ``\\:``), as in ECMA without ``u``. Lazy quantifiers are accepted: the language is the same.
 
-Not supported, each with an error naming the construct and its position: lookaround,
+Not supported, each with an error naming the construct and its position: lookbehind, lookahead
+(except where the caller reads it: ``parse(..., lookahead=True)``, JSON Schema's ``pattern``),
 backreferences, ``\\b``/``\\B``, ``\\p{...}``, octal escapes, anchors inside a pattern that
 must fully match. The parse tree is made of tuples: ``("set", ranges)``, ``("seq", items)``,
 ``("alt", items)``, ``("rep", item, lo, hi)`` and ``("anchor", "^" or "$")``.
@@ -103,10 +104,11 @@ def _contains(ranges, cp: int) -> bool:
 class _Parser:
     """Recursive descent over ECMA-262's Pattern grammar (``u`` mode)."""
 
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, lookahead: bool = False):
         if not isinstance(pattern, str):
             raise TypeError(f"a pattern must be a str, not {type(pattern).__name__}")
         self.p = pattern
+        self.lookahead = lookahead
         self.i = 0
         self.flags = frozenset()
         self.depth = 0
@@ -192,8 +194,9 @@ class _Parser:
             lo, hi, n = q
         else:
             return atom
-        if atom[0] == "anchor":
-            raise self.error("nothing to repeat: a quantifier after an anchor", pos)
+        if atom[0] in ("anchor", "look"):
+            what = "an anchor" if atom[0] == "anchor" else "a lookahead"
+            raise self.error(f"nothing to repeat: a quantifier after {what}", pos)
         if hi is not None and hi < lo:
             raise self.error(f"numbers out of order in '{self.p[pos:pos + n]}'", pos)
         if max(lo, hi or 0) > MAX_REPEAT:
@@ -259,7 +262,15 @@ class _Parser:
             if rest.startswith(":"):
                 self.i += 2
             elif rest.startswith(("=", "!")):
-                raise self.unsupported("lookahead is not supported", pos)
+                if not self.lookahead:
+                    raise self.unsupported("lookahead is not supported", pos)
+                self.i += 2
+                inner = self.disjunction()
+                self.flags = saved
+                if self.peek() != ")":
+                    raise self.error("missing ')' for the lookahead opened", pos)
+                self.i += 1
+                return ("look", rest[0] == "!", inner, pos)
             elif rest.startswith(("<=", "<!")):
                 raise self.unsupported("lookbehind is not supported", pos)
             elif rest.startswith("<"):
@@ -425,9 +436,10 @@ class _Parser:
         return ((cp, cp),)
 
 
-def parse(pattern: str):
-    """The parse tree of ``pattern`` (see the module doc); raises ``PatternError`` with the position."""
-    return _Parser(pattern).parse()
+def parse(pattern: str, lookahead: bool = False):
+    """The parse tree of ``pattern`` (see the module doc); raises ``PatternError`` with the position.
+    ``lookahead``: ``(?=...)`` and ``(?!...)`` read as ``("look", negative, tree, position)``."""
+    return _Parser(pattern, lookahead).parse()
 
 
 def tree_to_node(tree, anchor) -> Node:

@@ -154,6 +154,47 @@ def test_json_schema_pattern_agrees_with_v8(v8, pattern, anchors, probes):
         assert pattern_matches(p, text) == some, f"{p!r} on {text!r}: V8 {some}"
 
 
+@st.composite
+def looking(draw):
+    """A pattern with lookaheads (``(?=``, ``(?!``) anywhere: at the top, under a repetition, in
+    an optional group, beside an alternative; a lookahead may end with ``$``."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.integers(0, 3))
+        look = "(?" + draw(st.sampled_from("=!")) + draw(patterns(0)) + draw(st.sampled_from(["", "", "$"])) + ")"
+        if kind == 0:
+            parts.append(look)
+        elif kind == 1:
+            parts.append("(?:" + look + draw(atoms()) + ")" + draw(st.sampled_from(["*", "?", "+", "{0,2}"])))
+        elif kind == 2:
+            parts.append("(?:" + draw(atoms()) + "|" + look + draw(atoms()) + ")")
+        else:
+            parts.append(draw(atoms()) + draw(st.sampled_from(QUANTS)))
+    return "".join(parts)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=looking(), anchors=st.sampled_from(["", "^", "$", "^$"]), seed=st.integers(0, 1000),
+       probes=st.lists(st.text(alphabet="abzK0 _.\né日", max_size=6), min_size=10, max_size=10))
+def test_json_schema_pattern_lookaheads_agree_with_v8(v8, pattern, anchors, seed, probes):
+    """Lookaheads anywhere in JSON Schema's ``pattern`` (marks resolved by ``regex.lookahead``):
+    strings the automaton accepts (random walks) and probes, judged as V8 judges them."""
+    from localguide.json_schema.strings import LookaheadsTooLarge, _pattern_dfa
+
+    p = ("^" if "^" in anchors else "") + pattern + ("$" if "$" in anchors else "")
+    try:
+        dfa = _pattern_dfa(p)
+    except LookaheadsTooLarge:
+        return
+    rng = random.Random(seed)
+    members = [w.decode("utf-8") for w in (_walk(dfa, rng) for _ in range(6)) if w is not None]
+    texts = members + probes
+    got = v8.ask(p, "", texts)
+    assert "error" not in got, (p, got)
+    for text, some in zip(texts, got["search"]):
+        assert dfa.matches(text.encode("utf-8")) == some, f"{p!r} on {text!r}: V8 {some}"
+
+
 @pytest.mark.parametrize("pattern", [r"[A-Z][a-z]+\s\w+", r"(?i)[a-z]{2,5}\.", r".{1,8}\s?", r"\S+ \S+",
                                      r"[^\s]{3}[\u2000-\u200a]?x", r"\d+(?:,\d{3})*"])
 def test_guide_texts_match_in_v8(v8, vocab, pattern):
