@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import gc
 import json
 import threading
@@ -44,6 +45,9 @@ from .body import plain_text, read_body
 from .engine import Work
 
 MAX_BODY = 4 * 1024 * 1024
+# (bodies past this many bytes are read one at a time: reading one takes a core for up to a second,
+# and a flood of them would otherwise take every core from the requests beside it)
+LARGE_BODY = 256 * 1024
 COMPILE_WORKERS = 2        # constraints compiled at once (each in a process of its own)
 MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 # (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
@@ -127,6 +131,7 @@ class Server:
         self._compiling = 0  # compiles running or waiting for a worker
         self._requests = 0  # requests read, prepared or answered (not streams after their answer began)
         self._count = threading.Lock()
+        self._large = asyncio.Semaphore(1)
         self.created = int(time.time())
         self.app = Starlette(routes=[
             Route("/", self.playground, methods=["GET"]),
@@ -274,8 +279,12 @@ class Server:
         try:
             data = await self._read(request)
             # (reading the JSON, checking and preparing it: in a thread, the event loop free meanwhile)
-            job = await loop.run_in_executor(
-                self._pool, lambda: parse(read_body(data), self.limits, texts=not plain_text(data)))
+            read = functools.partial(self._parse, parse, data)
+            if len(data) > LARGE_BODY:
+                async with self._large:
+                    job = await loop.run_in_executor(self._pool, read)
+            else:
+                job = await loop.run_in_executor(self._pool, read)
             prepared = await loop.run_in_executor(self._pool, prepare, job)
         except Exception as e:  # noqa: BLE001 - every fault is the request's answer
             return _error(_api_error(e, job))
@@ -285,6 +294,9 @@ class Server:
             return StreamingResponse(stream.events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
+
+    def _parse(self, parse, data: bytes) -> Job:
+        return parse(read_body(data), self.limits, texts=not plain_text(data))
 
     def _options(self, job: Job) -> dict:
         c = {k: v for k, v in job.constraint.items() if v is not None}

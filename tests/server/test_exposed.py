@@ -164,6 +164,27 @@ def test_a_body_of_too_many_values_is_a_413_before_it_is_read(exposed):
 
 # -- 3. fair sharing ------------------------------------------------------------------------------
 
+
+def test_large_bodies_sent_at_once_are_all_answered(exposed):
+    """Bodies past ``LARGE_BODY`` are read one at a time (a flood of them keeps to one core): each
+    is still answered, and small requests beside them are not queued behind them."""
+    import threading
+
+    from localguide.server.app import LARGE_BODY
+
+    body = {"prompt": "Hi", "max_tokens": 1, "metadata": [{"k": "v" * 40}] * (LARGE_BODY // 40)}
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(exposed.post("/v1/completions", body)[0]))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    small = exposed.post("/v1/completions", {"prompt": "Hi", "max_tokens": 1})
+    for t in threads:
+        t.join()
+    assert small[0] == 200 and answers == [200, 200, 200], (small, answers)
+    assert exposed.get("/health")["status"] == "ok"
+
+
 @pytest.fixture(scope="module")
 def strict(smollm2_path):
     s = Served(smollm2_path, extra=("--compile-timeout", "3"))
