@@ -71,7 +71,7 @@ def test_exact_recursion_by_default(smollm2, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "missing.gguf", "hi"], "model file not found"),
-    (["run", "--regex", "a(?=b)", "hi"], "lookahead is not supported at position 1"),
+    (["run", "--regex", "a(?<=b)", "hi"], "lookbehind is not supported at position 1"),
     (["run", "--grammar", "no-such-grammar", "hi"], "no-such-grammar"),
 ])
 def test_errors_are_one_line_without_traceback(args, message):
@@ -317,8 +317,8 @@ def _cli(*args):
 
 
 def test_error_messages_keep_the_users_text(tmp_path):
-    r = run("run", "--regex", "[a-z]+(?=a)", "x")
-    assert r.exit_code == 1 and "in pattern '[a-z]+(?=a)'" in r.stderr
+    r = run("run", "--regex", "[a-z]+(?<=a)", "x")
+    assert r.exit_code == 1 and "in pattern '[a-z]+(?<=a)'" in r.stderr
     r = run("run", "--regex", r"a\d(", "x")
     assert r"in pattern 'a\d('" in r.stderr and r"\\d" not in r.stderr
     schema = {"type": "object", "properties": {"a": {"$dynamicRef": "#x"}, "b": {"$dynamicRef": "#y"}}}

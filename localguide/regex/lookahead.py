@@ -17,6 +17,8 @@ from ..automaton import ByteDFA, ByteNFA, minimize, product, row_runs
 
 FIRST_MARK = 0xF8
 MAX_LOOKAHEADS = 256 - FIRST_MARK  # marks available: F8-FF
+# the most states of a marked automaton, a lookahead's and the result (subset constructions in Python)
+MAX_STATES = 5_000
 
 
 def mark_dfa(k: int) -> ByteDFA:
@@ -79,6 +81,8 @@ def resolve(marked: ByteDFA, looks: list[tuple[bool, ByteDFA]]) -> ByteDFA:
         parts.append(_mark_then(k, rests if negative else _complement(rests)))  # (a mark gone wrong)
     trans, flags = product(parts)
     kept = minimize(trans, flags[:, 0] & ~flags[:, 1:].any(axis=1))
+    if kept.is_empty:
+        return kept
     nfa = ByteNFA()
     start = _copy_into(nfa, kept, marks_as_epsilon=True)
     return nfa.to_dfa(start)

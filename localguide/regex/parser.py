@@ -15,11 +15,13 @@ the regex terminals of Lark grammars. Semantics are ECMA-262's with the ``u`` fl
   ``\\0``), except that an escaped ASCII punctuation character is that character (``\\-``,
   ``\\:``), as in ECMA without ``u``. Lazy quantifiers are accepted: the language is the same.
 
-Not supported, each with an error naming the construct and its position: lookbehind, lookahead
-(except where the caller reads it: ``parse(..., lookahead=True)``, JSON Schema's ``pattern``),
-backreferences, ``\\b``/``\\B``, ``\\p{...}``, octal escapes, anchors inside a pattern that
+Lookaheads ``(?=...)`` and ``(?!...)`` are read anywhere (``parse(..., lookahead=True)``, as
+``match_node`` and JSON Schema's ``pattern`` do; ``regex.lookahead`` resolves them). Not supported,
+each with an error naming the construct and its position: lookbehind, a lookahead inside a
+lookahead, backreferences, ``\\b``/``\\B``, ``\\p{...}``, octal escapes, anchors inside a pattern that
 must fully match. The parse tree is made of tuples: ``("set", ranges)``, ``("seq", items)``,
-``("alt", items)``, ``("rep", item, lo, hi)`` and ``("anchor", "^" or "$")``.
+``("alt", items)``, ``("rep", item, lo, hi)``, ``("anchor", "^" or "$")`` and
+``("look", negative, tree, position)``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import EmptyLanguageError, PatternError, UnsupportedPatternError
-from .ast import MAX_CP, Node, alt, cls, complement, norm_ranges, rep, seq
+from .ast import MAX_CP, Auto, Node, alt, cls, complement, norm_ranges, rep, seq
 
 
 def _digit(text: str) -> bool:
@@ -442,24 +444,28 @@ def parse(pattern: str, lookahead: bool = False):
     return _Parser(pattern, lookahead).parse()
 
 
-def tree_to_node(tree, anchor) -> Node:
-    """The AST of a parse tree; ``anchor(kind)`` gives the node of an anchor (or raises)."""
+def tree_to_node(tree, anchor, look=None) -> Node:
+    """The AST of a parse tree; ``anchor(kind)`` gives the node of an anchor (or raises), and
+    ``look(tree)`` that of a lookahead."""
     kind = tree[0]
     if kind == "set":
         return cls(tree[1])
     if kind == "seq":
-        return seq(*[tree_to_node(x, anchor) for x in tree[1]])
+        return seq(*[tree_to_node(x, anchor, look) for x in tree[1]])
     if kind == "alt":
-        return alt(*[tree_to_node(x, anchor) for x in tree[1]])
+        return alt(*[tree_to_node(x, anchor, look) for x in tree[1]])
     if kind == "rep":
-        return rep(tree_to_node(tree[1], anchor), tree[2], tree[3])
+        return rep(tree_to_node(tree[1], anchor, look), tree[2], tree[3])
+    if kind == "look":
+        return look(tree)
     return anchor(tree[1])
 
 
 def match_node(pattern: str) -> Node:
     """The AST of the strings that fully match ``pattern``: a leading ``^`` and a trailing ``$``
-    are redundant there; an anchor anywhere else is an error."""
-    branches = [list(b[1]) for b in parse(pattern)[1]]
+    are redundant there; an anchor anywhere else is an error. Lookaheads (``(?=``, ``(?!``) are
+    resolved into one automaton leaf (``lookahead``)."""
+    branches = [list(b[1]) for b in parse(pattern, lookahead=True)[1]]
     if branches[0][:1] == [("anchor", "^")]:
         branches[0].pop(0)
     if branches[-1][-1:] == [("anchor", "$")]:
@@ -472,7 +478,54 @@ def match_node(pattern: str) -> Node:
                                       f"{'start' if kind == '^' else 'end'} of the pattern", pattern,
                                       where.get(kind))
 
-    return tree_to_node(tree, anchor)
+    looks: list = []
+
+    def look(t):
+        from . import lookahead
+
+        if len(looks) == lookahead.MAX_LOOKAHEADS:
+            raise UnsupportedPatternError(f"more than {lookahead.MAX_LOOKAHEADS} lookaheads are not supported",
+                                          pattern, t[3])
+        looks.append(t)
+        return Auto(lookahead.mark_dfa(len(looks) - 1))
+
+    node = tree_to_node(tree, anchor, look)
+    return _resolved(pattern, node, looks) if looks else node
+
+
+def _resolved(pattern: str, marked: Node, looks: list) -> Node:
+    """``marked`` (lookaheads as marks) with each lookahead applied to what follows its place: its
+    pattern, then anything (or the end, where it ends with ``$``)."""
+    from . import lookahead
+    from .ast import ANY_CHAR_RANGES, star
+    from .ast_dfa import TooLargeError, ast_to_dfa
+
+    def rests(t):
+        def inner_anchor(kind):
+            raise UnsupportedPatternError("anchor '$' is only supported at the end of a lookahead" if kind == "$"
+                                          else "anchor '^' is not supported inside a lookahead", pattern, t[3])
+
+        def inner_look(u):
+            raise UnsupportedPatternError("a lookahead inside a lookahead is not supported", pattern, u[3])
+
+        parts = []
+        for b in t[2][1]:
+            items = list(b[1])
+            end = items[-1:] == [("anchor", "$")]
+            body = tree_to_node(("seq", items[:-1] if end else items), inner_anchor, inner_look)
+            parts.append(body if end else seq(body, star(cls(ANY_CHAR_RANGES))))
+        return alt(*parts)
+
+    try:
+        dfa = lookahead.resolve(ast_to_dfa(marked, lookahead.MAX_STATES),
+                                [(t[1], ast_to_dfa(rests(t), lookahead.MAX_STATES)) for t in looks])
+    except TooLargeError:
+        dfa = None
+    if dfa is None or dfa.n_states > lookahead.MAX_STATES:
+        raise UnsupportedPatternError(f"with its lookaheads applied, the pattern's automaton is over "
+                                      f"{lookahead.MAX_STATES:,} states (localguide.regex.lookahead.MAX_STATES)",
+                                      pattern, looks[0][3])
+    return Auto(dfa)
 
 
 def _anchor_positions(pattern: str) -> dict:

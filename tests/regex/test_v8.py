@@ -177,8 +177,9 @@ def looking(draw):
 @given(pattern=looking(), anchors=st.sampled_from(["", "^", "$", "^$"]), seed=st.integers(0, 1000),
        probes=st.lists(st.text(alphabet="abzK0 _.\né日", max_size=6), min_size=10, max_size=10))
 def test_json_schema_pattern_lookaheads_agree_with_v8(v8, pattern, anchors, seed, probes):
-    """Lookaheads anywhere in JSON Schema's ``pattern`` (marks resolved by ``regex.lookahead``):
-    strings the automaton accepts (random walks) and probes, judged as V8 judges them."""
+    """Lookaheads anywhere (marks resolved by ``regex.lookahead``), in JSON Schema's ``pattern``
+    (a match anywhere) and in ``compile_regex`` (the whole string): strings the automata accept
+    (random walks) and probes, judged as V8 judges them."""
     from localguide.json_schema.strings import LookaheadsTooLarge, _pattern_dfa
 
     p = ("^" if "^" in anchors else "") + pattern + ("$" if "$" in anchors else "")
@@ -186,17 +187,25 @@ def test_json_schema_pattern_lookaheads_agree_with_v8(v8, pattern, anchors, seed
         dfa = _pattern_dfa(p)
     except LookaheadsTooLarge:
         return
+    try:
+        full = regex_to_dfa(pattern)
+    except localguide.EmptyLanguageError:
+        full = None
     rng = random.Random(seed)
-    members = [w.decode("utf-8") for w in (_walk(dfa, rng) for _ in range(6)) if w is not None]
+    members = [w.decode("utf-8") for d in (dfa, full) if d is not None
+               for w in (_walk(d, rng) for _ in range(4)) if w is not None]
     texts = members + probes
     got = v8.ask(p, "", texts)
     assert "error" not in got, (p, got)
-    for text, some in zip(texts, got["search"]):
+    for text, some, whole in zip(texts, got["search"], got["full"]):
         assert dfa.matches(text.encode("utf-8")) == some, f"{p!r} on {text!r}: V8 {some}"
+        mine = full is not None and full.matches(text.encode("utf-8"))
+        assert mine == whole, f"compile_regex {pattern!r} on {text!r}: V8 {whole}"
 
 
 @pytest.mark.parametrize("pattern", [r"[A-Z][a-z]+\s\w+", r"(?i)[a-z]{2,5}\.", r".{1,8}\s?", r"\S+ \S+",
-                                     r"[^\s]{3}[\u2000-\u200a]?x", r"\d+(?:,\d{3})*"])
+                                     r"[^\s]{3}[\u2000-\u200a]?x", r"\d+(?:,\d{3})*",
+                                     r"(?=.*\d)(?=.*[a-z])[a-z0-9]{4,8}", r"[a-z](?:(?!--)[a-z-]){2,9}"])
 def test_guide_texts_match_in_v8(v8, vocab, pattern):
     """Every text a guide over a real vocabulary completes fully matches in V8."""
     index = localguide.compile_regex(pattern, vocab)
