@@ -110,7 +110,7 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
 
 
 def parse_completion(body, limits: Limits, texts: bool = True) -> Job:
-    """``POST /v1/completions``'s body (``texts=False``: its strings are known to hold no NUL or lone surrogate)."""
+    """``POST /v1/completions``'s body (``texts=False``: its strings hold no NUL or lone surrogate)."""
     body = _object(body)
     if texts:
         _texts(body)
