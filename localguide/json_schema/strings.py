@@ -8,6 +8,8 @@ bytes or escape sequences.
 
 from __future__ import annotations
 
+import functools
+
 from ..errors import PatternError
 from ..regex import lookahead
 from ..regex.ast import (
@@ -131,8 +133,22 @@ def pattern_node(pattern: str, lookaheads: bool = True) -> Node:
         return node
     if not lookaheads:
         return _search(_to_node(tree, None, drop=True), before=True)
-    return _with_lookaheads(pattern, node, [(negative, _search(_to_node(sub), before=False))
-                                            for negative, sub in looks])
+    got = _with_lookaheads_cached(pattern)
+    if isinstance(got, PatternUnsupported):
+        raise type(got)(str(got))  # (a fresh one: the cached one keeps no traceback)
+    return got
+
+
+@functools.lru_cache(maxsize=256)
+def _with_lookaheads_cached(pattern: str):
+    """``_with_lookaheads`` once per pattern (a pattern under a definition is met once per use)."""
+    tree = parse(pattern, lookahead=True)
+    looks: list = []
+    node = _search(_to_node(tree, looks), before=True)
+    try:
+        return _with_lookaheads(node, [(negative, _search(_to_node(sub), before=False)) for negative, sub in looks])
+    except PatternUnsupported as e:
+        return e
 
 
 def _search(node: Node, before: bool) -> Node:
@@ -159,7 +175,7 @@ def _search(node: Node, before: bool) -> Node:
 MAX_LOOKAHEAD_STATES = 2_000
 
 
-def _with_lookaheads(pattern: str, marked: Node, looks: list) -> Node:
+def _with_lookaheads(marked: Node, looks: list) -> Node:
     """``marked`` (lookaheads as marks) with each lookahead's condition applied (``regex.lookahead``)."""
     from ..regex.ast_dfa import TooLargeError, ast_to_dfa
     from ..regex.dfa_ast import dfa_to_node
