@@ -76,9 +76,9 @@ class ByteNFA:
                     self.add_range(cur, blo, bhi, nxt)
                     cur = nxt
 
-    def to_dfa(self, start: int = 0) -> ByteDFA:
-        """Subset construction, then minimization."""
-        return minimize(*_determinize(self, start))
+    def to_dfa(self, start: int = 0, max_states: int | None = None) -> ByteDFA:
+        """Subset construction (``TooManyStates`` past ``max_states``), then minimization."""
+        return minimize(*_determinize(self, start, max_states))
 
 
 def _closure(nfa: ByteNFA, states) -> frozenset[int]:
@@ -92,7 +92,11 @@ def _closure(nfa: ByteNFA, states) -> frozenset[int]:
     return frozenset(seen)
 
 
-def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
+class TooManyStates(Exception):
+    """A construction went past the states it was allowed."""
+
+
+def _determinize(nfa: ByteNFA, start: int, max_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     first = _closure(nfa, [start])
     ids = {first: 0}
     order = [first]
@@ -115,6 +119,8 @@ def _determinize(nfa: ByteNFA, start: int) -> tuple[np.ndarray, np.ndarray]:
                 continue
             key = _closure(nfa, targets)
             if key not in ids:
+                if max_states is not None and len(order) >= max_states:
+                    raise TooManyStates(f"more than {max_states:,} states")
                 ids[key] = len(order)
                 order.append(key)
             row[a:b] = ids[key]
@@ -149,15 +155,16 @@ def row_runs(row: np.ndarray, lo: int = 0, hi: int = 256):
         b = e + 1
 
 
-def product(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
+def product(dfas: list[ByteDFA], max_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The DFAs run side by side: (transitions int32[n, 256] over the tuples of their states reachable
-    from the start, not all dead, and flags bool[n, len(dfas)]: which parts accept there)."""
+    from the start, not all dead, and flags bool[n, len(dfas)]: which parts accept there);
+    ``TooManyStates`` past ``max_states`` tuples."""
     k = len(dfas)
     total = 1
     for d in dfas:
         total *= d.n_states + 1
     if total >= 2 ** 62:
-        return _product_tuples(dfas)
+        return _product_tuples(dfas, max_states)
     # a dead part as state n_i, so that a tuple of states is one number (mixed radix)
     radix = np.array([d.n_states + 1 for d in dfas], np.int64)
     weights = np.ones(k, np.int64)
@@ -184,6 +191,8 @@ def product(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
                 continue
             tgt = ids.get(code)
             if tgt is None:
+                if max_states is not None and len(order) >= max_states:
+                    raise TooManyStates(f"more than {max_states:,} states")
                 tgt = ids[code] = len(order)
                 order.append(np.array([(code // weights[j]) % radix[j] for j in range(k)], np.int64))
             targets[c] = tgt
@@ -192,7 +201,7 @@ def product(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(rows), flags
 
 
-def _product_tuples(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
+def _product_tuples(dfas: list[ByteDFA], max_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``product`` keyed by tuples (where the tuples of states outnumber an int64)."""
     start = tuple(0 for _ in dfas)
     ids = {start: 0}
@@ -210,6 +219,8 @@ def _product_tuples(dfas: list[ByteDFA]) -> tuple[np.ndarray, np.ndarray]:
                 continue
             tgt = ids.get(col)
             if tgt is None:
+                if max_states is not None and len(order) >= max_states:
+                    raise TooManyStates(f"more than {max_states:,} states")
                 tgt = ids[col] = len(order)
                 order.append(col)
             targets[j] = tgt

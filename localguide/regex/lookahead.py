@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..automaton import ByteDFA, ByteNFA, minimize, product, row_runs
+from ..automaton.dfa import TooManyStates
 
 FIRST_MARK = 0xF8
 MAX_LOOKAHEADS = 256 - FIRST_MARK  # marks available: F8-FF
@@ -69,20 +70,28 @@ def _mark_then(k: int, rest: ByteDFA) -> ByteDFA:
     nfa.add_range(start, 0, 255, start)
     first = _copy_into(nfa, rest)
     nfa.add_range(start, FIRST_MARK + k, FIRST_MARK + k, first)
-    return nfa.to_dfa(start)
+    return nfa.to_dfa(start, MAX_STATES)
 
 
 def resolve(marked: ByteDFA, looks: list[tuple[bool, ByteDFA]]) -> ByteDFA:
     """The language of a pattern whose ``k``-th lookahead is the mark ``FIRST_MARK + k`` in
-    ``marked``; ``looks[k]`` = (negative, the rests of the text that lookahead accepts)."""
-    parts = [marked]
-    for k, (negative, rests) in enumerate(looks):
-        rests = _skipping_marks(rests)
-        parts.append(_mark_then(k, rests if negative else _complement(rests)))  # (a mark gone wrong)
-    trans, flags = product(parts)
-    kept = minimize(trans, flags[:, 0] & ~flags[:, 1:].any(axis=1))
-    if kept.is_empty:
-        return kept
-    nfa = ByteNFA()
-    start = _copy_into(nfa, kept, marks_as_epsilon=True)
-    return nfa.to_dfa(start)
+    ``marked``; ``looks[k]`` = (negative, the rests of the text that lookahead accepts).
+    ``regex.ast_dfa.TooLargeError`` where a construction passes ``MAX_STATES`` (several
+    lookaheads side by side can multiply their states)."""
+    from .ast_dfa import TooLargeError
+
+    try:
+        kept = marked
+        # (one lookahead at a time, minimized in between: all at once, their states multiply)
+        for k, (negative, rests) in enumerate(looks):
+            rests = _skipping_marks(rests)
+            wrong = _mark_then(k, rests if negative else _complement(rests))  # (a mark gone wrong)
+            trans, flags = product([kept, wrong], MAX_STATES)
+            kept = minimize(trans, flags[:, 0] & ~flags[:, 1])
+            if kept.is_empty:
+                return kept
+        nfa = ByteNFA()
+        start = _copy_into(nfa, kept, marks_as_epsilon=True)
+        return nfa.to_dfa(start, MAX_STATES)
+    except TooManyStates as e:
+        raise TooLargeError(str(e)) from None

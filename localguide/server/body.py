@@ -104,9 +104,17 @@ def _float(text):
     return float(text)
 
 
+def _constant(name):
+    raise ApiError(f"the request body holds {name}, which is not JSON")
+
+
 def read_body(data: bytes):
     """The JSON of a request body, or an ``ApiError`` (413 past a bound, 400 for what is no JSON or
-    nested deeper than ``MAX_DEPTH``)."""
+    UTF-8, or nested deeper than ``MAX_DEPTH``)."""
+    # (the scans below read UTF-8's bytes: a body in UTF-16 or UTF-32, which json.loads would
+    # also take, could hide its separators, quotes and escapes from them)
+    if (encoding := json.detect_encoding(data)) not in ("utf-8", "utf-8-sig"):
+        raise ApiError(f"the request body is {encoding.upper()}: JSON between systems is UTF-8")
     values, arrays = data.count(b",") + data.count(b":"), data.count(b"[")
     deepest = arrays + data.count(b"{")
     # (over-counts, strings' bytes too: the exact scan only where one is past its bound)
@@ -122,9 +130,12 @@ def read_body(data: bytes):
     if arrays > MAX_ARRAYS:
         raise ApiError(f"the request body holds {arrays:,} arrays, over {MAX_ARRAYS:,} (serve's bound)", status=413)
     try:
-        body = json.loads(data, object_pairs_hook=_object, parse_int=_int, parse_float=_float)
+        body = json.loads(data, object_pairs_hook=_object, parse_int=_int, parse_float=_float,
+                          parse_constant=_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ApiError(f"the request body is not JSON: {e}") from None
+    except ValueError as e:  # (an integer past Python's 4,300 digits)
+        raise ApiError(f"the request body is not JSON this server reads: {e}") from None
     except RecursionError:  # (the decoder's own bound, far past serve's)
         raise too_deep from None
     if deepest > MAX_DEPTH:

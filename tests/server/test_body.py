@@ -61,6 +61,18 @@ def test_a_body_said_plain_holds_no_nul_or_lone_surrogate(value, ascii_only):
         "\\u" in s for s in strings)  # (said unclean only for an escape-like text)
 
 
+@pytest.mark.parametrize("data", [
+    json.dumps({"prompt": "a\u0000", "x": ["\u2200"] + [[]] * 70}).encode("utf-16-le"),  # (bytes 00 22: a quote)
+    json.dumps({"prompt": "a"}).encode("utf-16"), json.dumps({"prompt": "a"}).encode("utf-32"),
+    b"[" + b"9" * 4301 + b"]", b'{"temperature": NaN}', b"[Infinity, -Infinity]", b"\xff\xfe", b"", b"  "])
+def test_what_is_no_utf8_json_is_a_400(data):
+    """UTF-16 and UTF-32 (which ``json.loads`` takes: they would hide separators, quotes and NULs from
+    the byte scans), integers past Python's digits, NaN and Infinity: each a 400, never a raw error."""
+    with pytest.raises(ApiError) as e:
+        read_body(data)
+    assert e.value.status == 400
+
+
 def test_separators_inside_strings_cost_nothing():
     text = ",:[" * 1_000_000  # (3 million commas, colons and brackets, all of them text)
     assert read_body(json.dumps({"prompt": text}).encode()) == {"prompt": text}
