@@ -123,29 +123,27 @@ ANY_STRING = star(cls(ANY_CHAR_RANGES))
 def pattern_node(pattern: str, lookaheads: bool = True) -> Node:
     """Content-level node: the strings in which ``pattern`` finds a match (ECMA-262 search);
     ``lookaheads=False``: its lookaheads left out (each read as the empty string)."""
-    try:
-        tree = parse(pattern, lookahead=True)
-    except PatternError as e:
-        raise PatternUnsupported(str(e).split("\n")[0]) from None
-    looks: list = []
-    node = _search(_to_node(tree, looks), before=True)
-    if not looks:
-        return node
-    if not lookaheads:
-        return _search(_to_node(tree, None, drop=True), before=True)
-    got = _with_lookaheads_cached(pattern)
+    got = _pattern_node(pattern, lookaheads)
     if isinstance(got, PatternUnsupported):
         raise type(got)(str(got))  # (a fresh one: the cached one keeps no traceback)
     return got
 
 
 @functools.lru_cache(maxsize=256)
-def _with_lookaheads_cached(pattern: str):
-    """``_with_lookaheads`` once per pattern (a pattern under a definition is met once per use)."""
-    tree = parse(pattern, lookahead=True)
-    looks: list = []
-    node = _search(_to_node(tree, looks), before=True)
+def _pattern_node(pattern: str, lookaheads: bool):
+    """``pattern_node``'s node, or the ``PatternUnsupported`` it raises, once per pattern (a pattern
+    under a definition is met once per use, and its lookaheads cost automata)."""
     try:
+        try:
+            tree = parse(pattern)
+        except PatternError as e:
+            raise PatternUnsupported(str(e).split("\n")[0]) from None
+        looks: list = []
+        node = _search(_to_node(tree, looks), before=True)
+        if not looks:
+            return node
+        if not lookaheads:
+            return _search(_to_node(tree, None, drop=True), before=True)
         return _with_lookaheads(node, [(negative, _search(_to_node(sub), before=False)) for negative, sub in looks])
     except PatternUnsupported as e:
         return e
@@ -176,18 +174,13 @@ MAX_LOOKAHEAD_STATES = 2_000
 
 
 def _with_lookaheads(marked: Node, looks: list) -> Node:
-    """``marked`` (lookaheads as marks) with each lookahead's condition applied (``regex.lookahead``)."""
-    from ..regex.ast_dfa import TooLargeError, ast_to_dfa
+    """``marked`` (lookaheads as marks) with each lookahead's condition applied (``regex.lookahead``),
+    written back as a regex."""
     from ..regex.dfa_ast import dfa_to_node
 
-    try:
-        dfa = lookahead.resolve(ast_to_dfa(marked, max_states=MAX_LOOKAHEAD_STATES),
-                                [(negative, ast_to_dfa(rests, max_states=MAX_LOOKAHEAD_STATES))
-                                 for negative, rests in looks])
-    except TooLargeError:
-        dfa = None
+    dfa = lookahead.apply(marked, looks, MAX_LOOKAHEAD_STATES)
     node = None
-    if dfa is not None and dfa.n_states <= MAX_LOOKAHEAD_STATES:
+    if dfa is not None:
         node = EMPTY if dfa.is_empty else dfa_to_node(dfa, max_weight=Auto.TREE_WEIGHT)
     if node is None:
         raise LookaheadsTooLarge("the pattern's lookaheads leave a language too large to write as a regex")

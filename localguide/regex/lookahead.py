@@ -95,3 +95,16 @@ def resolve(marked: ByteDFA, looks: list[tuple[bool, ByteDFA]]) -> ByteDFA:
         return nfa.to_dfa(start, MAX_STATES)
     except TooManyStates as e:
         raise TooLargeError(str(e)) from None
+
+
+def apply(marked, looks: list, max_states: int = MAX_STATES) -> ByteDFA | None:
+    """``resolve`` from AST nodes: ``marked`` (lookaheads as ``mark_dfa`` leaves) and ``looks[k]`` =
+    (negative, the node of the rests it accepts); None where an automaton passes ``max_states``."""
+    from .ast_dfa import TooLargeError, ast_to_dfa
+
+    try:
+        dfa = resolve(ast_to_dfa(marked, max_states),
+                      [(negative, ast_to_dfa(rests, max_states)) for negative, rests in looks])
+    except TooLargeError:
+        return None
+    return dfa if dfa.n_states <= max_states else None

@@ -15,8 +15,7 @@ the regex terminals of Lark grammars. Semantics are ECMA-262's with the ``u`` fl
   ``\\0``), except that an escaped ASCII punctuation character is that character (``\\-``,
   ``\\:``), as in ECMA without ``u``. Lazy quantifiers are accepted: the language is the same.
 
-Lookaheads ``(?=...)`` and ``(?!...)`` are read anywhere (``parse(..., lookahead=True)``, as
-``match_node`` and JSON Schema's ``pattern`` do; ``regex.lookahead`` resolves them). Not supported,
+Lookaheads ``(?=...)`` and ``(?!...)`` are read anywhere (``regex.lookahead`` resolves them). Not supported,
 each with an error naming the construct and its position: lookbehind, a lookahead inside a
 lookahead, backreferences, ``\\b``/``\\B``, ``\\p{...}``, octal escapes, anchors inside a pattern that
 must fully match. The parse tree is made of tuples: ``("set", ranges)``, ``("seq", items)``,
@@ -106,11 +105,10 @@ def _contains(ranges, cp: int) -> bool:
 class _Parser:
     """Recursive descent over ECMA-262's Pattern grammar (``u`` mode)."""
 
-    def __init__(self, pattern: str, lookahead: bool = False):
+    def __init__(self, pattern: str):
         if not isinstance(pattern, str):
             raise TypeError(f"a pattern must be a str, not {type(pattern).__name__}")
         self.p = pattern
-        self.lookahead = lookahead
         self.i = 0
         self.flags = frozenset()
         self.depth = 0
@@ -264,8 +262,6 @@ class _Parser:
             if rest.startswith(":"):
                 self.i += 2
             elif rest.startswith(("=", "!")):
-                if not self.lookahead:
-                    raise self.unsupported("lookahead is not supported", pos)
                 self.i += 2
                 inner = self.disjunction()
                 self.flags = saved
@@ -438,13 +434,12 @@ class _Parser:
         return ((cp, cp),)
 
 
-def parse(pattern: str, lookahead: bool = False):
-    """The parse tree of ``pattern`` (see the module doc); raises ``PatternError`` with the position.
-    ``lookahead``: ``(?=...)`` and ``(?!...)`` read as ``("look", negative, tree, position)``."""
-    return _Parser(pattern, lookahead).parse()
+def parse(pattern: str):
+    """The parse tree of ``pattern`` (see the module doc); raises ``PatternError`` with the position."""
+    return _Parser(pattern).parse()
 
 
-def tree_to_node(tree, anchor, look=None) -> Node:
+def tree_to_node(tree, anchor, look) -> Node:
     """The AST of a parse tree; ``anchor(kind)`` gives the node of an anchor (or raises), and
     ``look(tree)`` that of a lookahead."""
     kind = tree[0]
@@ -465,7 +460,7 @@ def match_node(pattern: str) -> Node:
     """The AST of the strings that fully match ``pattern``: a leading ``^`` and a trailing ``$``
     are redundant there; an anchor anywhere else is an error. Lookaheads (``(?=``, ``(?!``) are
     resolved into one automaton leaf (``lookahead``)."""
-    branches = [list(b[1]) for b in parse(pattern, lookahead=True)[1]]
+    branches = [list(b[1]) for b in parse(pattern)[1]]
     if branches[0][:1] == [("anchor", "^")]:
         branches[0].pop(0)
     if branches[-1][-1:] == [("anchor", "$")]:
@@ -498,7 +493,6 @@ def _resolved(pattern: str, marked: Node, looks: list) -> Node:
     pattern, then anything (or the end, where it ends with ``$``)."""
     from . import lookahead
     from .ast import ANY_CHAR_RANGES, star
-    from .ast_dfa import TooLargeError, ast_to_dfa
 
     def rests(t):
         def inner_anchor(kind):
@@ -516,12 +510,8 @@ def _resolved(pattern: str, marked: Node, looks: list) -> Node:
             parts.append(body if end else seq(body, star(cls(ANY_CHAR_RANGES))))
         return alt(*parts)
 
-    try:
-        dfa = lookahead.resolve(ast_to_dfa(marked, lookahead.MAX_STATES),
-                                [(t[1], ast_to_dfa(rests(t), lookahead.MAX_STATES)) for t in looks])
-    except TooLargeError:
-        dfa = None
-    if dfa is None or dfa.n_states > lookahead.MAX_STATES:
+    dfa = lookahead.apply(marked, [(t[1], rests(t)) for t in looks])
+    if dfa is None:
         raise UnsupportedPatternError(f"with its lookaheads applied, the pattern's automaton is over "
                                       f"{lookahead.MAX_STATES:,} states (localguide.regex.lookahead.MAX_STATES)",
                                       pattern, looks[0][3])
