@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from itertools import permutations
+from itertools import combinations, permutations
 
 from ..errors import SchemaError, json_pointer
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, Ref, alt, cls, opt, rep, seq, star
@@ -702,15 +702,20 @@ class Compiler(Objects):
         with it, the items that do not match are the items' schema and ``not contains``.
         Items that match are evaluated, so ``unevaluatedItems`` applies only to the others.
         """
+        if len(f.contains) > 1 and not f.prefix and f.unique is None and not f.uneval_items and \
+                len(f.contains) <= MAX_CONTAINS and all(c[2] is None for c in f.contains):
+            return self.array_contains_all(f, depth, lo, hi)
         if len(f.contains) > 1 or f.prefix or f.unique is not None:
             made = [c[3] for c in f.contains if isinstance(c[3], FromNegation)]
             if made:
                 where, kw = made[0].rsplit("/", 1) if "/" in made[0] else ("", "not")
                 self.problems.approx(where, kw, "an item that fails 'items' or matches 'contains', beside "
-                                                "prefixItems, uniqueItems or another contains: not tried")
+                                                "prefixItems, uniqueItems, a maxContains or more than "
+                                                f"{MAX_CONTAINS} contains: not tried")
                 return EMPTY
-            self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems or "
-                                                   "another contains is not supported")
+            self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems, more "
+                                                   f"than {MAX_CONTAINS} contains, or several with maxContains "
+                                                   "or unevaluatedItems, is not supported")
             return EMPTY
         sub, cmin, cmax, ptr = f.contains[0]
         if cmax is not None and cmax < cmin or hi is not None and lo > hi or hi is not None and cmin > hi:
@@ -765,6 +770,68 @@ class Compiler(Objects):
             return Lit("[]") if lo == 0 and cmin == 0 else EMPTY
         return self.wrap("[", "]", content, lo == 0 and cmin == 0, depth)
 
+    def array_contains_all(self, f: Flat, depth: int, lo: int, hi: int | None) -> Node:
+        """Arrays of ``lo``..``hi`` items that hold, for each ``contains`` (none with a maximum), at
+        least its ``minContains`` matches: an item may match several, so the states are the
+        matches so far of each (saturating), and an item is read as the conjunction of the
+        ``contains`` it matches (every subset of them)."""
+        parts = f.contains
+        mins = tuple(c[1] for c in parts)
+        if hi is not None and (lo > hi or any(m > hi for m in mins)):
+            return EMPTY
+        if max(lo, hi or 0, *mins) > 64:
+            self.problems.error(parts[0][3], "contains", "contains with counts above 64 (minItems, maxItems, "
+                                                         "minContains, maxContains) is not supported")
+            return EMPTY
+        item = self.item_value(f.items, depth + 1, f.ptr)
+        hits = []  # (which parts an item matches, its language)
+        for r in range(1, len(parts) + 1):
+            for which in combinations(range(len(parts)), r):
+                node = self.value(f.items + [parts[i][0] for i in which], depth + 1)
+                if node is not EMPTY:
+                    hits.append((which, node))
+        sep = self.sep(depth + 1)
+        memo: dict = {}
+
+        def after(c: int, h: tuple, which) -> tuple:
+            nc = c + 1 if hi is not None or c < lo else c
+            return nc, tuple(min(x + (i in which), mins[i]) for i, x in enumerate(h))
+
+        def steps(c: int, h: tuple, lead: Node) -> list:
+            """The next item (after ``lead``) and what may follow it, where that changes the state."""
+            if hi is not None and c >= hi:
+                return []
+            out = []
+            for which, node in hits:
+                nxt = after(c, h, which)
+                if nxt[1] != h:  # (a match that changes nothing is an ordinary item)
+                    out.append(seq(lead, node, rest(*nxt)))
+            nxt = after(c, h, ())
+            if nxt != (c, h):
+                out.append(seq(lead, item, rest(*nxt)))
+            return out
+
+        def rest(c: int, h: tuple) -> Node:
+            """What may follow ``c`` items with ``h`` matches."""
+            key = (c, h)
+            got = memo.get(key)
+            if got is None:
+                done = EPS if c >= lo and h == mins else EMPTY
+                more = alt(done, *steps(c, h, sep))
+                loops = hi is None and after(c, h, ()) == key
+                got = memo[key] = seq(star(seq(sep, item)), more) if loops else more
+            return got
+
+        h0 = (0,) * len(parts)
+        first = steps(0, h0, EPS)
+        if after(0, h0, ()) == (0, h0):  # (no count to raise: any first item)
+            first.append(seq(item, rest(0, h0)))
+        content = alt(*first)
+        if content is EMPTY:
+            return Lit("[]") if lo == 0 and h0 == mins else EMPTY
+        return self.wrap("[", "]", content, lo == 0 and h0 == mins, depth)
+
+
 def _memo_key(sub, via_ref: bool = False) -> tuple:
     """What ``sub``'s language depends on, but ``Sub.refs``; ``via_ref``: reached by a bare ``$ref``."""
     return (id(sub.schema), sub.ptr, sub.base, sub.draft) + (("$ref",) if via_ref else ())
@@ -818,6 +885,7 @@ def _format_dfa(name: str):
     return d
 
 
+MAX_CONTAINS = 4  # contains (each without maxContains) read together: 2**n - 1 kinds of item
 MAX_DIFFERENCE_STATES = 256  # the largest automaton of a string's patterns written back as a regex
 SMALL_RANGE = 16  # integers of a bounded range up to this many: uniqueItems over them is exact
 

@@ -525,6 +525,46 @@ def test_contains_counts_match_jsonschema():
     check()
 
 
+def test_several_contains_match_jsonschema():
+    """Property: two or three ``contains`` on one array (from ``allOf``, or ``not: {items}`` beside a
+    ``contains``), each with a minContains, with minItems/maxItems and items, accept exactly the
+    arrays ``jsonschema`` accepts; an item may match several of them."""
+    import itertools
+
+    import jsonschema
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    sub = st.sampled_from([{"type": "integer"}, {"const": 2}, {"type": "string"}, {"enum": [1, None]}, True])
+    part = st.tuples(sub, st.one_of(st.none(), st.integers(0, 2)))
+    counts = st.one_of(st.none(), st.integers(0, 4))
+    items = st.sampled_from([None, {"enum": [1, 2, "a"]}, {"type": ["integer", "string"]}])
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(part, min_size=2, max_size=3), counts, counts, items, st.booleans())
+    def check(parts, lo, hi, items, negated):
+        schema = {"type": "array", "allOf": [{"contains": c, **({"minContains": m} if m is not None else {})}
+                                             for c, m in parts]}
+        if negated:
+            schema["not"] = {"items": {"type": "integer"}}
+        for k, v in (("minItems", lo), ("maxItems", hi), ("items", items)):
+            if v is not None:
+                schema[k] = v
+        validator = jsonschema.Draft202012Validator(schema)
+        try:
+            dfa = schema_dfa(schema)
+        except SchemaError:  # no array: then jsonschema accepts none either
+            dfa = None
+        for n in range(6):
+            for arr in itertools.product(_CONTAINS_VALUES, repeat=n) if n <= 3 else \
+                    (random.Random(n).choices(_CONTAINS_VALUES, k=n) for _ in range(200)):
+                arr = list(arr)
+                got = dfa is not None and dfa.matches(json.dumps(arr).encode())
+                assert got == validator.is_valid(arr), (schema, arr)
+
+    check()
+
+
 # -- negation -------------------------------------------------------------------------------------
 
 _NOT_VALUES = [0, 3, 4, 7.5, -2, 9, -21, 4.0, 1.5, "", "ab", "abcd", "xyz", "bab", "abab", "b", None, True, [], [1],
