@@ -30,6 +30,14 @@ def _on_alarm(*_):
     raise _Alarm()
 
 
+def _is_alarm(e: BaseException | None) -> bool:
+    while e is not None:
+        if isinstance(e, _Alarm):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def sweep(files, limit: int, budget: int):
     from localguide.json_schema.schema import build_dfa
     from localguide.errors import SchemaError
@@ -44,7 +52,9 @@ def sweep(files, limit: int, budget: int):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # (a loosened schema: counted below)
                 dfa, compiled = build_dfa(d["schema"], max_states=budget)
-        except _Alarm:
+        except (_Alarm, SystemError) as e:
+            if not _is_alarm(e):  # (numba wraps an exception raised inside a kernel's call)
+                raise
             res["timeout"] += 1
             where["timeout"].append(Path(f).name)
             continue

@@ -158,7 +158,8 @@ def row_runs(row: np.ndarray, lo: int = 0, hi: int = 256):
 def product(dfas: list[ByteDFA], max_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The DFAs run side by side: (transitions int32[n, 256] over the tuples of their states reachable
     from the start, not all dead, and flags bool[n, len(dfas)]: which parts accept there);
-    ``TooManyStates`` past ``max_states`` tuples."""
+    ``TooManyStates`` past ``max_states`` tuples. State 0 is the start; the others are numbered
+    breadth-first (in the order of their codes within one level)."""
     k = len(dfas)
     total = 1
     for d in dfas:
@@ -170,35 +171,40 @@ def product(dfas: list[ByteDFA], max_states: int | None = None) -> tuple[np.ndar
     weights = np.ones(k, np.int64)
     for i in range(k - 2, -1, -1):
         weights[i] = weights[i + 1] * radix[i + 1]
-    tables = [np.vstack([np.where(d.transitions < 0, d.n_states, d.transitions),
-                         np.full((1, 256), d.n_states, np.int32)]).astype(np.int64) for d in dfas]
-    accs = [np.append(d.accepting, False) for d in dfas]
     dead = int(np.dot(radix - 1, weights))
-    ids = {0: 0}
-    order = [np.zeros(k, np.int64)]
-    rows = []
-    i = 0
-    while i < len(order):
-        st = order[i]
-        i += 1
-        codes = np.zeros(256, np.int64)
+    # bytes whose columns agree in every part move every tuple alike: one column per class
+    _, reps, byte_class = np.unique(np.vstack([d.transitions for d in dfas]), axis=1, return_index=True,
+                                    return_inverse=True)
+    tables = [np.vstack([np.where(d.transitions[:, reps] < 0, d.n_states, d.transitions[:, reps]),
+                         np.full((1, len(reps)), d.n_states, np.int32)]).astype(np.int64) for d in dfas]
+    # Breadth-first, a whole level at a time: ``known`` (sorted codes) and ``known_ids`` find a tuple's number.
+    known = np.zeros(1, np.int64)
+    known_ids = np.zeros(1, np.int32)
+    level = np.zeros((1, k), np.int64)
+    states, rows, n = [level], [], 1
+    while len(level):
+        codes = np.zeros((len(level), len(reps)), np.int64)
         for j in range(k):
-            codes += tables[j][st[j]] * weights[j]
-        cols, inverse = np.unique(codes, return_inverse=True)
-        targets = np.full(len(cols), -1, np.int32)
-        for c, code in enumerate(cols.tolist()):
-            if code == dead:
-                continue
-            tgt = ids.get(code)
-            if tgt is None:
-                if max_states is not None and len(order) >= max_states:
-                    raise TooManyStates(f"more than {max_states:,} states")
-                tgt = ids[code] = len(order)
-                order.append(np.array([(code // weights[j]) % radix[j] for j in range(k)], np.int64))
-            targets[c] = tgt
-        rows.append(targets[inverse.reshape(-1)])
-    flags = np.array([[accs[j][st[j]] for j in range(k)] for st in order], bool).reshape(len(order), k)
-    return np.stack(rows), flags
+            codes += tables[j][level[:, j]] * weights[j]
+        new = np.unique(codes)
+        new = new[new != dead]
+        at = np.minimum(np.searchsorted(known, new), len(known) - 1)
+        new = new[known[at] != new]
+        if max_states is not None and n + len(new) > max_states:
+            raise TooManyStates(f"more than {max_states:,} states")
+        order = np.argsort(np.concatenate([known, new]), kind="stable")
+        known = np.concatenate([known, new])[order]
+        known_ids = np.concatenate([known_ids, np.arange(n, n + len(new), dtype=np.int32)])[order]
+        n += len(new)
+        at = np.minimum(np.searchsorted(known, codes), len(known) - 1)
+        rows.append(np.where(codes == dead, -1, known_ids[at]).astype(np.int32))
+        level = (new[:, None] // weights) % radix
+        states.append(level)
+    tuples = np.vstack(states)
+    flags = np.zeros((n, k), bool)
+    for j, d in enumerate(dfas):
+        flags[:, j] = np.append(d.accepting, False)[tuples[:, j]]
+    return np.vstack(rows)[:, byte_class.reshape(-1)], flags
 
 
 def _product_tuples(dfas: list[ByteDFA], max_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:

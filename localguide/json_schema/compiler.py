@@ -546,6 +546,7 @@ class Compiler(Objects):
         and of a length within ``f``'s bounds, built as automata (a product) and written back as a
         regex; EMPTY (reported) when that regex would be too large, or a pattern is not supported."""
         from ..automaton import minimize, product
+        from ..automaton.dfa import TooManyStates
         from ..regex.dfa_ast import dfa_to_node
         from .objects import _any_key_dfa
 
@@ -557,18 +558,60 @@ class Compiler(Objects):
         parts = [ast_to_dfa(n) for n, _ in langs] + negs + [_any_key_dfa()]
         if f.min_len or f.max_len is not None:
             parts.append(ast_to_dfa(rep(cls(ANY_CHAR_RANGES), f.min_len, f.max_len)))
-        trans, flags = product(parts)
         k = len(langs)
-        keep = flags[:, k + len(negs):].all(axis=1) & flags[:, :k].all(axis=1) & ~flags[:, k:k + len(negs)].any(axis=1)
-        region = minimize(trans, keep)
-        # (state elimination is cubic in the states, and its regex can grow as fast)
-        node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
+        try:
+            trans, flags = product(parts, max_states=MAX_DIFFERENCE_PRODUCT)
+        except TooManyStates:
+            node = None
+        else:
+            keep = flags[:, k + len(negs):].all(axis=1) & flags[:, :k].all(axis=1) & \
+                ~flags[:, k:k + len(negs)].any(axis=1)
+            region = minimize(trans, keep)
+            # (state elimination is cubic in the states, and its regex can grow as fast)
+            node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
         if node is None:
             ptrs = ", ".join([p for _, p in langs] + [p for _, p in f.not_patterns])
+            if self.fl.loose:
+                node = self.loose_difference(langs, f, parts, ptrs)
+                if node is not None:
+                    return node
             self.problems.approx(f.ptr, "pattern", f"patterns/formats on one string ({ptrs}): the strings they "
                                                    "leave are too many to write as a regex, and are rejected")
+            self.problems.loosenable += 1
             return EMPTY
         return node
+
+    def loose_difference(self, langs: list, f: Flat, parts: list, ptrs: str) -> Node | None:
+        """A superset of ``string_difference``'s strings that is small enough to write (each part
+        left out reported as loosened): the patterns and lengths without the negated patterns, else
+        the smallest of them alone; None when neither fits."""
+        from ..automaton import minimize, product
+        from ..automaton.dfa import TooManyStates
+        from ..regex.dfa_ast import dfa_to_node
+
+        k, n_neg = len(langs), len(f.not_patterns)
+        any_key, lengths = parts[k + n_neg], parts[k + n_neg + 1:]
+        positive = parts[:k] + lengths
+        tries = [positive] if n_neg and positive else []
+        tries.append([min(positive, key=lambda d: d.n_states)] if positive else [])
+        for kept in tries:
+            try:
+                trans, flags = product(kept + [any_key], max_states=MAX_DIFFERENCE_PRODUCT)
+            except TooManyStates:
+                continue
+            region = minimize(trans, flags.all(axis=1))
+            node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
+            if node is None:
+                continue
+            also = " (nor the string's length bounds)" if lengths and not any(lengths[0] is x for x in kept) else ""
+            for (_, ptr), d in zip(langs + f.not_patterns, parts):
+                if not any(d is x for x in kept):
+                    where, kw = ptr.rsplit("/", 1)
+                    self.problems.loosen(where, kw, f"patterns/formats on one string ({ptrs}): the strings they "
+                                                    f"leave are too many to write as a regex: this one is not "
+                                                    f"enforced{also}")
+            return node
+        return None
 
     @staticmethod
     def smallest_lang(langs: list):
@@ -887,6 +930,7 @@ def _format_dfa(name: str):
 
 MAX_CONTAINS = 4  # contains (each without maxContains) read together: 2**n - 1 kinds of item
 MAX_DIFFERENCE_STATES = 256  # the largest automaton of a string's patterns written back as a regex
+MAX_DIFFERENCE_PRODUCT = 4_096  # the states of their product, before it is minimized
 SMALL_RANGE = 16  # integers of a bounded range up to this many: uniqueItems over them is exact
 
 

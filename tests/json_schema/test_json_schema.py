@@ -816,6 +816,50 @@ def test_lookaheads_too_large_to_apply_are_a_subset_then_loosened(monkeypatch):
         ("#/pattern", "pattern")] == "loosened"
 
 
+def _valid_strings_accepted(schema, dfa, alphabet: str, n: int = 20000, longest: int = 6) -> int:
+    """Every string of ``alphabet`` (up to ``longest`` characters, a random sample) that jsonschema finds valid
+    is accepted by ``dfa``; the count of those."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(0)
+    valid = 0
+    for _ in range(n):
+        x = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, longest)))
+        if validator.is_valid(x):
+            valid += 1
+            assert dfa.matches(json.dumps(x).encode()), x
+    return valid
+
+
+def test_string_differences_too_large_to_write_are_loosened_not_refused():
+    """Patterns, lengths and negated patterns on one string whose strings are too many to write as a
+    regex: first left out (a subset, empty here), then the negated patterns are not enforced (a
+    superset, reported *loosened* at each one): every valid string is accepted, never a refusal."""
+    schema = {"type": "string", "minLength": 10, "maxLength": 90, "pattern": "[aA][12].*[zZ]",
+              "not": {"anyOf": [{"pattern": "ab1"}, {"pattern": "b12"}, {"pattern": "c12"}]}}
+    with pytest.warns(RuntimeWarning, match="loosened"):
+        dfa = schema_dfa(schema)
+    rows = {(p, k): st for p, k, st in inspect_schema(schema)}
+    assert all(rows[(f"#/not/anyOf/{i}/pattern", "pattern")] == "loosened" for i in range(3))
+    assert _valid_strings_accepted(schema, dfa, "aA12zZb", 20000, longest=13) > 100
+    assert not dfa.matches(b'"x1zzzzzzzzz"')  # (the pattern itself still holds)
+
+
+def test_alternatives_past_the_bound_are_loosened_when_the_kept_ones_accept_nothing():
+    """An allOf of anyOfs past 64 alternatives keeps the first 64 (a subset); where they accept no
+    document, the part that multiplied them past the bound is not enforced instead (a superset,
+    reported at that allOf): every valid string is accepted, the rest of the schema still holds."""
+    schema = {"type": "string", "not": {"pattern": "^[a-d]"}, "allOf": [
+        {"anyOf": [{"pattern": f"^{c}"} for c in "abcde"]}, {"anyOf": [{"pattern": f"{c}$"} for c in "abcd"]},
+        {"anyOf": [{"minLength": 3}, {"maxLength": 1}, {"const": "eb"}, {"const": "ea"}]}]}
+    with pytest.warns(RuntimeWarning, match="loosened"):
+        dfa = schema_dfa(schema)
+    assert ("#/allOf", "allOf", "loosened") in inspect_schema(schema)
+    assert _valid_strings_accepted(schema, dfa, "abcdex") > 500
+    assert not dfa.matches(b'"ab"') and not dfa.matches(b'"ex"') and dfa.matches(b'"eab"')
+
+
 def test_one_of_strings_with_disjoint_patterns_or_formats_is_exact():
     """Two patterns (or formats) that match no string in common need no negation to tell them apart
     (a uuid's pattern beside a name's was refused: 'not' over 'pattern')."""

@@ -67,3 +67,28 @@ def test_too_large_gives_up():
     assert dfa_to_node(dfa, max_weight=100) is None
     assert same(ast_to_dfa(dfa_to_node(dfa)), dfa)
     assert dfa_to_node(regex_to_dfa("(a|b)*a(a|b){9}")) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(regexes(max_depth=1), min_size=1, max_size=4), st.integers(0, 2))
+def test_product_equals_its_tuple_keyed_twin(patterns, op):
+    """The product read a whole level at a time (codes, byte classes) has the states of the
+    tuple-keyed path, state 0 the start, and the same automaton for any choice of accepting flags."""
+    from localguide.automaton.dfa import TooManyStates, _product_tuples
+
+    dfas = [regex_to_dfa(p) for p in patterns]
+    assume(all(not d.is_empty for d in dfas))
+    t1, f1 = product(dfas)
+    t2, f2 = _product_tuples(dfas)
+    assert t1.shape == t2.shape and f1.shape == f2.shape
+    pick = [lambda f: f.all(axis=1), lambda f: f.any(axis=1), lambda f: f[:, 0] & ~f[:, 1:].any(axis=1)][op]
+    assert same(minimize(t1, pick(f1)), minimize(t2, pick(f2)))
+    assert f1[0].tolist() == [bool(d.accepting[0]) for d in dfas]
+    if len(t1) > 1:
+        try:
+            product(dfas, max_states=len(t1) - 1)
+        except TooManyStates:
+            pass
+        else:
+            raise AssertionError("max_states not enforced")
+    product(dfas, max_states=len(t1))
