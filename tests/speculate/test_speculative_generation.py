@@ -21,6 +21,7 @@ import ctypes
 import json
 import math
 import re
+import time
 
 import llama_cpp
 import numpy as np
@@ -455,6 +456,94 @@ def test_drafting_pauses_where_it_does_not_pay(model, trained, monkeypatch):
     assert probes and max(probes) <= PROBE_DRAFTS
     assert max(n for probing, n in offered if not probing) > PROBE_DRAFTS
     assert dear == free
+
+
+class SlowBatches:
+    """``llama_cpp`` with every decode of several tokens held up after it returns by a real wait of
+    ``times`` the last one-token decode (the processor kept busy, as a batch thread of llama.cpp
+    waits at a barrier for one that another program has taken the core from)."""
+
+    def __init__(self, times: float):
+        self.times = times
+        self.one = 0.0
+
+    def __getattr__(self, name):
+        return getattr(llama_cpp, name)
+
+    def llama_decode(self, ctx, batch):
+        t = time.perf_counter()
+        rc = llama_cpp.llama_decode(ctx, batch)
+        if batch.n_tokens == 1:
+            self.one = time.perf_counter() - t
+        else:
+            end = time.perf_counter() + self.times * self.one
+            while time.perf_counter() < end:
+                pass
+        return rc
+
+
+def test_the_judge_pauses_drafting_where_real_batches_turn_dear(model, trained, monkeypatch):
+    # Real decodes timed as they happen (a fresh DecodeCost, nothing injected), every batch held
+    # up as a busy neighbour holds up llama.cpp's batch threads, by more than the most tokens a
+    # decode can give (MAX_DRAFT + 1) would save: drafting pauses within a few decodes with
+    # drafts, few decodes draft at all, and the texts are those of no drafting. (Probes after a
+    # pause: test_drafting_pauses_where_it_does_not_pay.)
+    # (Busy against quiet, both real: the slow-marked test below, which needs the machine alone.)
+    from localguide.speculate.counts import JUDGED
+    from localguide.speculate.drafts import MAX_DRAFT
+
+    constraint, prompt = CONSTRAINTS["schema"]
+    counts = trained(model, "schema")
+    counts.calibration = Calibration(counts.calibration.forced_rate)
+    judged = []  # after each decode with drafts: whether drafting is paused
+    settle = Calibration.settle
+
+    def recording(self, tokens, cost):
+        settle(self, tokens, cost)
+        judged.append(self.paused > 0)
+
+    monkeypatch.setattr(Calibration, "settle", recording)
+    monkeypatch.setattr(loop, "llama_cpp", SlowBatches(2 * (MAX_DRAFT + 1)))
+    texts = []
+    with costing(model, DecodeCost()):
+        for seed in range(11, 17):
+            texts.append(run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)[0])
+    monkeypatch.undo()
+    assert True in judged[:JUDGED], judged  # paused within JUDGED decodes with drafts
+    assert len(judged) < sum(len(t) for t in texts) / 4, judged
+    for seed, text in zip(range(11, 17), texts):
+        assert run(model, constraint, prompt, speculate=False, seed=seed)[0] == text
+
+
+@pytest.mark.slow
+def test_a_busy_neighbour_makes_drafting_pause(model_paths, trained):
+    # Real busy processes, one per core, beside a model whose batches run on every core (where a
+    # neighbour holds batch threads up at their barriers): the same generations draft less than on
+    # the machine alone. Slow-marked: "alone" needs no other test running beside it.
+    import os
+    import subprocess
+    import sys
+
+    cores = os.cpu_count() or 2
+    for name, path in model_paths.items():
+        model = localguide.load(path, n_ctx=1024, n_threads=1, n_threads_batch=cores)
+        constraint, prompt = CONSTRAINTS["schema"]
+        counts = trained(model, "schema")
+        drafted = {}
+        for busy in (0, cores):
+            hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+            try:
+                counts.calibration = Calibration(counts.calibration.forced_rate)
+                drafted[busy] = 0
+                with costing(model, DecodeCost()):
+                    for seed in range(11, 17):
+                        run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)
+                        drafted[busy] += model.last_stats.drafted
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+        assert drafted[cores] < drafted[0], (name, drafted)
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
