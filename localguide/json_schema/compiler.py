@@ -749,16 +749,21 @@ class Compiler(Objects):
                 len(f.contains) <= MAX_CONTAINS and all(c[2] is None for c in f.contains):
             return self.array_contains_all(f, depth, lo, hi)
         if len(f.contains) > 1 or f.prefix or f.unique is not None:
-            made = [c[3] for c in f.contains if isinstance(c[3], FromNegation)]
-            if made:
-                where, kw = made[0].rsplit("/", 1) if "/" in made[0] else ("", "not")
-                self.problems.approx(where, kw, "an item that fails 'items' or matches 'contains', beside "
-                                                "prefixItems, uniqueItems, a maxContains or more than "
-                                                f"{MAX_CONTAINS} contains: not tried")
-                return EMPTY
-            self.problems.error(f.ptr, "contains", "contains together with prefixItems, uniqueItems, more "
-                                                   f"than {MAX_CONTAINS} contains, or several with maxContains "
-                                                   "or unevaluatedItems, is not supported")
+            # (these arrays are rejected: a subset; where that leaves no document, the loose compile
+            # drops the contains instead: a superset)
+            whats = [(c[3].rsplit("/", 1) if "/" in c[3] else ("", "not")) if isinstance(c[3], FromNegation)
+                     else (c[3], "contains") for c in f.contains]
+            why = (f"contains beside prefixItems, uniqueItems, more than {MAX_CONTAINS} contains, or several with "
+                   "maxContains or unevaluatedItems")
+            if self.fl.loose:
+                for where, kw in whats:
+                    self.problems.loosen(where, kw, f"{why}: not enforced (the subset accepted no document)")
+                g = f.copy()
+                g.contains = []
+                return self.array(g, depth)
+            for where, kw in whats:
+                self.problems.approx(where, kw, f"{why}: such arrays are rejected here")
+            self.problems.loosenable += 1
             return EMPTY
         sub, cmin, cmax, ptr = f.contains[0]
         if cmax is not None and cmax < cmin or hi is not None and lo > hi or hi is not None and cmin > hi:

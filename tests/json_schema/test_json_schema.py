@@ -714,8 +714,24 @@ def test_a_negated_items_beside_unique_items_is_a_subset_not_an_error():
     assert dfa.matches(b"[1,2]") and not dfa.matches(b"[1]") and not dfa.matches(b"[1,1]")
     assert not dfa.matches(b'["a"]')  # (valid: the left-out branch)
     assert ("#/not", "not", "approximated") in inspect_schema(schema)
-    with pytest.raises(SchemaError, match="accepts no document"):
-        schema_dfa({"type": "array", "uniqueItems": True, "not": {"items": {"type": "integer"}}})
+    alone = {"type": "array", "uniqueItems": True, "not": {"items": {"type": "integer"}}}
+    with pytest.warns(RuntimeWarning, match="loosened"):  # (the subset accepts nothing: a superset)
+        dfa = schema_dfa(alone)
+    assert dfa.matches(b'["a"]') and ("#/not", "not", "loosened") in inspect_schema(alone)
+
+
+def test_contains_beside_prefix_items_is_a_subset_then_loosened():
+    """A contains beside prefixItems (no automaton here): such arrays are left out, reported; where
+    that leaves no document, the contains is not enforced instead (loosened), never a refusal."""
+    array = {"type": "array", "prefixItems": [{"type": "integer"}], "contains": {"type": "string"}}
+    holder = {"type": "object", "properties": {"a": array}}
+    dfa = schema_dfa(holder)
+    assert dfa.matches(b'{}') and not dfa.matches(b'{"a":[1,"x"]}')
+    assert ("#/properties/a/contains", "contains", "approximated") in inspect_schema(holder)
+    with pytest.warns(RuntimeWarning, match="loosened"):
+        dfa = schema_dfa(array)
+    assert dfa.matches(b'[1,"x"]') and dfa.matches(b'[1]') and not dfa.matches(b'["x"]')
+    assert ("#/contains", "contains", "loosened") in inspect_schema(array)
 
 
 _OBJ_VALUES = [{}, {"a": 1}, {"a": "s"}, {"b": 1}, {"b": "s"}, {"a": 1, "b": 2}, {"a": "s", "b": 1}, {"xy": "s"},
