@@ -603,7 +603,14 @@ class Compiler(Objects):
             node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
             if node is None:
                 continue
-            also = " (nor the string's length bounds)" if lengths and not any(lengths[0] is x for x in kept) else ""
+            also = ""
+            if lengths and not any(lengths[0] is x for x in kept):
+                also = " (nor the string's length bounds)"
+                for kw in ("minLength", "maxLength"):
+                    if (f.min_len if kw == "minLength" else f.max_len is not None):
+                        self.problems.loosen(f.ptr, kw, f"patterns/formats on one string ({ptrs}): the strings they "
+                                                        "leave are too many to write as a regex: the length "
+                                                        "bounds are not enforced")
             for (_, ptr), d in zip(langs + f.not_patterns, parts):
                 if not any(d is x for x in kept):
                     where, kw = ptr.rsplit("/", 1)
@@ -746,20 +753,24 @@ class Compiler(Objects):
         Items that match are evaluated, so ``unevaluatedItems`` applies only to the others.
         """
         if len(f.contains) > 1 and not f.prefix and f.unique is None and not f.uneval_items and \
-                len(f.contains) <= MAX_CONTAINS and all(c[2] is None for c in f.contains):
+                len(f.contains) <= MAX_CONTAINS and all(c[2] is None for c in f.contains) and \
+                _contains_states(f.contains, lo, hi) <= MAX_CONTAINS_STATES:
             return self.array_contains_all(f, depth, lo, hi)
         if len(f.contains) > 1 or f.prefix or f.unique is not None:
             # (these arrays are rejected: a subset; where that leaves no document, the loose compile
             # drops the contains instead: a superset)
             whats = [(c[3].rsplit("/", 1) if "/" in c[3] else ("", "not")) if isinstance(c[3], FromNegation)
                      else (c[3], "contains") for c in f.contains]
-            why = (f"contains beside prefixItems, uniqueItems, more than {MAX_CONTAINS} contains, or several with "
-                   "maxContains or unevaluatedItems")
+            why = (f"contains beside prefixItems, uniqueItems, more than {MAX_CONTAINS} contains, several with "
+                   f"maxContains or unevaluatedItems, or counts past {MAX_CONTAINS_STATES} states")
             if self.fl.loose:
                 for where, kw in whats:
                     self.problems.loosen(where, kw, f"{why}: not enforced (the subset accepted no document)")
                 g = f.copy()
                 g.contains = []
+                if f.uneval_items:  # (what the contains would have evaluated is unknown: any item)
+                    self.problems.loosen(f.ptr, "unevaluatedItems", f"{why}: not enforced")
+                    g.items, g.has_items, g.uneval_items = [], False, False
                 return self.array(g, depth)
             for where, kw in whats:
                 self.problems.approx(where, kw, f"{why}: such arrays are rejected here")
@@ -934,6 +945,14 @@ def _format_dfa(name: str):
 
 
 MAX_CONTAINS = 4  # contains (each without maxContains) read together: 2**n - 1 kinds of item
+MAX_CONTAINS_STATES = 1_024  # their states: items counted times each one's matches counted
+
+
+def _contains_states(parts: list, lo: int, hi: int | None) -> int:
+    n = (hi if hi is not None else lo) + 1
+    for c in parts:
+        n *= c[1] + 1
+    return n
 MAX_DIFFERENCE_STATES = 256  # the largest automaton of a string's patterns written back as a regex
 MAX_DIFFERENCE_PRODUCT = 4_096  # the states of their product, before it is minimized
 SMALL_RANGE = 16  # integers of a bounded range up to this many: uniqueItems over them is exact

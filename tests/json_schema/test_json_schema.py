@@ -876,6 +876,24 @@ def test_alternatives_past_the_bound_are_loosened_when_the_kept_ones_accept_noth
     assert not dfa.matches(b'"ab"') and not dfa.matches(b'"ex"') and dfa.matches(b'"eab"')
 
 
+def test_what_a_loose_compile_leaves_out_is_reported_and_a_superset():
+    """Length bounds left out with the patterns are reported loosened too; contains beside
+    unevaluatedItems left out take the unevaluatedItems with them (else the items the contains
+    would have evaluated are refused: no superset); many large minContains are bounded work."""
+    strings = {"type": "string", "allOf": [{"pattern": "b.{3}b"}, {"pattern": "aa"}], "minLength": 4, "maxLength": 55}
+    rows = inspect_schema(strings)
+    assert {k.split()[0] for _, k, st in rows if st == "loosened"} >= {"pattern", "minLength", "maxLength"}
+    arrays = {"type": "array", "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}],
+              "unevaluatedItems": False}
+    with pytest.warns(RuntimeWarning, match="loosened"):
+        dfa = schema_dfa(arrays)
+    assert dfa.matches(b"[1,2]") and dfa.matches(b"[2,1,1]")
+    many = {"type": "array", "allOf": [{"contains": {"type": "integer"}, "minContains": 20}] * 4}
+    with pytest.warns(RuntimeWarning, match="loosened"):
+        dfa = schema_dfa(many)
+    assert dfa.matches(json.dumps(list(range(20))).encode())
+
+
 def test_one_of_strings_with_disjoint_patterns_or_formats_is_exact():
     """Two patterns (or formats) that match no string in common need no negation to tell them apart
     (a uuid's pattern beside a name's was refused: 'not' over 'pattern')."""
