@@ -545,9 +545,6 @@ class Compiler(Objects):
         """The strings every language of ``langs`` holds, no pattern of ``f.not_patterns`` matches,
         and of a length within ``f``'s bounds, built as automata (a product) and written back as a
         regex; EMPTY (reported) when that regex would be too large, or a pattern is not supported."""
-        from ..automaton import minimize, product
-        from ..automaton.dfa import TooManyStates
-        from ..regex.dfa_ast import dfa_to_node
         from .objects import _any_key_dfa
 
         try:
@@ -558,17 +555,9 @@ class Compiler(Objects):
         parts = [ast_to_dfa(n) for n, _ in langs] + negs + [_any_key_dfa()]
         if f.min_len or f.max_len is not None:
             parts.append(ast_to_dfa(rep(cls(ANY_CHAR_RANGES), f.min_len, f.max_len)))
-        k = len(langs)
-        try:
-            trans, flags = product(parts, max_states=MAX_DIFFERENCE_PRODUCT)
-        except TooManyStates:
-            node = None
-        else:
-            keep = flags[:, k + len(negs):].all(axis=1) & flags[:, :k].all(axis=1) & \
-                ~flags[:, k:k + len(negs)].any(axis=1)
-            region = minimize(trans, keep)
-            # (state elimination is cubic in the states, and its regex can grow as fast)
-            node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
+        k, n_neg = len(langs), len(negs)
+        node = _written(parts, lambda flags: flags[:, k + n_neg:].all(axis=1) & flags[:, :k].all(axis=1) &
+                        ~flags[:, k:k + n_neg].any(axis=1))
         if node is None:
             ptrs = ", ".join([p for _, p in langs] + [p for _, p in f.not_patterns])
             if self.fl.loose:
@@ -585,22 +574,13 @@ class Compiler(Objects):
         """A superset of ``string_difference``'s strings that is small enough to write (each part
         left out reported as loosened): the patterns and lengths without the negated patterns, else
         the smallest of them alone; None when neither fits."""
-        from ..automaton import minimize, product
-        from ..automaton.dfa import TooManyStates
-        from ..regex.dfa_ast import dfa_to_node
-
         k, n_neg = len(langs), len(f.not_patterns)
         any_key, lengths = parts[k + n_neg], parts[k + n_neg + 1:]
         positive = parts[:k] + lengths
         tries = [positive] if n_neg and positive else []
         tries.append([min(positive, key=lambda d: d.n_states)] if positive else [])
         for kept in tries:
-            try:
-                trans, flags = product(kept + [any_key], max_states=MAX_DIFFERENCE_PRODUCT)
-            except TooManyStates:
-                continue
-            region = minimize(trans, flags.all(axis=1))
-            node = dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
+            node = _written(kept + [any_key], lambda flags: flags.all(axis=1))
             if node is None:
                 continue
             also = ""
@@ -946,6 +926,23 @@ def _format_dfa(name: str):
 
 MAX_CONTAINS = 4  # contains (each without maxContains) read together: 2**n - 1 kinds of item
 MAX_CONTAINS_STATES = 1_024  # their states: items counted times each one's matches counted
+
+
+def _written(parts: list, keep) -> Node | None:
+    """The regex of the strings that take ``parts`` (byte DFAs run side by side) to states whose
+    accepting flags ``keep(flags)`` selects (a bool per row), or None when their product passes
+    ``MAX_DIFFERENCE_PRODUCT`` states or its minimal automaton ``MAX_DIFFERENCE_STATES``."""
+    from ..automaton import minimize, product
+    from ..automaton.dfa import TooManyStates
+    from ..regex.dfa_ast import dfa_to_node
+
+    try:
+        trans, flags = product(parts, max_states=MAX_DIFFERENCE_PRODUCT)
+    except TooManyStates:
+        return None
+    region = minimize(trans, keep(flags))
+    # (state elimination is cubic in the states, and its regex can grow as fast)
+    return dfa_to_node(region) if region.n_states <= MAX_DIFFERENCE_STATES else None
 
 
 def _contains_states(parts: list, lo: int, hi: int | None) -> int:

@@ -479,6 +479,26 @@ def test_shared_definitions_are_compiled_once(monkeypatch):
 _CONTAINS_VALUES = [1, 2, "a", None, [], 1.5]
 
 
+def _agrees_on_arrays(schema) -> None:
+    """``schema``'s automaton accepts exactly the arrays ``jsonschema`` accepts, among every array of
+    up to 3 of ``_CONTAINS_VALUES`` and 200 random ones of 4 and 5 (no automaton: it accepts none)."""
+    import itertools
+
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        dfa = schema_dfa(schema)
+    except SchemaError:  # no array: then jsonschema accepts none either
+        dfa = None
+    for n in range(6):
+        for arr in itertools.product(_CONTAINS_VALUES, repeat=n) if n <= 3 else \
+                (random.Random(n).choices(_CONTAINS_VALUES, k=n) for _ in range(200)):
+            arr = list(arr)
+            got = dfa is not None and dfa.matches(json.dumps(arr).encode())
+            assert got == validator.is_valid(arr), (schema, arr)
+
+
 def _contains_schemas():
     from hypothesis import strategies as st
 
@@ -492,9 +512,6 @@ def _contains_schemas():
 def test_contains_counts_match_jsonschema():
     """Property: minContains/maxContains with minItems/maxItems, items and unevaluatedItems accept
     exactly the arrays ``jsonschema`` accepts (all arrays of up to 6 values from a small set)."""
-    import itertools
-
-    import jsonschema
     from hypothesis import given, settings
 
     @settings(max_examples=60, deadline=None)
@@ -509,18 +526,7 @@ def test_contains_counts_match_jsonschema():
             schema["items"] = items
         if uneval is not None and items is None:
             schema["unevaluatedItems"] = uneval
-        validator = jsonschema.Draft202012Validator(schema)
-        try:
-            dfa = schema_dfa(schema)
-        except SchemaError:  # no array: then jsonschema accepts none either
-            dfa = None
-        for n in range(6):
-            for arr in itertools.product(_CONTAINS_VALUES, repeat=n) if n <= 3 else \
-                    (random.Random(n).choices(_CONTAINS_VALUES, k=n) for _ in range(200)):
-                arr = list(arr)
-                want = validator.is_valid(arr)
-                got = dfa is not None and dfa.matches(json.dumps(arr).encode())
-                assert got == want, (schema, arr)
+        _agrees_on_arrays(schema)
 
     check()
 
@@ -529,9 +535,6 @@ def test_several_contains_match_jsonschema():
     """Property: two or three ``contains`` on one array (from ``allOf``, or ``not: {items}`` beside a
     ``contains``), each with a minContains, with minItems/maxItems and items, accept exactly the
     arrays ``jsonschema`` accepts; an item may match several of them."""
-    import itertools
-
-    import jsonschema
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -550,17 +553,7 @@ def test_several_contains_match_jsonschema():
         for k, v in (("minItems", lo), ("maxItems", hi), ("items", items)):
             if v is not None:
                 schema[k] = v
-        validator = jsonschema.Draft202012Validator(schema)
-        try:
-            dfa = schema_dfa(schema)
-        except SchemaError:  # no array: then jsonschema accepts none either
-            dfa = None
-        for n in range(6):
-            for arr in itertools.product(_CONTAINS_VALUES, repeat=n) if n <= 3 else \
-                    (random.Random(n).choices(_CONTAINS_VALUES, k=n) for _ in range(200)):
-                arr = list(arr)
-                got = dfa is not None and dfa.matches(json.dumps(arr).encode())
-                assert got == validator.is_valid(arr), (schema, arr)
+        _agrees_on_arrays(schema)
 
     check()
 
