@@ -72,7 +72,8 @@ def report() -> list[tuple[str, str]]:
         ("threads", f"{chosen.n_threads} per token, {chosen.n_threads_batch} per batch ({chosen.why}; "
                     "--threads, --threads-batch)"),
         ("workers wait", f"{'passively' if passive else 'spinning'}: {said}"),
-        ("reproducible logits", "yes, for layers on the CPU (llama.cpp's reference kernels: the same text whatever "
+        ("reproducible logits", "yes, for layers on the CPU (llama.cpp's reference kernels after a prompt's whole "
+                                "chunks: the same text whatever "
                                 "the prompt cache held and whether speculation is on; load(reproducible=False) "
                                 "for the fastest kernels per batch)" if not why_not else f"no: {why_not}"),
         ("numba", numba.__version__),

@@ -178,6 +178,10 @@ class ChatRun:
                              **(template_variables or {}))
         # (afresh, never in the tokens a last generation took: the text alone decides the answer)
         self.prompt_tokens = model.tokenize_chat(self.prompt)
+        # (the first turn's prompt: what a growing conversation keeps, localguide.llama.reproducible)
+        first = next((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), None)
+        self.settled = None if first is None else self._first_prompt(model, template, msgs[:first], shown,
+                                                                      template_variables)
         compile = compile or model.compile
         if mode != "none":
             made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls, compile)
@@ -200,6 +204,20 @@ class ChatRun:
         # (text before the calls is the content; the calls' text is held and parsed at the end)
         self._calls = None if mode == "none" else _Splitter(fmt.open) if fmt.open else _LeadSplit()
         self._held: list[str] = []
+
+    @staticmethod
+    def _first_prompt(model, template, msgs: list[dict], tools, variables) -> int:
+        """How many tokens the prompt of the conversation's first turn (``msgs``, the messages
+        before the first answer) has; 0 where the template does not render them alone."""
+        from .plain import render
+
+        if not msgs:
+            return 0
+        try:
+            return len(model.tokenize_chat(render(model, template, msgs, tools=tools, add_generation_prompt=True,
+                                                  **(variables or {}))))
+        except Exception:  # (a template that wants an answer in it: the history stays on the reference kernels)
+            return 0
 
     def _out(self, piece: str, final: bool = False) -> ChatDelta | None:
         d = self._reason.feed(piece, final)
@@ -245,7 +263,7 @@ def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, 
     counts = model.draft_counts(run.counts_key) if guide is not None and (speculate or fast_forward) else None
     tokens = model.generate_tokens(run.prompt_tokens, guide, max_tokens, sampling, opportunistic=opportunistic,
                                    speculate=speculate, fast_forward=fast_forward, counts=counts, stats=stats,
-                                   cache_prompt=cache_prompt)
+                                   cache_prompt=cache_prompt, fast_limit=run.settled)
     try:
         for token in tokens:
             if (d := run.feed(token)) is not None:

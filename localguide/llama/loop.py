@@ -118,24 +118,24 @@ class _Batch:
 
 def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[int], guided, free,
              drafter: Drafter | None, cost: DecodeCost | None, fast_forward: bool,
-             stats: GenerationStats, heal=None, report=None, cached: int = 0) -> Iterator[int]:
+             stats: GenerationStats, heal=None, report=None, cached: int = 0, fast=((), ()),
+             kernels=None) -> Iterator[int]:
     """Yield the generated tokens (see the module docstring). ``guided`` is the sampler chain
     with the guide; ``free`` the chain without it (opportunistic masking) or None; ``drafter``
     None: no drafts; ``cost`` (what a decode costs) None: no verified drafts, only the
     fast-forwarded ones with ``fast_forward``; ``heal`` None, or (the sampler chain of the first
     token, its ``HealGuide``) when the prompt's last token was healed (``localguide.llama.healing``);
     ``report`` an ``Invasiveness`` that measures each sampled step, or None.
-    The prompt is decoded here, after its first ``cached`` tokens, which the KV cache holds
-    already (and nothing after them); the caller keeps the KV cache consistent afterwards."""
+    The prompt is decoded here (``prefill``), after its first ``cached`` tokens, which the KV
+    cache holds already (and nothing after them); the caller keeps the KV cache consistent
+    afterwards."""
     t0 = time.perf_counter()
     stats.prompt_tokens = len(prompt_tokens)
     stats.cached_tokens = cached
     n_batch = max(1, llama_cpp.llama_n_batch(ctx))
     batch = _Batch(min(n_batch, MAX_DRAFT + 2) if drafter is not None else 1)
     try:
-        for i in range(cached, len(prompt_tokens), n_batch):
-            chunk = prompt_tokens[i:i + n_batch]
-            decode(ctx, chunk)
+        prefill(ctx, prompt_tokens, cached, fast, kernels)
         t1 = time.perf_counter()
         stats.prompt_seconds = t1 - t0
         yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
@@ -145,6 +145,31 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
         if stats.seconds == 0.0 and stats.prompt_seconds:
             stats.seconds = time.perf_counter() - t0 - stats.prompt_seconds
         batch.free()
+
+
+def prefill(ctx, tokens: list[int], cached: int = 0, fast=((), ()), kernels=None) -> None:
+    """Decode ``tokens`` after their first ``cached``, which the KV cache holds: ``fast`` (where
+    the fast decoding ends with each chunk size, and the chunk sizes: ``localguide.llama.
+    reproducible.fast_layout``) on the fastest kernels (``kernels``: that module's switch), in
+    chunks from a multiple of their size, then the rest on the kernels in force, in batches."""
+    n_batch = max(1, llama_cpp.llama_n_batch(ctx))
+    ends, chunks = fast
+    if kernels is not None and ends and cached < ends[-1]:
+        kernels(False)
+        try:
+            start = 0
+            for end, chunk in zip(ends, chunks):
+                at = max(cached, start)
+                if at < end and at % chunk:
+                    raise ValueError(f"fast decoding from {at} to {end} is not in whole chunks of {chunk}")
+                for i in range(at, end, chunk):
+                    decode(ctx, tokens[i:i + chunk])
+                start = max(start, end)
+        finally:
+            kernels(True)
+        cached = ends[-1]
+    for i in range(cached, len(tokens), n_batch):
+        decode(ctx, tokens[i:i + n_batch])
 
 
 def decode(ctx, tokens: list[int]) -> None:

@@ -25,7 +25,7 @@ from . import loop
 from .healing import HealGuide, heal_point
 from .invasiveness import Invasiveness
 from .loop import GenerationStats
-from .reproducible import reference_kernels, stored_weights
+from .reproducible import fast_layout, reference_kernels, reusable, stored_weights, switch, tiers
 from .sampler import SamplerChain, Sampling
 from .stops import Complete, StopText, check_stops
 
@@ -55,8 +55,8 @@ def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     when another program wants a core (``localguide.threads``; ``Model.threads`` says what was
     chosen and why). ``reproducible``: llama.cpp's CPU kernels that compute each position alike
     in every batch, so that a prompt, constraint and seed give the same text whatever the prompt
-    cache held and whether speculation is on (``localguide.llama.reproducible``; its cost:
-    prompts decode slower); ``Model.reproducible`` says whether it holds (not with layers on a
+    cache held and whether speculation is on (``localguide.llama.reproducible``; a prompt's whole
+    chunks still decode on the fastest kernels); ``Model.reproducible`` says whether it holds (not with layers on a
     GPU). False: the fastest kernels for each batch, whose logits differ in their last bits with
     the batch.
     """
@@ -89,6 +89,10 @@ class Model:
         why = (repacked or reference_kernels(self.llama.ctx)) if reproducible else "load(reproducible=False)"
         self.reproducible = not why  # logits independent of the batch: localguide.llama.reproducible
         self.reproducible_why = why
+        # (long prompts decode their whole chunks on the fastest kernels: ``reproducible``)
+        self._kernels = switch(self.llama.ctx) if self.reproducible else None
+        ctx = self.llama.ctx
+        self._chunks = tiers(max(1, min(llama_cpp.llama_n_batch(ctx), llama_cpp.llama_n_ubatch(ctx))))
         self._stop = set(self.vocabulary.stop_ids.tolist())
         self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
         self._counts: dict[str, CountModel] = {}
@@ -102,6 +106,7 @@ class Model:
         llm = self.llama.model
         self.can_speculate = not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
         self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
+        self._kv_fast: tuple[int, ...] = ()  # where their decoding on the fastest kernels ended (``fast_layout``)
         self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
@@ -411,7 +416,8 @@ class Model:
                         sampling: Sampling, extra_samplers=(), opportunistic: bool = False,
                         chain=SamplerChain, speculate: bool = False, fast_forward: bool = False,
                         counts: CountModel | None = None, healed: bytes = b"",
-                        stats: bool = False, cache_prompt: bool = True) -> Iterator[int]:
+                        stats: bool = False, cache_prompt: bool = True,
+                        fast_limit: int | None = None) -> Iterator[int]:
         """The core loop (``localguide.llama.loop``): decode the prompt, then sample through the
         guide and decode, token by token, or several at a time with ``speculate``.
 
@@ -427,7 +433,10 @@ class Model:
         starts with them, and ``guide`` (made with one token less of budget) takes the rest of
         it. ``stats``: the invasiveness figures too. ``cache_prompt``: decode only the prompt
         tokens after the prefix the KV cache holds from the last generation (False: empty it
-        first). ``last_stats`` is updated as it goes.
+        first). ``fast_limit``: how many leading prompt tokens stay as a conversation grows (the
+        first turn's prompt), the only ones decoded on the fastest kernels
+        (``localguide.llama.reproducible``; None: the whole prompt). ``last_stats`` is updated as
+        it goes.
         """
         if not prompt_tokens:
             raise ArgumentError("generation needs at least one prompt token (an empty prompt: the BOS token)")
@@ -445,7 +454,8 @@ class Model:
             drafter = self._drafter(counts if counts is not None else CountModel())
         report = self.last_stats = GenerationStats(healed_bytes=len(healed))
         heal = None
-        cached = self._reuse(prompt_tokens) if cache_prompt else self._reset()
+        fast = fast_layout(len(prompt_tokens), self._chunks, fast_limit) if self._kernels is not None else ()
+        cached = self._reuse(prompt_tokens, fast) if cache_prompt else self._reset()
         out: list[int] = []
         clean = False
         try:
@@ -462,7 +472,7 @@ class Model:
                     for token in loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
                                                free if opportunistic else None, drafter,
                                                self._cost if speculate else None, fast_forward, report, heal,
-                                               measure, cached):
+                                               measure, cached, (fast, self._chunks), self._kernels):
                         out.append(token)
                         yield token
                 finally:
@@ -476,7 +486,7 @@ class Model:
             clean = True
             raise
         finally:
-            self._settle(prompt_tokens, out, clean and cache_prompt and report.prompt_seconds > 0)
+            self._settle(prompt_tokens, out, clean and cache_prompt and report.prompt_seconds > 0, fast)
 
     def _drafter(self, counts: CountModel) -> Drafter:
         """The Drafter of ``counts``: for the count models this Model keeps (``draft_counts``), kept
@@ -501,29 +511,36 @@ class Model:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
         self.llama.reset()
         self._kv = []
+        self._kv_fast = ()
         return 0
 
-    def _reuse(self, prompt_tokens: list[int]) -> int:
-        """How many leading tokens of ``prompt_tokens`` the KV cache holds already; everything
-        after them is removed from it. The last prompt token is always decoded again (its
-        logits give the first sample)."""
+    def _reuse(self, prompt_tokens: list[int], fast: tuple[int, ...] = ()) -> int:
+        """How many leading tokens of ``prompt_tokens`` the KV cache holds already, as a cold
+        decode of them would (``fast``: where the prompt's fast decoding ends, ``fast_layout``);
+        everything after them is removed from it. The last prompt token is always decoded again
+        (its logits give the first sample)."""
         kv = self._kv
         n = min(len(kv), len(prompt_tokens) - 1)
         same = 0
         if n > 0:
             diff = np.flatnonzero(np.asarray(kv[:n]) != np.asarray(prompt_tokens[:n]))
             same = int(diff[0]) if len(diff) else n
+        if self._kernels is not None:
+            zero = (0,) * len(self._chunks)
+            same = reusable(same, self._kv_fast or zero, fast or zero, self._chunks)
         mem = llama_cpp.llama_get_memory(self.llama.ctx)
         # (always: whatever the cache holds past the prefix goes, drafts included)
         if same == 0 or not llama_cpp.llama_memory_seq_rm(mem, 0, same, -1):
             return self._reset()  # (a recurrent model's memory cannot drop a tail)
         self._kv = kv[:same]
+        self._kv_fast = tuple(min(end, same) for end in self._kv_fast)
         return same
 
-    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool) -> None:
-        """After a generation: the KV cache keeps the prompt and every generated token but the
-        last (which may not have been decoded), and nothing else (no rejected drafts); it is
-        emptied when ``keep_cache`` is False (an error, or caching off)."""
+    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool, fast: tuple = ()) -> None:
+        """After a generation: the KV cache keeps the prompt (``fast``: where its decoding on the
+        fastest kernels ended) and every generated token but the last (which may not have been
+        decoded), and nothing else (no rejected drafts); it is emptied when ``keep_cache`` is
+        False (an error, or caching off)."""
         if not keep_cache:
             self._reset()
             return
@@ -532,6 +549,7 @@ class Model:
             self._reset()
             return
         self._kv = (list(prompt_tokens) + out)[:keep]
+        self._kv_fast = fast
 
     def __repr__(self) -> str:
         return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"

@@ -22,6 +22,16 @@ as the file stores them (not repacked), computes each row the same way in every 
 are bitwise those of one-token decoding (``tests/llama/test_reproducible.py``, both models).
 ``load(reproducible=True)``, the default, asks for both; ``Model.reproducible`` says whether it
 holds, and ``Model.reproducible_why`` why not where it does not.
+
+The reference kernels cost a long prompt up to twice the time (attention row by row over the
+whole context). So a prompt decodes its first positions on the fastest kernels, in whole chunks
+aligned at position 0 (the context's micro-batches, 512 tokens by default, then chunks of 128:
+``fast_layout``), and the rest (fewer than 128 tokens before its last, the generated ones) on the
+reference kernels. Each position's keys and values are then a function of the prompt alone,
+provided a cached position is reused only where a cold decode computes it the same way
+(``reusable``). A conversation decodes fast only within its first prompt (the messages before
+the first answer): the turns after it, whose positions an earlier turn decoded one by one, stay
+on the reference kernels, so the cache holds each turn's history as a cold decode computes it.
 """
 
 from __future__ import annotations
@@ -84,6 +94,63 @@ def reference_kernels(ctx) -> str:
         # (a GPU or BLAS backend takes batches with kernels of its own, chosen by the batch too)
         return f"backends other than the CPU's decode too ({', '.join(others)})"
     return ""
+
+
+def switch(ctx):
+    """A function of one bool that puts the CPU backends of the llama.cpp context ``ctx`` on the
+    reference kernels (True) or the fastest (False); None where this llama.cpp has no such switch."""
+    if _no_reference_kernels():
+        return None
+    get_sched, n_backends, backend, is_cpu, use_ref, _ = _functions()
+    sched = get_sched(ctx)
+    cpus = [b for b in (backend(sched, i) for i in range(n_backends(sched))) if is_cpu(b)] if sched else []
+
+    def to(reference: bool) -> None:
+        for b in cpus:
+            use_ref(b, reference)
+
+    return to
+
+
+TAIL_CHUNK = 128  # tokens: the chunks after the micro-batches
+
+
+def tiers(micro: int) -> tuple[int, ...]:
+    """The chunk sizes of fast decoding: the context's micro-batch, then ``TAIL_CHUNK`` (where it
+    divides it) for what is left before the last chunk."""
+    return (micro, TAIL_CHUNK) if micro > TAIL_CHUNK and micro % TAIL_CHUNK == 0 else (micro,)
+
+
+def fast_layout(n_prompt: int, chunks: tuple[int, ...], limit: int | None = None) -> tuple[int, ...]:
+    """Where the fast decoding of a prompt of ``n_prompt`` tokens ends with each chunk size of
+    ``chunks``: the whole chunks of the first size, then of the next from there, and so on, all
+    before the prompt's last token (whose logits are sampled from, and which is decoded again
+    when the cache holds the whole prompt) and before position ``limit`` where given (a
+    conversation's first prompt: what follows it grows turn by turn)."""
+    last = min(n_prompt, n_prompt if limit is None else limit) - 1
+    return tuple(max(0, last // c * c) for c in chunks)
+
+
+def _chunk_at(p: int, ends: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """The chunk size position ``p`` is decoded in (0: on the reference kernels)."""
+    return next((c for c, end in zip(chunks, ends) if p < end), 0)
+
+
+def reusable(same: int, cached: tuple[int, ...], ends: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """How many leading positions of the KV cache a prompt may keep: ``same`` of its tokens agree
+    with the cache's, decoded as the layout ``cached`` says (``fast_layout``), and the prompt
+    decodes as ``ends`` says. A position is kept only where a cold decode of the prompt computes
+    it the same way (fast in the same chunk, or on the reference kernels after the same keys and
+    values), and where the fast decoding goes on, at the start of a chunk."""
+    keep = same
+    for at in sorted({0, *cached, *ends}):
+        if at >= keep:
+            break
+        if _chunk_at(at, cached, chunks) != _chunk_at(at, ends, chunks):
+            keep = at
+            break
+    c = _chunk_at(keep, ends, chunks)
+    return keep // c * c if c else keep
 
 
 def available() -> str:

@@ -20,9 +20,12 @@ import re
 import llama_cpp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import localguide
 from localguide.llama import loop
+from localguide.llama.reproducible import fast_layout, reusable, tiers
 
 SHOTS = "".join(f"Country: {a}\nCapital: {b}\n" for a, b in [
     ("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Norway", "Oslo"),
@@ -128,3 +131,108 @@ def test_a_model_loaded_not_reproducible_says_so(smollm2_path):
     with stored_weights() as why:
         assert why == "" and lc.llama_model_default_params().use_extra_bufts is False
     assert lc.llama_model_default_params is default and lc.llama_model_default_params().use_extra_bufts
+
+
+ITEMS = "".join(f"Item {i}: the {('red', 'blue', 'green')[i % 3]} box holds {i * 7 % 13} apples.\n" for i in range(11))
+APPLES = r" [0-9]+ apples\."
+
+
+@pytest.fixture(scope="module", params=["smollm2", "gemma3"])
+def chunked(request, model_paths):
+    """The model with micro-batches of 64 and then chunks of 32 (``reproducible.TAIL_CHUNK``): a
+    prompt of a few hundred tokens decodes in both."""
+    from localguide.llama import reproducible
+
+    tail, reproducible.TAIL_CHUNK = reproducible.TAIL_CHUNK, 32
+    try:
+        model = localguide.load(model_paths[request.param], n_ctx=640, n_batch=64, n_ubatch=64)
+    finally:
+        reproducible.TAIL_CHUNK = tail
+    assert model.reproducible, model.reproducible_why
+    assert model._chunks == (64, 32)
+    return model
+
+
+def test_a_long_prompt_decodes_the_same_whatever_the_cache_held(chunked):
+    """A prompt decodes its whole chunks on the fastest kernels, the rest on the reference ones.
+    The prompt is a text, the model's own continuation of it and a question. Cold, and after the
+    text with its continuation (the cache's reference positions reach into the prompt's fast
+    chunks), after a prefix that ends inside a chunk, after itself, and after a prompt of fewer
+    chunks: the same greedy text, bitwise the same NLL of each token, and the cache reused as far
+    as a cold decode computes it alike."""
+    model = chunked
+    went_on = model.generate(ITEMS, temperature=0, max_tokens=96)
+    held = model.tokenize_prompt(ITEMS + went_on)
+    for cut in range(len(went_on), 0, -1):  # (a prompt whose fast chunks, of 64 then 32, end inside the cache's)
+        prompt = ITEMS + went_on[:cut] + "\nItem 99: the red box holds"
+        tokens = model.tokenize_prompt(prompt)
+        fast = fast_layout(len(tokens), model._chunks)
+        same = next((k for k, (a, b) in enumerate(zip(held[:-1], tokens)) if a != b), len(held) - 1)
+        if fast[0] < fast[1] < same:
+            break
+    assert fast[0] < fast[1] < same, (fast, same)
+
+    def run(**kw):
+        text = model.generate(prompt, temperature=0, max_tokens=6, regex=APPLES, stats=True, **kw)
+        return text, model.last_stats.nll, model.last_stats.cached_tokens
+
+    text, nll, _ = cold = run(cache_prompt=False)
+    assert re.fullmatch(APPLES, text) and nll is not None
+    for i, warm in enumerate((ITEMS, prompt[:len(prompt) // 2 + 7], prompt, ITEMS[:150])):
+        model.generate(warm, temperature=0, max_tokens=96)
+        if i == 0:  # (what the cache holds goes on past the fast chunks of the text alone)
+            same = next((k for k, (a, b) in enumerate(zip(model._kv, tokens)) if a != b), len(model._kv))
+            assert fast_layout(len(model.tokenize_prompt(ITEMS)), model._chunks)[-1] < fast[-1] < same
+        got = run()
+        assert got[:2] == cold[:2], (warm[-20:], got, cold)
+        assert model._kv_fast == fast
+        assert got[2] % 32 == 0 or got[2] >= fast[-1], got
+    assert run()[2] == len(tokens) - 1  # (the prompt was cached whole: only its last token decodes again)
+
+
+def test_a_conversation_decodes_fast_only_its_first_prompt(chunked):
+    """Turn after turn, the cache keeps the whole history (the last prompt and the answer come
+    back from it) and each answer is the one an emptied cache gives: the first turn's prompt
+    decodes in fast chunks, the turns after it on the reference kernels."""
+    model = chunked
+    msgs = [{"role": "system", "content": "Answer from this list.\n" + ITEMS}]
+    first = last = None
+    for q in ("How many apples does the red box of item 3 hold?", "And item 4?", "And item 5?"):
+        msgs.append({"role": "user", "content": q})
+        answer = model.chat(msgs, temperature=0, max_tokens=12).content
+        stats = model.last_stats
+        first = first or stats.prompt_tokens
+        assert model._kv_fast == fast_layout(stats.prompt_tokens, model._chunks, first) and model._kv_fast[-1] > 0
+        if last is not None:
+            assert stats.cached_tokens >= last, (stats.cached_tokens, last)
+        last = stats.prompt_tokens
+        assert model.chat(msgs, temperature=0, max_tokens=12, cache_prompt=False).content == answer, q
+        model.chat(msgs, temperature=0, max_tokens=12)  # (the cache as the turn left it, for the next)
+        msgs.append({"role": "assistant", "content": answer})
+
+
+@given(chunks=st.sampled_from([(1,), (3,), (8,), (4, 2), (8, 2), (6, 3), (8, 4)]), first=st.integers(1, 40),
+       answer=st.integers(0, 10), n=st.integers(1, 60), data=st.data())
+def test_a_cached_position_is_reused_only_where_a_cold_decode_computes_it_alike(chunks, first, answer, n, data):
+    """``reusable`` against a brute force: a position is computed alike when both decode it fast in
+    the same chunk, or both on the reference kernels (after positions computed alike); the most
+    that may be kept is the longest such prefix of the common tokens that ends at a chunk's start
+    or where the fast decoding of the new prompt ends. Either prompt may be limited
+    (``fast_layout``'s ``limit``: a conversation's first prompt)."""
+    limits = st.one_of(st.none(), st.integers(0, 40))
+    cached = fast_layout(first, chunks, data.draw(limits))
+    same = data.draw(st.integers(0, min(first + answer, n - 1)))
+    ends = fast_layout(n, chunks, data.draw(limits))
+
+    def how(p, layout):
+        c = next((c for c, end in zip(chunks, layout) if p < end), 0)
+        return ("fast", c, p // c) if c else "reference"
+
+    best = 0
+    for q in range(same + 1):
+        if any(how(p, cached) != how(p, ends) for p in range(q)):
+            break
+        if q >= ends[-1] or how(q, ends)[1] and q % how(q, ends)[1] == 0:
+            best = q
+    assert reusable(same, cached, ends, chunks) == best
+    assert all(e % c == 0 and e < n or e == 0 for e, c in zip(ends, chunks)) and list(ends) == sorted(ends)
