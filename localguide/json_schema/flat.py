@@ -190,8 +190,7 @@ class _Trial(Exception):
 
 def merge(a: Flat, b: Flat, fl) -> Flat | None:
     """The conjunction of two flats; None when obviously empty."""
-    f = a.copy()
-    f.ptr = a.ptr or b.ptr
+    f = a.copy()  # (at a's pointer, also where a is the root: its pointer is "")
     f.types = a.types & b.types
     if not f.types:
         return None
