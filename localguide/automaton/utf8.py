@@ -50,17 +50,6 @@ def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
     return out
 
 
-def codepoint_ranges(codepoints) -> list[tuple[int, int]]:
-    """Sorted code points (any iterable of ints) as maximal inclusive ranges."""
-    ranges: list[tuple[int, int]] = []
-    for cp in sorted(set(codepoints)):
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1] = (ranges[-1][0], cp)
-        else:
-            ranges.append((cp, cp))
-    return ranges
-
-
 def merge_ranges(ranges) -> list[tuple[int, int]]:
     """Inclusive ranges, sorted, with overlapping and adjacent ones merged."""
     out: list[tuple[int, int]] = []

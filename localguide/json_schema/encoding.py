@@ -15,10 +15,8 @@ from ..regex.ast import (
 
 # -- characters inside a JSON string ------------------------------------------------------------
 
-HEX = (("0", "9"), ("a", "f"), ("A", "F"))
 _SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
 RAW_OK = ((0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CP))  # unescaped in a JSON string
-_SURROGATES = (0xD800, 0xDFFF)
 
 
 def _hex_digit_class(lo: int, hi: int) -> Node:

@@ -77,10 +77,6 @@ class GenerationStats:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
     @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
     def tokens_per_decode(self) -> float:
         return self.tokens / self.decode_calls if self.decode_calls else 0.0
 

@@ -173,10 +173,6 @@ def size(ranges) -> int:
 
 # -- smart constructors ---------------------------------------------------------------------
 
-def lit(text: str) -> Node:
-    return Lit(text) if text else EPS
-
-
 def cls(ranges) -> Node:
     r = norm_ranges(ranges)
     if not r:
