@@ -355,7 +355,7 @@ class _Stream:
             self.run = what
             self.stop = what.stop_text(job.stop)
             self.work = Work(what.prompt_tokens, what.guide, job.sampling, job.max_tokens, self._on_token,
-                             self._on_done, counts_key=what.counts_key, stats=job.stats)
+                             self._on_done, counts_key=what.counts_key, stats=job.stats, fast_limit=what.settled)
         else:
             tokens, guide, healed, key, self.stop = what
             self.skip = len(healed)

@@ -43,6 +43,7 @@ class Work:
     counts_key: str | None = None
     healed: bytes = b""
     stats: bool = False
+    fast_limit: int | None = None  # (a chat's first turn's prompt: Model.generate_tokens)
     cancelled: bool = False
     submitted: float = field(default_factory=time.perf_counter)
 
@@ -98,7 +99,8 @@ class SerialEngine:
             if work.guide is not None:
                 counts = m.draft_counts(work.counts_key)
             gen = m.generate_tokens(tokens, work.guide, work.max_tokens, work.sampling, speculate=True,
-                                    counts=counts, healed=work.healed, stats=work.stats)
+                                    counts=counts, healed=work.healed, stats=work.stats,
+                                    fast_limit=work.fast_limit)
             while True:
                 with self.lock:  # (a guide is walked here only)
                     token = next(gen, None)

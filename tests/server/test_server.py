@@ -148,6 +148,28 @@ def test_extension_fields_regex_choice_grammar(served):
         json.loads(r.choices[0].message.content)
 
 
+def test_a_growing_conversation_keeps_its_history_cached(served):
+    """A long first turn decodes its whole chunks on the fastest kernels; the next turn (an
+    answer and a question of some hundred tokens after it) still finds the whole first prompt in
+    the cache, and its answer is the one an emptied cache gives."""
+    listing = "".join(f"Item {i}: the {('red', 'blue', 'green')[i % 3]} box holds {i * 7 % 13} apples.\n"
+                      for i in range(14))
+    msgs = [{"role": "system", "content": "Answer from this list.\n" + listing},
+            {"role": "user", "content": "How many apples does item 3 hold?"}]
+    first = _chat(served, messages=msgs, max_tokens=6, temperature=0, extra_body={"stats": True})
+    msgs += [{"role": "assistant", "content": "Item 3 holds 8 apples. " + listing[:300]},
+             {"role": "user", "content": "And item 4?"}]
+    warm = _chat(served, messages=msgs, max_tokens=8, temperature=0, extra_body={"stats": True})
+    _chat(served, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)  # (the cache taken by another)
+    cold = _chat(served, messages=msgs, max_tokens=8, temperature=0, extra_body={"stats": True})
+    held = first.model_extra["localguide"]["prompt_tokens"]
+    stats = warm.model_extra["localguide"]
+    assert held > 128 and stats["prompt_tokens"] > held + 64, (held, stats)
+    assert stats["cached_tokens"] >= held - 1, (held, stats)
+    assert cold.model_extra["localguide"]["cached_tokens"] < 64
+    assert warm.choices[0].message.content == cold.choices[0].message.content
+
+
 def test_a_bad_schema_names_its_pointer(served):
     bad = {"type": "object", "properties": {"a": {"$dynamicRef": "#x"}}}
     with pytest.raises(openai.BadRequestError) as e:
