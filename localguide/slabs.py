@@ -4,8 +4,8 @@ Every mask a grammar index caches is a fresh bitset of the vocabulary (6 KB on S
 32 KB on Gemma's). On some machines (virtual ones above all) the first touch of each 4 KB
 page costs about 2 µs, more than computing the mask: 16 µs of page faults for one of Gemma's.
 Carved from 4 MB mappings that Linux is asked to back with transparent huge pages, fresh
-bitsets arrive 2 MB at a time (measured here: 4.6 → 1.0 µs per SmolLM2 bitset, 16 → 1.3 µs
-per Gemma one). Elsewhere a slab is an ordinary zeroed array: no gain, no loss.
+bitsets arrive 2 MB at a time, one fault for dozens of them. Elsewhere a slab is an ordinary
+zeroed array: no gain, no loss.
 """
 
 from __future__ import annotations

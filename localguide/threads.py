@@ -4,9 +4,9 @@ when another program wants a core.
 llama.cpp's CPU backend splits each operation of a decode over its threads and meets them at a
 barrier after it, hundreds of times a decode. OpenMP's workers spin at a barrier (libgomp's
 default), so where another process holds the core of a worker the others spin until the
-scheduler hands that core back: on 2 cores with one busy neighbour, an 8-token decode on 2
-threads took 229 ms median (p90 272 ms), against 110 ms on 1 thread and 56 ms on 2 when quiet.
-With ``OMP_WAIT_POLICY=PASSIVE`` a waiting worker sleeps instead: 123 ms busy, 59 ms quiet. So:
+scheduler hands that core back: on 2 cores with one busy neighbour, a decode on 2 threads is
+slower than on 1. With ``OMP_WAIT_POLICY=PASSIVE`` a waiting worker sleeps instead: beside a busy
+neighbour a decode costs about what it does on 1 thread, and a quiet machine loses little. So:
 
 - ``prepare()`` (from ``localguide/__init__``, before anything loads llama.cpp) asks libgomp for
   the passive policy through the environment, unless the user set ``OMP_WAIT_POLICY`` or

@@ -197,7 +197,7 @@ class CompiledMasks:
 
     # Arena capacity to start with (a power of two), doubled as needed (growing copies it all,
     # a millisecond or more once it holds thousands of sets). Not larger: the hash tables are
-    # touched at random, and those of 8,192 sets (2 MB) made every first-pass mask slower.
+    # touched at random, and larger ones (2 MB at 8,192 sets) slow every first-pass mask.
     initial_sets = 2048
     scratch = arena_kernels.SCRATCH  # entries of each scratch area of ``arena_kernels._earley_make`` (a power of two)
 
@@ -222,7 +222,7 @@ class CompiledMasks:
         self.B = _NO_BUDGET
         self.budget = False  # whether budget bounds come from here (``enable_budget``)
         self._ctx = (None, None)  # (what ``kernel_context`` was made of, it)
-        # ``_args_one``'s kernel arguments, filled in place (a new array per mask took 0.4 µs)
+        # ``_args_one``'s kernel arguments, filled in place (no new array per mask)
         self._held = np.array([0, 0, 0], np.int64)
         self._fed = np.array([0, 0, 0, 1, -2, 0], np.int64)
         self.reset()
@@ -375,7 +375,7 @@ class CompiledMasks:
                 gcost = self._gcost
             out = masks_kernels.earley_masks(self._context(T), flat, n_x, n_new, n_cfg, init_ref, self.ign, self._gmarks,
                                        bounds, gcost)
-            head = out[:3 + n_new + 2 * n_cfg].tolist()  # (one conversion: each took 0.15 µs)
+            head = out[:3 + n_new + 2 * n_cfg].tolist()  # (one conversion for all, not one per value)
             status, n_u, n_c = head[:3]
             if self.budget and self._budget_room() and status == 0:
                 # The finish pool was full, so the bounds and costs may be wrong: walk again, with

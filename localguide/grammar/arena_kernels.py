@@ -25,10 +25,9 @@ from ..numba_tools import _bare, _grow, _sort_ints, _voidptr
 # Unmanaged views. The kernels below pass the arena and tables as tuples of arrays; numba
 # counts references to every array a helper takes out of them, with an atomic add and a
 # call to release each, where its pruning pass cannot prove them balanced (helpers with
-# early returns). That was half the time of a new set (``earley_feed``: 2.3 to 1.1 µs on
-# sql's seed). The entry kernels take views without a reference count (``_bare``, or a
-# context below) of arrays that their caller holds for the whole call, and never return
-# them or views of them.
+# early returns), a large share of the time of a new set (``earley_feed``). The entry kernels
+# take views without a reference count (``_bare``, or a context below) of arrays that their
+# caller holds for the whole call, and never return them or views of them.
 
 
 # The tables the kernels take, as tuples of arrays; a name for each slot.

@@ -4,8 +4,8 @@ Most of a grammar index's bytes are the token groups of its subterminal trees
 (``masks.build_trees``), and most groups repeat one another: a format string's automaton
 (an e-mail address, a URI) has hundreds of states, and the tokens that read the same way from
 many of them (all letters and digits, say) form the same group in each state's tree. On
-Gemma 3's vocabulary a four-property schema with an e-mail address took 31 MB, 22 of them
-token ids, more than half in exact duplicates. Stored here:
+Gemma 3's vocabulary most of the bytes of a schema with an e-mail address are token ids, more
+than half of them in exact duplicates. Stored here:
 
 - ``tr_grp_list``: each group's distinct token list; the lists as 16-bit differences
   (``packing.pack_sorted``), deflated;

@@ -3,10 +3,10 @@
 In memory an Index lists, for each distinct mask, its sorted token ids and, for each state,
 the state each allowed token leads to (``index.Index``). Most of that repeats: a mask
 allowing most of the vocabulary is also stored as the tokens it excludes, and a state's
-tokens nearly all lead to one state (the inside of a string leads back to itself). On a
-262,144-token vocabulary a four-property schema with an e-mail address took 14 MB; packed,
-about 2 MB. ``unpack`` gives the in-memory arrays back exactly; a damaged file raises
-``ValueError`` (or ``IndexError``/``KeyError``), which the cache treats as corrupt.
+tokens nearly all lead to one state (the inside of a string leads back to itself): packed, the
+arrays take a fraction of their in-memory bytes. ``unpack`` gives the in-memory arrays back
+exactly; a damaged file raises ``ValueError`` (or ``IndexError``/``KeyError``), which the cache
+treats as corrupt.
 
 - ``mask_d16``/``excl_d16``: each sorted token list as the differences between neighbours
   (the first from 0) in 16 bits, a difference that does not fit being 0 there and kept in

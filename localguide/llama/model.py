@@ -56,9 +56,9 @@ def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     chosen and why). ``reproducible``: llama.cpp's CPU kernels that compute each position alike
     in every batch, so that a prompt, constraint and seed give the same text whatever the prompt
     cache held and whether speculation is on (``localguide.llama.reproducible``; a prompt's whole
-    chunks still decode on the fastest kernels); ``Model.reproducible`` says whether it holds (not with layers on a
-    GPU). False: the fastest kernels for each batch, whose logits differ in their last bits with
-    the batch.
+    chunks still decode on the fastest kernels); ``Model.reproducible`` says whether it holds
+    (not with layers on a GPU). False: the fastest kernels for each batch, whose logits differ in
+    their last bits with the batch.
     """
     return Model(default_model_path() if path is None else Path(path), reproducible=reproducible, **llama_kwargs)
 

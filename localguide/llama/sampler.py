@@ -10,10 +10,9 @@ With a large vocabulary, where the guide allows a few tokens, ``SamplerChain.sam
 that compacted array itself, from the logits of the allowed tokens, and runs the chain's samplers after the
 guide on it: the same array as the guide sampler would have made, so the same token, without
 llama.cpp writing a candidate for every token of the vocabulary first (262,144 of them for
-Gemma 3: 0.5-0.65 ms a sample in the generation loop on a 2-core CPU, against 0.25 ms this way).
-Where the guide allows many tokens and top-k (or greedy) comes first after it, the chain hands
-llama.cpp the k highest allowed logits instead (``gather_top``), all that top-k would keep:
-0.7-0.9 ms a sample there with Gemma 3, against 0.33-0.41 ms.
+Gemma 3, which costs more than the rest of the sample). Where the guide allows many tokens and
+top-k (or greedy) comes first after it, the chain hands llama.cpp the k highest allowed logits
+instead (``gather_top``), all that top-k would keep, and spares it the full array there too.
 """
 
 from __future__ import annotations
@@ -248,12 +247,10 @@ class GuideSampler:
 # vocabulary (1 / DIRECT_SHARE); past it, numpy's gather costs about what llama.cpp's full array does.
 DIRECT_SHARE = 8
 # ... and where the vocabulary has at least this many tokens. Right after a decode has swept the
-# CPU's caches, the direct path's Python costs 150-250 µs a sample on a 2-core CPU; llama.cpp's
-# array of Gemma 3's 262,144 candidates cost 520-660 µs, SmolLM2's 49,152 about 200 µs (the whole
-# sample, in the generation loop): a loss there. The same bound for ``_sample_top``: with SmolLM2's
-# vocabulary its samples of words gained in two runs (250 µs against 280-290), those of a schema and
-# of the json grammar in one and lost in the other (230-275 against 200-220), where the mask looked
-# at first costs too (``benchmarks/sampler_paths.py``).
+# CPU's caches, the direct path's Python costs a fraction of llama.cpp's array of Gemma 3's 262,144
+# candidates, but about as much as that of SmolLM2's 49,152: no gain there. The same bound for
+# ``_sample_top``, where the mask looked at first costs too: on a small vocabulary it gains for some
+# constraints and loses for others (``benchmarks/sampler_paths.py``, BENCHMARKS.md).
 DIRECT_MIN_VOCAB = 100_000
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)

@@ -10,9 +10,7 @@ before it: inside a string or a number the state says little (every letter of a 
 the automaton where it was), the tokens before it say which name it is. A guess comes from the
 longest such context seen, else from the state alone; each length keeps its own calibration.
 A context is counted once per generation (``localguide.llama.loop``), so that a text going
-round in circles does not make it look certain to the next generation. On recordings of 8
-generations of each of the 11 benchmark schemas, the guess was right at 53% (SmolLM2) and 56%
-(Gemma 3) of the tokens from the state alone, at 64% and 56% with up to 3 tokens of context.
+round in circles does not make it look certain to the next generation.
 
 Bounded: at most ``max_states`` states and ``max_tokens`` tokens per state (the rarest
 goes first), ``max_contexts`` contexts of ``MAX_CONTEXT_TOKENS`` tokens each (when full, the
@@ -301,11 +299,9 @@ def best(row: dict[int, int]) -> tuple[int, float]:
 
 def estimate(count: int, total: int) -> float:
     """The chance that the token seen ``count`` times of ``total`` in a row comes next. Where it is
-    the only one seen, 1 - 1/(2 count^2); else (count / total)^2. On recordings of 8 generations
-    of the 11 benchmark schemas (both models), a row's only token came out again at 50-70% after
-    1 sighting, 83-93% after 2, 81-97% after 3 (``count / (total + 1)`` says 50, 67, 75%); where
-    other tokens were seen too, the most seen came out at 7-20% if it had under half of the row,
-    45-76% if it had more (``count / (total + 1)``: 22-39% and 50-64%)."""
+    the only one seen, 1 - 1/(2 count^2); else (count / total)^2. Both follow recorded generations
+    better than ``count / (total + 1)``: a row's only token comes out again more often once seen
+    twice, and a token with under half of its row far less often (BENCHMARKS.md)."""
     if count >= total:
         return 1.0 - 0.5 / (count * count)
     return (count / total) ** 2

@@ -37,8 +37,7 @@ MAX_FORCED_BYTES = 256
 # A draft whose chance of being reached (every draft before it accepted) is below this adds that
 # little to the expected tokens, while its place in the decode costs 0.15-1 of a token's decode on
 # the machines measured: proposing stops there. Walking the guide's copy further (masks and budget
-# plans of states the text will likely never reach) took 4% of a token's time on the C grammar,
-# where 4% of the steps drafted anything.
+# plans of states the text will likely never reach) would cost time on steps that seldom draft.
 MIN_REACHED = 0.05
 TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as they are
 # Decodes with drafts between two one-token decodes timed: the yardstick of every decode's cost
@@ -155,8 +154,8 @@ class Drafter:
         """Learn from one verified draft: ``p`` the probability it was proposed with, ``order``
         the length of context its guess came from. The calibration of guesses with context
         moves faster than the state's: how far they hold changes with the text (a run of
-        whitespace the model went round in, and then leaves; at 0.02 a step, Gemma 3's C
-        grammar kept drafting long runs the model had stopped taking, 0.94x). ``predicted``
+        whitespace the model went round in, and then leaves: a slow calibration keeps drafting
+        long runs the model has stopped taking). ``predicted``
         averages ``p`` as proposed, already scaled: the scale settles at sqrt(hits / estimate), a
         damped correction; dividing the scale out measured no faster (BENCHMARKS.md)."""
         cal = self.calibration
@@ -249,8 +248,8 @@ class DecodeCost:
 
     A length not timed yet is taken to cost ``1 + explore (n - 1)``, an optimistic guess, so that
     it gets tried once drafts likely enough come along, and timed: the curve is no smooth
-    function of n (on one 2-core CPU, 8 tokens with logits cost 3.3x one token and 6 tokens
-    4.4x, as llama.cpp's matrix kernels change with the batch), so neither interpolating nor
+    function of n (on one 2-core CPU, 8 tokens with logits cost less than 6 tokens do, as llama.cpp's
+    matrix kernels change with the batch), so neither interpolating nor
     extrapolating the timed lengths tells what the others cost. Until a length has been timed
     ``TRUSTED_TIMES`` times its estimate stays within ``1 + cap (n - 1)``, so that a length timed
     once at a bad moment is tried again; after that, the ratios are trusted (a cap would make
@@ -384,8 +383,7 @@ def choose_length(probs: list[float], cost: DecodeCost, fixed: int = 0, longest:
     drafts: a decode padded to a length the machine computes faster, as timed (``DecodeCost.known``;
     an untimed length is tried by drafts alone, as they come). llama.cpp's CPU matrix
     kernels take the positions with logits four at a time: on one 2-core CPU, Gemma 3 decodes
-    8 tokens with logits at 3.2x one token and 5 at 3.9x, so 4 drafts go faster with 3 more
-    positions behind them."""
+    8 tokens with logits faster than 5, so 4 drafts go faster with 3 more positions behind them."""
     best_k, best_n, best = 0, 1 + fixed, 1.0 / cost.relative(1 + fixed)
     expected, alive = 1.0, 1.0
     for k, p in enumerate(probs, 1):

@@ -5,12 +5,9 @@ the departure date, a name that a later field repeats, the items of a list. Wher
 ``MIN_MATCH`` to ``MAX_MATCH`` tokens occurred before (in the prompt or the generation so far),
 the token that followed them then is a guess for the next one; the longest such match is taken,
 its latest occurrence. Unlike the count model's, this guess does not depend on the constraint's
-state: the second date sits in another state of the schema than the first.
-
-On recordings of 10 generations of each of the 11 benchmark schemas (Gemma 3, 3 of them
-teaching the counts first), drafting these guesses beside the counts' where likelier took the
-simulated speed-up over one token per decode from 1.20x to 1.34x (geometric mean); with matches
-of 2 tokens, which say little, it was 1.28x.
+state: the second date sits in another state of the schema than the first. These guesses are
+drafted beside the counts' where likelier (what they gain: BENCHMARKS.md, Speculative decoding).
+Matches start at 3 tokens: one of 2 says little.
 """
 
 from __future__ import annotations
