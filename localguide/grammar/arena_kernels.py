@@ -107,7 +107,7 @@ def _ctx_tables(ctx):
     """(A, D, T, B, S) of a context (``CTX_SPEC``), as views without reference counting.
 
     Inlined, so that the caller sees the views hold no reference (as a call, every use of them
-    counted references: the first masks took twice as long). numba inlines by copying IR and
+    counts references, which makes the first masks slow). numba inlines by copying IR and
     analysing the caller again at each call site: call it in few places (``earley_masks`` and
     ``earley_mask_groups``), and give a callee on the hot path the context, not the views."""
     i8, u8, i4, b = np.int64, np.uint64, np.int32, np.uint8
@@ -287,7 +287,7 @@ def _leo_origin(A, D, d, o):
 # ``A[AR_SCRATCH]`` is scratch for ``_earley_make`` (the arena's only user, one call at a time),
 # four areas of a quarter each (a power of two): keys, seen (a hash set), the work stack's
 # states and origins. A set's closure runs in it instead of in arrays allocated per call,
-# which took most of the time of a new set of a few entries; larger sets allocate.
+# which would take most of the time of a new set of a few entries; larger sets allocate.
 SCRATCH = 256  # entries of each area (``arena.CompiledMasks.scratch``)
 
 
@@ -375,7 +375,7 @@ def earley_feed(A, D, s, t):
 
     The memo lookup is inlined; a feed not seen before is a call (``_earley_feed_new``).
     Inlining that too, with ``_earley_make`` and ``earley_intern``, at each of the feed's
-    call sites made ``earley_masks`` a function LLVM took minutes to compile; the call
+    call sites makes ``earley_masks`` a function LLVM takes minutes to compile; the call
     passes views without reference counts, and happens once per new feed. ``s`` and ``t`` go
     to it as int64s: a caller's int32 terminal (a tree's) would compile it once more."""
     fk, fv = A[AR_FEED_KEYS], A[AR_FEED_SETS]

@@ -265,7 +265,7 @@ def _reader():
 
     class Read(lark.Lark):
         """A grammar read by lark (rules and terminals), without the parser lark would build: its
-        analysis (FIRST/FOLLOW sets to a fixed point) took seconds for a rule of a few hundred
+        analysis (FIRST/FOLLOW sets to a fixed point) takes seconds for a rule of a few hundred
         items, and only its two checks of the rules are wanted."""
 
         def _build_parser(self):

@@ -750,7 +750,7 @@ class TokenTrie:
 def key_of(groups) -> bytes:
     """The mask key of ``groups`` (group ids, and ``-1 - token`` for a token checked alone): the
     sorted distinct ids as int64 bytes. Bytes, not a tuple: made from the kernel's array in one
-    copy, and hashed once (a tuple of a few hundred ints took microseconds to build and to hash)."""
+    copy, and hashed once (a tuple of a few hundred ints takes microseconds to build and to hash)."""
     return np.array(sorted(set(groups)), np.int64).tobytes()
 
 

@@ -232,7 +232,7 @@ def mask_candidates_bits(array_address, words):
     """The mask ``words`` on the ``llama_token_data_array`` at ``array_address``, in place: the
     allowed rows compacted to the front (``keep_bits_in_id_order``) or, when the mask keeps more
     than half of them, the others' logits set to -inf (``mark_bits_in_id_order``: a grammar mask
-    that allows any identifier keeps most of the vocabulary, and moving those rows took longer
+    that allows any identifier keeps most of the vocabulary, and moving those rows takes longer
     than the rest of the mask). The new size, or -1 (size unchanged) if the array was not in
     token-id order, or 0 (size unchanged) if the mask allows no token."""
     header = carray(_voidptr(array_address), (2,), np.int64)
