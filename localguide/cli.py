@@ -183,9 +183,9 @@ def run(
         help="Threads of batches: the prompt, verified drafts (default: see `localguide info`).")] = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels", rich_help_panel=SPEED,
-        help="llama.cpp's kernels that give each position the logits of one-token decoding, so the same seed "
-             "gives the same text whatever the prompt cache held and with speculation on or off; "
-             "--fastest-kernels: batched prompts decode faster, the text may differ.")] = True,
+        help="llama.cpp's kernels that compute each position alike in every batch (a prompt's whole chunks "
+             "of 128 on the fastest ones), so the same seed gives the same text whatever the prompt cache held "
+             "and with speculation on or off; --fastest-kernels: the text may differ.")] = True,
     chat: Annotated[bool, typer.Option("--chat", rich_help_panel=CHAT,
                                        help="Use the model's chat template (the default where it has one).")] = False,
     raw: Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT,
@@ -415,8 +415,8 @@ def serve(
         help="Threads of batches: prompts, several sequences, verified drafts (default: see `localguide info`).")] = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels",
-        help="llama.cpp's kernels that give each position the logits of one-token decoding (the same seed, the "
-             "same text, whatever the batch); --fastest-kernels: batches decode faster, the text may differ.")] = True,
+        help="llama.cpp's kernels that compute each position alike in every batch (the same seed, the same "
+             "text, whatever the cache held; --parallel 1); --fastest-kernels: the text may differ.")] = True,
     api_key: Annotated[Optional[str], typer.Option("--api-key", show_default=False,
                                                    help="Requests must send 'Authorization: Bearer KEY'.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1,

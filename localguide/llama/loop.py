@@ -151,8 +151,8 @@ def prefill(ctx, tokens: list[int], cached: int = 0, fast=((), ()), kernels=None
     n_batch = max(1, llama_cpp.llama_n_batch(ctx))
     ends, chunks = fast
     if kernels is not None and ends and cached < ends[-1]:
-        kernels(False)
         try:
+            kernels(False)
             start = 0
             for end, chunk in zip(ends, chunks):
                 at = max(cached, start)

@@ -24,14 +24,14 @@ are bitwise those of one-token decoding (``tests/llama/test_reproducible.py``, b
 holds, and ``Model.reproducible_why`` why not where it does not.
 
 The reference kernels cost a long prompt up to twice the time (attention row by row over the
-whole context). So a prompt decodes its first positions on the fastest kernels, in whole chunks
-aligned at position 0 (the context's micro-batches, 512 tokens by default, then chunks of 128:
-``fast_layout``), and the rest (fewer than 128 tokens before its last, the generated ones) on the
-reference kernels. Each position's keys and values are then a function of the prompt alone,
-provided a cached position is reused only where a cold decode computes it the same way
-(``reusable``). A conversation decodes fast only within its first prompt (the messages before
-the first answer): the turns after it, whose positions an earlier turn decoded one by one, stay
-on the reference kernels, so the cache holds each turn's history as a cold decode computes it.
+whole context). So a prompt decodes its first positions on the fastest kernels, in whole chunks of
+128 tokens aligned at position 0 (``fast_layout``), and the rest (its last 1 to 128 tokens, the
+generated ones) on the reference kernels. Each position's keys and values are then a function of
+the prompt and that layout alone, provided a cached position is reused only where a cold decode
+computes it the same way (``reusable``: a shared prefix is kept up to a multiple of 128). A
+conversation decodes fast only within its first prompt (the messages before the first answer):
+the turns after it, whose positions an earlier turn decoded one by one, stay on the reference
+kernels, so the cache holds each turn's history as a cold decode computes it.
 """
 
 from __future__ import annotations
@@ -91,7 +91,11 @@ def reference_kernels(ctx) -> str:
         else:
             others.append(name(b).decode("utf-8", "replace"))
     if others:
-        # (a GPU or BLAS backend takes batches with kernels of its own, chosen by the batch too)
+        # (a GPU or BLAS backend takes batches with kernels of its own, chosen by the batch too:
+        # the CPU's layers go back to the fastest kernels, nothing being reproducible)
+        for i in range(n_backends(sched)):
+            if is_cpu(b := backend(sched, i)):
+                use_ref(b, False)
         return f"backends other than the CPU's decode too ({', '.join(others)})"
     return ""
 
@@ -112,13 +116,14 @@ def switch(ctx):
     return to
 
 
-TAIL_CHUNK = 128  # tokens: the chunks after the micro-batches
+CHUNK = 128  # tokens of a fast chunk: about as fast as a micro-batch of 512, and a shared prefix
+# is kept up to a multiple of it (two prompts of different lengths lay out their first chunks alike)
 
 
 def tiers(micro: int) -> tuple[int, ...]:
-    """The chunk sizes of fast decoding: the context's micro-batch, then ``TAIL_CHUNK`` (where it
-    divides it) for what is left before the last chunk."""
-    return (micro, TAIL_CHUNK) if micro > TAIL_CHUNK and micro % TAIL_CHUNK == 0 else (micro,)
+    """The chunk sizes of fast decoding, largest first, each a multiple of the next: ``CHUNK``,
+    or the context's micro-batch where it is smaller."""
+    return (min(micro, CHUNK),)
 
 
 def fast_layout(n_prompt: int, chunks: tuple[int, ...], limit: int | None = None) -> tuple[int, ...]:
