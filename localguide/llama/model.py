@@ -150,7 +150,9 @@ class Model:
         (``GenerationStats``: interventions, mass removed, NLL). ``cache_prompt``: the prompt's
         leading tokens that the KV cache still holds from the last generation (a shared
         system prompt or few-shot prefix, the history of a conversation) are not decoded
-        again (``last_stats.cached_tokens``); False empties the cache first.
+        again, up to a multiple of 128 tokens where they end inside the prompt's fast chunks
+        (``localguide.llama.reproducible``; ``last_stats.cached_tokens``); False empties the
+        cache first.
         """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
                                    strict=strict, whitespace=whitespace, max_recursion=max_recursion,
