@@ -15,6 +15,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from .sampling import DEFAULT
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Structured generation for local LLMs: text guaranteed to match a constraint.")
 err = Console(stderr=True)
@@ -168,10 +170,10 @@ def run(
         "--stop", rich_help_panel=SAMPLING, show_default=False,
         help="End the output before this text (repeat the option); inside constrained text only "
              "where the text is complete there.")] = None,
-    temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = 0.8,
-    top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = 40,
-    top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = 0.95,
-    min_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = 0.05,
+    temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = DEFAULT.temperature,
+    top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.top_k,
+    top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.top_p,
+    min_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.min_p,
     seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING)] = None,
     n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
     n_ctx: Annotated[int, typer.Option(help="Context size in tokens.")] = 4096,

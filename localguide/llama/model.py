@@ -26,6 +26,7 @@ from .healing import HealGuide, heal_point
 from .invasiveness import Invasiveness
 from .loop import GenerationStats
 from .reproducible import fast_layout, reference_kernels, reusable, stored_weights, switch, tiers
+from ..sampling import DEFAULT as S
 from .sampler import SamplerChain, Sampling
 from .stops import Complete, StopText, check_stops
 
@@ -129,8 +130,8 @@ class Model:
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                  json_schema=None, strict: bool = False, whitespace: str = "compact",
                  max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
-                 max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
-                 top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+                 top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                  fast_forward: bool = False, heal: bool = True, stats: bool = False,
                  cache_prompt: bool = True, stop=None) -> str:
@@ -166,8 +167,8 @@ class Model:
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
                max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
-               max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
-               top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
+               max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+               top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                fast_forward: bool = False, heal: bool = True, stats: bool = False,
                cache_prompt: bool = True, stop=None) -> Iterator[str]:
@@ -270,8 +271,8 @@ class Model:
                     tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
                     after: str | None = None, max_reasoning_tokens: int | None = None,
                     chat_template: str | None = None, template_variables: dict | None = None,
-                    max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = 0.8, top_k: int = 40,
-                    top_p: float = 0.95, min_p: float = 0.05, seed: int | None = None,
+                    max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+                    top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                     opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
                     stats: bool = False, cache_prompt: bool = True, stop=None):
         """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);

@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..llama.sampler import Sampling
+from ..sampling import DEFAULT, Sampling
 
 
 class ApiError(Exception):
@@ -206,10 +206,10 @@ def _common(body: dict, job: Job, limits: Limits, budget_keys: tuple) -> None:
         if job.max_tokens > limits.max_tokens:
             raise ApiError(f"{given[0]} is {job.max_tokens}: at most {limits.max_tokens} (serve --max-tokens)",
                            given[0])
-    temperature = _number(body, "temperature", 0.8, lo=0.0, hi=2.0)
-    top_p = _number(body, "top_p", 0.95, lo=0.0, hi=1.0)
-    min_p = _number(body, "min_p", 0.05, lo=0.0, hi=1.0)
-    top_k = _int(body, "top_k", 40, lo=0)
+    temperature = _number(body, "temperature", DEFAULT.temperature, lo=0.0, hi=2.0)
+    top_p = _number(body, "top_p", DEFAULT.top_p, lo=0.0, hi=1.0)
+    min_p = _number(body, "min_p", DEFAULT.min_p, lo=0.0, hi=1.0)
+    top_k = _int(body, "top_k", DEFAULT.top_k, lo=0)
     seed = _int(body, "seed", None, lo=-(2 ** 63))
     job.sampling = Sampling(temperature, top_k, top_p, min_p, None if seed is None else seed & 0xFFFFFFFF)
     job.stop = _stop(body.get("stop"))
