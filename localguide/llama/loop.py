@@ -114,8 +114,8 @@ class _Batch:
 
 def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[int], guided, free,
              drafter: Drafter | None, cost: DecodeCost | None, fast_forward: bool,
-             stats: GenerationStats, heal=None, report=None, cached: int = 0, fast=((), ()),
-             kernels=None) -> Iterator[int]:
+             stats: GenerationStats, heal=None, report=None, cached: int = 0, fast: int = 0,
+             chunk: int = 1, kernels=None) -> Iterator[int]:
     """Yield the generated tokens (see the module docstring). ``guided`` is the sampler chain
     with the guide; ``free`` the chain without it (opportunistic masking) or None; ``drafter``
     None: no drafts; ``cost`` (what a decode costs) None: no verified drafts, only the
@@ -131,7 +131,7 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
     n_batch = max(1, llama_cpp.llama_n_batch(ctx))
     batch = _Batch(min(n_batch, MAX_DRAFT + 2) if drafter is not None else 1)
     try:
-        prefill(ctx, prompt_tokens, cached, fast, kernels)
+        prefill(ctx, prompt_tokens, cached, fast, chunk, kernels)
         t1 = time.perf_counter()
         stats.prompt_seconds = t1 - t0
         yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
@@ -143,27 +143,21 @@ def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[in
         batch.free()
 
 
-def prefill(ctx, tokens: list[int], cached: int = 0, fast=((), ()), kernels=None) -> None:
-    """Decode ``tokens`` after their first ``cached``, which the KV cache holds: ``fast`` (where
-    the fast decoding ends with each chunk size, and the chunk sizes: ``localguide.llama.
-    reproducible.fast_layout``) on the fastest kernels (``kernels``: that module's switch), in
-    chunks from a multiple of their size, then the rest on the kernels in force, in batches."""
+def prefill(ctx, tokens: list[int], cached: int = 0, fast: int = 0, chunk: int = 1, kernels=None) -> None:
+    """Decode ``tokens`` after their first ``cached``, which the KV cache holds: up to ``fast`` on
+    the fastest kernels (``kernels``: the switch of ``localguide.llama.reproducible``), in chunks of
+    ``chunk`` from a multiple of it, then the rest on the kernels in force, in batches."""
     n_batch = max(1, llama_cpp.llama_n_batch(ctx))
-    ends, chunks = fast
-    if kernels is not None and ends and cached < ends[-1]:
+    if kernels is not None and cached < fast:
+        if cached % chunk or fast % chunk:
+            raise ValueError(f"fast decoding from {cached} to {fast} is not in whole chunks of {chunk}")
         try:
             kernels(False)
-            start = 0
-            for end, chunk in zip(ends, chunks):
-                at = max(cached, start)
-                if at < end and at % chunk:
-                    raise ValueError(f"fast decoding from {at} to {end} is not in whole chunks of {chunk}")
-                for i in range(at, end, chunk):
-                    decode(ctx, tokens[i:i + chunk])
-                start = max(start, end)
+            for i in range(cached, fast, chunk):
+                decode(ctx, tokens[i:i + chunk])
         finally:
             kernels(True)
-        cached = ends[-1]
+        cached = fast
     for i in range(cached, len(tokens), n_batch):
         decode(ctx, tokens[i:i + n_batch])
 

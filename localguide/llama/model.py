@@ -25,7 +25,7 @@ from . import loop
 from .healing import HealGuide, heal_point
 from .invasiveness import Invasiveness
 from .loop import GenerationStats
-from .reproducible import fast_layout, reference_kernels, reusable, stored_weights, switch, tiers
+from .reproducible import CHUNK, fast_layout, reference_kernels, reusable, stored_weights
 from ..sampling import DEFAULT as S
 from .sampler import SamplerChain, Sampling
 from .stops import Complete, StopText, check_stops
@@ -87,13 +87,17 @@ class Model:
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
         threads.loaded()
-        why = (repacked or reference_kernels(self.llama.ctx)) if reproducible else "load(reproducible=False)"
+        ctx = self.llama.ctx
+        # (_kernels: the switch of the CPU's kernels; prompts decode whole chunks on the fastest ones)
+        if not reproducible:
+            self._kernels, why = None, "load(reproducible=False)"
+        elif repacked:
+            self._kernels, why = None, repacked
+        else:
+            self._kernels, why = reference_kernels(ctx)
         self.reproducible = not why  # logits independent of the batch: localguide.llama.reproducible
         self.reproducible_why = why
-        # (long prompts decode their whole chunks on the fastest kernels: ``reproducible``)
-        self._kernels = switch(self.llama.ctx) if self.reproducible else None
-        ctx = self.llama.ctx
-        self._chunks = tiers(max(1, min(llama_cpp.llama_n_batch(ctx), llama_cpp.llama_n_ubatch(ctx))))
+        self._chunk = max(1, min(CHUNK, llama_cpp.llama_n_batch(ctx), llama_cpp.llama_n_ubatch(ctx)))
         self._stop = set(self.vocabulary.stop_ids.tolist())
         self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
         self._counts: dict[str, CountModel] = {}
@@ -107,7 +111,7 @@ class Model:
         llm = self.llama.model
         self.can_speculate = not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
         self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
-        self._kv_fast: tuple[int, ...] = ()  # where their decoding on the fastest kernels ended (``fast_layout``)
+        self._kv_fast = 0  # how many of them were decoded on the fastest kernels (``fast_layout``)
         self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
@@ -457,7 +461,7 @@ class Model:
             drafter = self._drafter(counts if counts is not None else CountModel())
         report = self.last_stats = GenerationStats(healed_bytes=len(healed))
         heal = None
-        fast = fast_layout(len(prompt_tokens), self._chunks, fast_limit) if self._kernels is not None else ()
+        fast = fast_layout(len(prompt_tokens), self._chunk, fast_limit) if self._kernels is not None else 0
         cached = self._reuse(prompt_tokens, fast) if cache_prompt else self._reset()
         out: list[int] = []
         clean = False
@@ -475,7 +479,7 @@ class Model:
                     for token in loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
                                                free if opportunistic else None, drafter,
                                                self._cost if speculate else None, fast_forward, report, heal,
-                                               measure, cached, (fast, self._chunks), self._kernels):
+                                               measure, cached, fast, self._chunk, self._kernels):
                         out.append(token)
                         yield token
                 finally:
@@ -514,12 +518,12 @@ class Model:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
         self.llama.reset()
         self._kv = []
-        self._kv_fast = ()
+        self._kv_fast = 0
         return 0
 
-    def _reuse(self, prompt_tokens: list[int], fast: tuple[int, ...] = ()) -> int:
+    def _reuse(self, prompt_tokens: list[int], fast: int = 0) -> int:
         """How many leading tokens of ``prompt_tokens`` the KV cache holds already, as a cold
-        decode of them would (``fast``: where the prompt's fast decoding ends, ``fast_layout``);
+        decode of them would (it decodes its first ``fast`` on the fastest kernels, ``fast_layout``);
         everything after them is removed from it. The last prompt token is always decoded again
         (its logits give the first sample)."""
         kv = self._kv
@@ -529,19 +533,18 @@ class Model:
             diff = np.flatnonzero(np.asarray(kv[:n]) != np.asarray(prompt_tokens[:n]))
             same = int(diff[0]) if len(diff) else n
         if self._kernels is not None:
-            zero = (0,) * len(self._chunks)
-            same = reusable(same, self._kv_fast or zero, fast or zero, self._chunks)
+            same = reusable(same, self._kv_fast, fast, self._chunk)
         mem = llama_cpp.llama_get_memory(self.llama.ctx)
         # (always: whatever the cache holds past the prefix goes, drafts included)
         if same == 0 or not llama_cpp.llama_memory_seq_rm(mem, 0, same, -1):
             return self._reset()  # (a recurrent model's memory cannot drop a tail)
         self._kv = kv[:same]
-        self._kv_fast = tuple(min(end, same) for end in self._kv_fast)
+        self._kv_fast = min(self._kv_fast, same)
         return same
 
-    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool, fast: tuple = ()) -> None:
-        """After a generation: the KV cache keeps the prompt (``fast``: where its decoding on the
-        fastest kernels ended) and every generated token but the last (which may not have been
+    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool, fast: int = 0) -> None:
+        """After a generation: the KV cache keeps the prompt (its first ``fast`` decoded on the
+        fastest kernels) and every generated token but the last (which may not have been
         decoded), and nothing else (no rejected drafts); it is emptied when ``keep_cache`` is
         False (an error, or caching off)."""
         if not keep_cache:

@@ -73,89 +73,55 @@ def stored_weights():
             lc.llama_model_default_params = default
 
 
-def reference_kernels(ctx) -> str:
-    """Put the backends of the llama.cpp context ``ctx`` on the CPU's reference kernels; '' where
-    that makes its logits independent of the batch, else why not."""
+def reference_kernels(ctx):
+    """Put the CPU backends of the llama.cpp context ``ctx`` on the reference kernels: (a function
+    of one bool that puts them on the reference kernels (True) or the fastest (False), '') where
+    that makes its logits independent of the batch, else (None, why not)."""
     why = _no_reference_kernels()
     if why:
-        return why
+        return None, why
     get_sched, n_backends, backend, is_cpu, use_ref, name = _functions()
     sched = get_sched(ctx)
     if not sched:
-        return "the llama.cpp context has no scheduler"
-    others = []
-    for i in range(n_backends(sched)):
-        b = backend(sched, i)
-        if is_cpu(b):
-            use_ref(b, True)
-        else:
-            others.append(name(b).decode("utf-8", "replace"))
+        return None, "the llama.cpp context has no scheduler"
+    backends = [backend(sched, i) for i in range(n_backends(sched))]
+    cpus = [b for b in backends if is_cpu(b)]
+    others = [name(b).decode("utf-8", "replace") for b in backends if not is_cpu(b)]
     if others:
         # (a GPU or BLAS backend takes batches with kernels of its own, chosen by the batch too:
-        # the CPU's layers go back to the fastest kernels, nothing being reproducible)
-        for i in range(n_backends(sched)):
-            if is_cpu(b := backend(sched, i)):
-                use_ref(b, False)
-        return f"backends other than the CPU's decode too ({', '.join(others)})"
-    return ""
-
-
-def switch(ctx):
-    """A function of one bool that puts the CPU backends of the llama.cpp context ``ctx`` on the
-    reference kernels (True) or the fastest (False); None where this llama.cpp has no such switch."""
-    if _no_reference_kernels():
-        return None
-    get_sched, n_backends, backend, is_cpu, use_ref, _ = _functions()
-    sched = get_sched(ctx)
-    cpus = [b for b in (backend(sched, i) for i in range(n_backends(sched))) if is_cpu(b)] if sched else []
+        # the CPU's layers stay on the fastest kernels, nothing being reproducible)
+        return None, f"backends other than the CPU's decode too ({', '.join(others)})"
 
     def to(reference: bool) -> None:
         for b in cpus:
             use_ref(b, reference)
 
-    return to
+    to(True)
+    return to, ""
 
 
 CHUNK = 128  # tokens of a fast chunk: about as fast as a micro-batch of 512, and a shared prefix
 # is kept up to a multiple of it (two prompts of different lengths lay out their first chunks alike)
 
 
-def tiers(micro: int) -> tuple[int, ...]:
-    """The chunk sizes of fast decoding, largest first, each a multiple of the next: ``CHUNK``,
-    or the context's micro-batch where it is smaller."""
-    return (min(micro, CHUNK),)
-
-
-def fast_layout(n_prompt: int, chunks: tuple[int, ...], limit: int | None = None) -> tuple[int, ...]:
-    """Where the fast decoding of a prompt of ``n_prompt`` tokens ends with each chunk size of
-    ``chunks``: the whole chunks of the first size, then of the next from there, and so on, all
-    before the prompt's last token (whose logits are sampled from, and which is decoded again
-    when the cache holds the whole prompt) and before position ``limit`` where given (a
-    conversation's first prompt: what follows it grows turn by turn)."""
+def fast_layout(n_prompt: int, chunk: int, limit: int | None = None) -> int:
+    """How many leading positions of a prompt of ``n_prompt`` tokens decode on the fastest kernels,
+    in whole chunks of ``chunk``: all before the prompt's last token (whose logits are sampled
+    from, and which is decoded again when the cache holds the whole prompt) and before position
+    ``limit`` where given (a conversation's first prompt: what follows it grows turn by turn)."""
     last = min(n_prompt, n_prompt if limit is None else limit) - 1
-    return tuple(max(0, last // c * c) for c in chunks)
+    return max(0, last // chunk * chunk)
 
 
-def _chunk_at(p: int, ends: tuple[int, ...], chunks: tuple[int, ...]) -> int:
-    """The chunk size position ``p`` is decoded in (0: on the reference kernels)."""
-    return next((c for c, end in zip(chunks, ends) if p < end), 0)
-
-
-def reusable(same: int, cached: tuple[int, ...], ends: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+def reusable(same: int, cached_fast: int, fast: int, chunk: int) -> int:
     """How many leading positions of the KV cache a prompt may keep: ``same`` of its tokens agree
-    with the cache's, decoded as the layout ``cached`` says (``fast_layout``), and the prompt
-    decodes as ``ends`` says. A position is kept only where a cold decode of the prompt computes
-    it the same way (fast in the same chunk, or on the reference kernels after the same keys and
-    values), and where the fast decoding goes on, at the start of a chunk."""
-    keep = same
-    for at in sorted({0, *cached, *ends}):
-        if at >= keep:
-            break
-        if _chunk_at(at, cached, chunks) != _chunk_at(at, ends, chunks):
-            keep = at
-            break
-    c = _chunk_at(keep, ends, chunks)
-    return keep // c * c if c else keep
+    with the cache's, whose first ``cached_fast`` were decoded on the fastest kernels (in aligned
+    chunks) and the rest on the reference kernels; the prompt decodes its first ``fast`` fast. A
+    position is kept only where a cold decode of the prompt computes it the same way (fast in the
+    same chunk, or on the reference kernels after the same keys and values), and where the fast
+    decoding goes on, at the start of a chunk."""
+    keep = same if cached_fast == fast else min(same, cached_fast, fast)
+    return keep if keep >= fast else keep // chunk * chunk
 
 
 def available() -> str:

@@ -138,17 +138,11 @@ APPLES = r" [0-9]+ apples\."
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def chunked(request, model_paths):
-    """The model with fast chunks of 32 tokens (``reproducible.CHUNK``): a prompt of a few hundred
-    tokens decodes in several."""
-    from localguide.llama import reproducible
-
-    size, reproducible.CHUNK = reproducible.CHUNK, 32
-    try:
-        model = localguide.load(model_paths[request.param], n_ctx=640, n_batch=64, n_ubatch=64)
-    finally:
-        reproducible.CHUNK = size
+    """The model with fast chunks of 32 tokens (its micro-batch, under ``reproducible.CHUNK``): a
+    prompt of a few hundred tokens decodes in several."""
+    model = localguide.load(model_paths[request.param], n_ctx=640, n_batch=32, n_ubatch=32)
     assert model.reproducible, model.reproducible_why
-    assert model._chunks == (32,)
+    assert model._chunk == 32
     return model
 
 
@@ -165,11 +159,11 @@ def test_a_long_prompt_decodes_the_same_whatever_the_cache_held(chunked):
     for cut in range(len(went_on), 0, -1):  # (a prompt whose fast chunks end inside what the cache holds)
         prompt = ITEMS + went_on[:cut] + "\nItem 99: the red box holds"
         tokens = model.tokenize_prompt(prompt)
-        fast = fast_layout(len(tokens), model._chunks)
+        fast = fast_layout(len(tokens), model._chunk)
         same = next((k for k, (a, b) in enumerate(zip(held[:-1], tokens)) if a != b), len(held) - 1)
-        if 0 < fast[-1] < same:
+        if 0 < fast < same:
             break
-    assert 0 < fast[-1] < same, (fast, same)
+    assert 0 < fast < same, (fast, same)
 
     def run(**kw):
         text = model.generate(prompt, temperature=0, max_tokens=6, regex=APPLES, stats=True, **kw)
@@ -181,11 +175,11 @@ def test_a_long_prompt_decodes_the_same_whatever_the_cache_held(chunked):
         model.generate(warm, temperature=0, max_tokens=96)
         if i == 0:  # (what the cache holds goes on past the fast chunks of the text alone)
             same = next((k for k, (a, b) in enumerate(zip(model._kv, tokens)) if a != b), len(model._kv))
-            assert fast_layout(len(model.tokenize_prompt(ITEMS)), model._chunks)[-1] < fast[-1] < same
+            assert fast_layout(len(model.tokenize_prompt(ITEMS)), model._chunk) < fast < same
         got = run()
         assert got[:2] == cold[:2], (warm[-20:], got, cold)
         assert model._kv_fast == fast
-        assert got[2] % 32 == 0 or got[2] >= fast[-1], got
+        assert got[2] % 32 == 0 or got[2] >= fast, got
     assert run()[2] == len(tokens) - 1  # (the prompt was cached whole: only its last token decodes again)
 
 
@@ -198,7 +192,7 @@ def test_a_shared_prefix_is_kept_to_a_chunk_boundary(chunked):
     head = next("".join(lines[:k]) for k in range(1, len(lines)) if len(model.tokenize_prompt("".join(lines[:k]))) > 100)
     common = len(model.tokenize_prompt(head)) - 1  # (its last token may join the question's)
     short, long = head + "Item 99: the red box holds", head + "Item 100: the blue box, " + "the last one, " * 8 + "holds"
-    ends = [fast_layout(len(model.tokenize_prompt(p)), model._chunks)[-1] for p in (short, long)]
+    ends = [fast_layout(len(model.tokenize_prompt(p)), model._chunk) for p in (short, long)]
     assert common // 32 * 32 <= ends[0] < ends[1], (common, ends)
     model.generate(short, temperature=0, max_tokens=6, regex=APPLES)
     text = model.generate(long, temperature=0, max_tokens=6, regex=APPLES)
@@ -218,7 +212,7 @@ def test_a_conversation_decodes_fast_only_its_first_prompt(chunked):
         answer = model.chat(msgs, temperature=0, max_tokens=12).content
         stats = model.last_stats
         first = first or stats.prompt_tokens
-        assert model._kv_fast == fast_layout(stats.prompt_tokens, model._chunks, first) and model._kv_fast[-1] > 0
+        assert model._kv_fast == fast_layout(stats.prompt_tokens, model._chunk, first) and model._kv_fast > 0
         if last is not None:
             assert stats.cached_tokens >= last, (stats.cached_tokens, last)
         last = stats.prompt_tokens
@@ -227,28 +221,27 @@ def test_a_conversation_decodes_fast_only_its_first_prompt(chunked):
         msgs.append({"role": "assistant", "content": answer})
 
 
-@given(chunks=st.sampled_from([(1,), (3,), (8,), (4, 2), (8, 2), (6, 3), (8, 4)]), first=st.integers(1, 40),
-       answer=st.integers(0, 10), n=st.integers(1, 60), data=st.data())
-def test_a_cached_position_is_reused_only_where_a_cold_decode_computes_it_alike(chunks, first, answer, n, data):
+@given(chunk=st.integers(1, 8), first=st.integers(1, 40), answer=st.integers(0, 10), n=st.integers(1, 60),
+       data=st.data())
+def test_a_cached_position_is_reused_only_where_a_cold_decode_computes_it_alike(chunk, first, answer, n, data):
     """``reusable`` against a brute force: a position is computed alike when both decode it fast in
     the same chunk, or both on the reference kernels (after positions computed alike); the most
     that may be kept is the longest such prefix of the common tokens that ends at a chunk's start
     or where the fast decoding of the new prompt ends. Either prompt may be limited
     (``fast_layout``'s ``limit``: a conversation's first prompt)."""
     limits = st.one_of(st.none(), st.integers(0, 40))
-    cached = fast_layout(first, chunks, data.draw(limits))
+    cached = fast_layout(first, chunk, data.draw(limits))
     same = data.draw(st.integers(0, min(first + answer, n - 1)))
-    ends = fast_layout(n, chunks, data.draw(limits))
+    fast = fast_layout(n, chunk, data.draw(limits))
 
-    def how(p, layout):
-        c = next((c for c, end in zip(chunks, layout) if p < end), 0)
-        return ("fast", c, p // c) if c else "reference"
+    def how(p, end):
+        return ("fast", p // chunk) if p < end else "reference"
 
     best = 0
     for q in range(same + 1):
-        if any(how(p, cached) != how(p, ends) for p in range(q)):
+        if any(how(p, cached) != how(p, fast) for p in range(q)):
             break
-        if q >= ends[-1] or how(q, ends)[1] and q % how(q, ends)[1] == 0:
+        if q >= fast or q % chunk == 0:
             best = q
-    assert reusable(same, cached, ends, chunks) == best
-    assert all(e % c == 0 and e < n or e == 0 for e, c in zip(ends, chunks)) and list(ends) == sorted(ends)
+    assert reusable(same, cached, fast, chunk) == best
+    assert fast % chunk == 0 and (fast == 0 or fast < n)
