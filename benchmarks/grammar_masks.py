@@ -71,7 +71,7 @@ import json, os, sys, time
 import localguide
 from localguide import Vocabulary
 from localguide.grammar import compile_grammar
-from localguide.regex.ast_dfa import warm_kernels
+from localguide.regex.compile import warm_kernels
 voc = Vocabulary.from_gguf(sys.argv[1]); voc.fingerprint
 mode = sys.argv[3]
 t0 = time.process_time()
@@ -199,7 +199,7 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
 
     from localguide import Vocabulary, cache
     from localguide.grammar import compile_grammar, sources
-    from localguide.regex.ast_dfa import warm_kernels
+    from localguide.regex.compile import warm_kernels
     from localguide.quiet import quiet_llama
 
     with quiet_llama():

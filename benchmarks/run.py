@@ -46,7 +46,7 @@ from common import BENCH_ROOT, CLI_REGEX, GRAMMAR_BUDGET, GRAMMAR_MASKS, PATTERN
 
 import localguide  # noqa: E402  (after common: it sets the cache directory)
 import localguide.llama.sampler as lg_sampler  # noqa: E402
-from localguide.regex.ast_dfa import warm_kernels  # noqa: E402
+from localguide.regex.compile import warm_kernels  # noqa: E402
 
 import grammar_masks  # noqa: E402
 import maskbench  # noqa: E402

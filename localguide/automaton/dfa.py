@@ -242,3 +242,27 @@ def combine(dfas: list[ByteDFA], accept) -> ByteDFA:
     and trimmed after ``minimize``; union and difference are ``any(f)`` and ``f[0] and not f[1]``."""
     trans, flags = product(dfas)
     return minimize(trans, np.array([bool(accept(tuple(bool(x) for x in row))) for row in flags], dtype=bool))
+
+
+def product_walk(a, b, hit, partial: bool = False, limit: int | None = None) -> bool | None:
+    """Whether a string takes byte DFAs ``a`` and ``b`` to states ``x``, ``y`` with ``hit(x, y)``:
+    True, False, or None past ``limit`` pairs of states. ``partial``: ``a`` goes on where ``b``
+    has no move (``y`` is then -1); else both must move."""
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    ta, tb = a.transitions, b.transitions
+    while stack:
+        x, y = stack.pop()
+        if hit(x, y):
+            return True
+        ra = ta[x]
+        rb = tb[y] if y >= 0 else None
+        moves = ra >= 0 if partial else (ra >= 0) & (rb >= 0)
+        for byte in np.flatnonzero(moves).tolist():
+            pair = (int(ra[byte]), int(rb[byte]) if rb is not None else -1)
+            if pair not in seen:
+                if limit is not None and len(seen) >= limit:
+                    return None
+                seen.add(pair)
+                stack.append(pair)
+    return False

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GrammarError
+from .shipped import is_gbnf, list_grammars
 
 _LARK_OWN = ("common", "unicode", "python", "lark")
 
@@ -36,8 +37,6 @@ class Confined:
 
     def names(self) -> dict[str, Path]:
         """Grammar name → file: the allowed folder's, then the shipped ones (which win)."""
-        from .sources import list_grammars
-
         out = {}
         d = self.allowed
         for f in sorted(d.iterdir()) if d is not None and d.is_dir() else ():
@@ -52,8 +51,6 @@ class Confined:
 
     def resolve(self, grammar: str) -> tuple[str, str, str]:
         """(text, kind, description) of a name or of grammar text; nothing else is read."""
-        from .sources import is_gbnf
-
         names = self.names()
         if grammar in names:
             f = names[grammar]

@@ -19,6 +19,7 @@ from ..lru import BoundedCache
 from ..progress import stage
 from . import packed
 from .compiled import FORMAT, GrammarIndex
+from .shipped import is_gbnf, list_grammars
 from ..errors import GrammarError
 
 DEFAULT_MAX_IGNORED_RUN = 32
@@ -36,30 +37,6 @@ def remember(key, idx) -> None:
     """Hold ``idx`` in memory under ``key`` (least recently used out, past the cache's bounds): its
     masks, computed as parser states are met, serve the next guides too."""
     _COMPILED.put(key, idx)
-
-
-def grammars_dir() -> Path:
-    """The folder of the shipped grammars (``localguide.grammars``)."""
-    try:
-        import localguide.grammars as pkg
-
-        return Path(pkg.__file__).parent
-    except ImportError:  # a checkout without an install
-        return Path(__file__).resolve().parents[2] / "grammars"
-
-
-def list_grammars() -> dict[str, Path]:
-    """Shipped grammar name → file, sorted by name."""
-    d = grammars_dir()
-    out = {}
-    for f in sorted(d.iterdir()) if d.is_dir() else ():
-        if f.suffix in (".lark", ".gbnf"):
-            out.setdefault(f.stem, f)
-    return out
-
-
-def is_gbnf(text: str) -> bool:
-    return "::=" in text
 
 
 def resolve(grammar) -> tuple[str, str, str]:

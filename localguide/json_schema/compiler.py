@@ -19,15 +19,16 @@ from dataclasses import replace
 
 from ..errors import SchemaError, json_pointer
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, Lit, Node, Ref, alt, cls, opt, rep, seq, star
+from ..automaton import product_walk
 from ..regex.ast_dfa import ast_to_dfa
 from .encoding import any_json_char, encode_content, json_string_literal, not_in_strings
-from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, json_eq, type_atom
-from .flattener import Flattener, patterns_only
+from .flat import ANNOTATIONS, FALSE, NUMBER, Flat, json_eq, patterns_only, type_atom
+from .flattener import Flattener
 from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .arrays import Arrays
-from .objects import Objects
+from .objects import Objects, _any_key_dfa
 from .resolve import ResolveError
-from .strings import (LookaheadsTooLarge, PatternUnsupported, _pattern_dfa, format_node, pattern_node,
+from .strings import (LookaheadsTooLarge, PatternUnsupported, _format_dfa, _pattern_dfa, format_node, pattern_node,
                       restrict_length)
 
 # Subschema compiles for one schema (about a millisecond each). On MaskBench: at most 700 with exact
@@ -544,8 +545,6 @@ class Compiler(Objects, Arrays):
         """The strings every language of ``langs`` holds, no pattern of ``f.not_patterns`` matches,
         and of a length within ``f``'s bounds, built as automata (a product) and written back as a
         regex; EMPTY (reported) when that regex would be too large, or a pattern is not supported."""
-        from .objects import _any_key_dfa
-
         try:
             negs = [_pattern_dfa(p) for p, _ in f.not_patterns]
         except PatternUnsupported as e:
@@ -621,42 +620,6 @@ def _memo_key(sub, via_ref: bool = False) -> tuple:
 def _subset(a, b) -> bool:
     """L(a) ⊆ L(b) for byte DFAs."""
     return not product_walk(a, b, lambda x, y: a.accepting[x] and (y < 0 or not b.accepting[y]), partial=True)
-
-
-def product_walk(a, b, hit, partial: bool = False, limit: int | None = None) -> bool | None:
-    """Whether a string takes byte DFAs ``a`` and ``b`` to states ``x``, ``y`` with ``hit(x, y)``:
-    True, False, or None past ``limit`` pairs of states. ``partial``: ``a`` goes on where ``b``
-    has no move (``y`` is then -1); else both must move."""
-    import numpy as np
-
-    seen = {(0, 0)}
-    stack = [(0, 0)]
-    ta, tb = a.transitions, b.transitions
-    while stack:
-        x, y = stack.pop()
-        if hit(x, y):
-            return True
-        ra = ta[x]
-        rb = tb[y] if y >= 0 else None
-        moves = ra >= 0 if partial else (ra >= 0) & (rb >= 0)
-        for byte in np.flatnonzero(moves).tolist():
-            pair = (int(ra[byte]), int(rb[byte]) if rb is not None else -1)
-            if pair not in seen:
-                if limit is not None and len(seen) >= limit:
-                    return None
-                seen.add(pair)
-                stack.append(pair)
-    return False
-
-
-_format_dfas: dict = {}
-
-
-def _format_dfa(name: str):
-    d = _format_dfas.get(name)
-    if d is None:
-        d = _format_dfas[name] = ast_to_dfa(format_node(name))
-    return d
 
 
 def _written(parts: list, keep) -> Node | None:

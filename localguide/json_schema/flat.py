@@ -261,3 +261,8 @@ def _min_opt(x, y):
     if y is None:
         return x
     return min(x, y)
+
+
+def patterns_only(groups: list) -> list:
+    """Every pattern of ``groups``, with no schema: a part that only tells which keys they match."""
+    return [(p, ptr, []) for patprops, _ in groups for p, ptr, _ in patprops]

@@ -14,11 +14,12 @@ from urllib.parse import urldefrag, urljoin
 
 from .numbers import lcm_fraction, to_fraction
 from .resolve import Dnf, Neg, Registry, ResolveError, Sub, escape
-from .strings import (FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, format_node, pattern_matches,
-                      split_lookaheads)
+from ..automaton import product_walk
+from .strings import (FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, _format_dfa, _pattern_dfa, format_node,
+                      pattern_matches, split_lookaheads)
 from .flat import (
     ALL_TYPES, ANNOTATIONS, FALSE, MAX_BRANCHES, NUMBER, VALIDATION, _TYPE_ATOMS, Flat, FromNegation, Problems,
-    _Trial, json_eq, merge, type_atom,
+    _Trial, json_eq, merge, patterns_only, type_atom,
 )
 
 
@@ -821,9 +822,6 @@ MAX_PRODUCT = 100_000  # pairs of states explored to tell two patterns apart; pa
 
 
 def _string_dfas(f: Flat) -> list:
-    from .compiler import _format_dfa
-    from .strings import _pattern_dfa
-
     out = []
     for p, _ in f.patterns:
         try:
@@ -842,8 +840,6 @@ def _strings_disjoint(a: Flat, b: Flat) -> bool:
 
 def _dfas_disjoint(a, b) -> bool:
     """L(a) ∩ L(b) = ∅ for byte DFAs (False when that takes more than ``MAX_PRODUCT`` pairs)."""
-    from .compiler import product_walk
-
     return product_walk(a, b, lambda x, y: a.accepting[x] and b.accepting[y], limit=MAX_PRODUCT) is False
 
 
@@ -868,8 +864,3 @@ def _count(v, bound: int | None = None) -> int:
     if bound is not None and v > bound:
         raise ValueError(f"at most {bound:,} is supported (localguide.json_schema.flattener.MAX_MIN_COUNT)")
     return int(v)
-
-
-def patterns_only(groups: list) -> list:
-    """Every pattern of ``groups``, with no schema: a part that only tells which keys they match."""
-    return [(p, ptr, []) for patprops, _ in groups for p, ptr, _ in patprops]

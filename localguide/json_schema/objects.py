@@ -10,8 +10,7 @@ from __future__ import annotations
 from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, alt, opt, rep, seq, star
 from ..regex.ast_dfa import ast_to_dfa, dfa_intersects
 from .encoding import encode_content, json_string_literal, not_in_strings
-from .flat import FALSE, Flat, json_eq
-from .flattener import patterns_only
+from .flat import FALSE, Flat, json_eq, patterns_only
 from .strings import ANY_STRING, PatternUnsupported, _pattern_dfa, pattern_node, restrict_length
 
 MAX_SPLIT_PATTERNS = 6  # patternProperties of one object whose keys are split exactly (2^6 key regions)

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
 from ..progress import stage
-from ..regex.ast import EMPTY, Node, to_regex
+from ..regex.ast import EMPTY, Node
+from ..regex.dfa_ast import auto_tree
+from ..regex.emit import to_regex
 from .compiler import Compiler
 from .flat import ANNOTATIONS, VALIDATION, Problems
 from .flattener import Flattener
@@ -421,7 +423,8 @@ def pattern_length(node) -> int:
         elif isinstance(n, Rep):
             r = go(n.item) + 10
         elif isinstance(n, Auto):
-            r = MAX_PATTERN + 1 if n.tree is None else go(n.tree) + 4
+            tree = auto_tree(n)
+            r = MAX_PATTERN + 1 if tree is None else go(tree) + 4
         else:
             r = 10
         memo[k] = r

@@ -286,6 +286,18 @@ def _pattern_dfa(pattern: str):
     return d
 
 
+_format_dfas: dict = {}
+
+
+def _format_dfa(name: str):
+    from ..regex.ast_dfa import ast_to_dfa
+
+    d = _format_dfas.get(name)
+    if d is None:
+        d = _format_dfas[name] = ast_to_dfa(format_node(name))
+    return d
+
+
 # -- formats ------------------------------------------------------------------------------------
 
 def _r(a, b):

@@ -87,8 +87,8 @@ class Auto(Node):
     """The language of a minimal byte DFA over the UTF-8 text (``automaton.ByteDFA``), as one leaf.
 
     For languages whose every regex is exponentially larger than their automaton (the integers
-    that 7 divides, or 3 but not 8). ``tree`` is the same language as ordinary nodes when that
-    stays under ``TREE_WEIGHT`` leaves (for ``to_regex``), else None."""
+    that 7 divides, or 3 but not 8). ``dfa_ast.auto_tree`` gives the same language as ordinary nodes when that
+    stays under ``TREE_WEIGHT`` leaves (for ``emit.to_regex``), else None."""
 
     __slots__ = ("dfa", "key", "_tree")
     TREE_WEIGHT = 50_000
@@ -97,14 +97,6 @@ class Auto(Node):
         self.dfa = dfa
         self.key = ("A", dfa.transitions.tobytes(), dfa.accepting.tobytes())
         self._tree = False
-
-    @property
-    def tree(self) -> "Node | None":
-        if self._tree is False:
-            from .dfa_ast import dfa_to_node
-
-            self._tree = dfa_to_node(self.dfa, max_weight=self.TREE_WEIGHT)
-        return self._tree
 
     def __repr__(self) -> str:
         return f"Auto({self.dfa.n_states} states)"
@@ -381,116 +373,6 @@ def size_estimate(node: Node, _memo=None) -> int:
     if isinstance(node, Auto):
         return node.dfa.n_states
     return 0
-
-
-# -- writing an ECMA-262 pattern --------------------------------------------------------------
-
-_SYNTAX = set("^$\\.*+?()[]{}|/-")
-
-
-def _lit_char(c: str) -> str:
-    o = ord(c)
-    if c in _SYNTAX:
-        return "\\" + c
-    if 0x20 <= o < 0x7F:
-        return c
-    if o < 0x100 and (o < 0x20 or o == 0x7F):
-        return f"\\x{o:02x}"
-    if o <= 0xFFFF:
-        return f"\\u{o:04x}"
-    return f"\\u{{{o:x}}}"
-
-
-def _class_char(o: int) -> str:
-    c = chr(o)
-    if c.isascii() and c.isalnum():
-        return c
-    if 0x20 <= o < 0x7F:
-        return "\\" + c
-    return _lit_char(c)
-
-
-def _class_text(ranges) -> str:
-    parts = []
-    for a, b in ranges:
-        if a == b:
-            parts.append(_class_char(a))
-        elif b == a + 1:
-            parts.append(_class_char(a) + _class_char(b))
-        else:
-            parts.append(_class_char(a) + "-" + _class_char(b))
-    return "".join(parts)
-
-
-def _cls_regex(ranges) -> str:
-    if ranges == ((0, MAX_CP),):
-        return "[\\s\\S]"
-    if ranges[-1][1] == MAX_CP:
-        return "[^" + _class_text(complement(ranges)) + "]"
-    return "[" + _class_text(ranges) + "]"
-
-
-_ATOM, _SEQ, _ALT = 0, 1, 2
-
-
-def to_regex(node: Node) -> str:
-    """``node`` as an ECMA-262 pattern (``localguide.regex`` dialect)."""
-    memo: dict[int, tuple[str, int]] = {}
-    text, _ = _emit(node, memo)
-    return text
-
-
-def _emit(node: Node, memo) -> tuple[str, int]:
-    k = id(node)
-    hit = memo.get(k)
-    if hit is not None:
-        return hit
-    if isinstance(node, Lit):
-        s = "".join(_lit_char(c) for c in node.text)
-        r = (s, _ATOM if len(node.text) == 1 else _SEQ)
-    elif isinstance(node, Cls):
-        r = (_cls_regex(node.ranges), _ATOM)
-    elif node is EMPTY:
-        r = ("[^\\s\\S]", _ATOM)
-    elif isinstance(node, Seq):
-        if not node.items:
-            r = ("(?:)", _ATOM)
-        else:
-            parts = []
-            for x in node.items:
-                s, p = _emit(x, memo)
-                parts.append(f"(?:{s})" if p == _ALT else s)
-            r = ("".join(parts), _SEQ)
-    elif isinstance(node, Alt):
-        r = ("|".join(_emit(x, memo)[0] for x in node.items), _ALT)
-    elif isinstance(node, Rep):
-        s, p = _emit(node.item, memo)
-        if p != _ATOM:
-            s = f"(?:{s})"
-        lo, hi = node.lo, node.hi
-        if (lo, hi) == (0, None):
-            q = "*"
-        elif (lo, hi) == (1, None):
-            q = "+"
-        elif (lo, hi) == (0, 1):
-            q = "?"
-        elif hi is None:
-            q = f"{{{lo},}}"
-        elif lo == hi:
-            q = f"{{{lo}}}"
-        else:
-            q = f"{{{lo},{hi}}}"
-        r = (s + q, _ATOM)
-    elif isinstance(node, Auto):
-        tree = node.tree
-        if tree is None:
-            raise ValueError(f"an automaton of {node.dfa.n_states} states has no regex of a writable size")
-        s, p = _emit(tree, memo)
-        r = (s if p == _ATOM else f"(?:{s})", _ATOM)
-    else:
-        raise TypeError(node)
-    memo[id(node)] = r
-    return r
 
 
 ANY_CHAR_RANGES = ((0, MAX_CP),)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..automaton import ByteDFA, minimize
 from ..automaton.utf8 import utf8_sequences
-from ..numba_tools import compiled, kernels_only
+from ..numba_tools import compiled
 from .ast import EMPTY, Alt, Auto, Cls, Lit, Node, Rep, Seq
 from .subset_kernels import py_subset_dfa, subset_dfa
 
@@ -430,18 +430,3 @@ def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:
                 prev[nxt] = ((x, y), int(byte))
                 queue.append(nxt)
     return None
-
-
-def warm_kernels() -> None:
-    """Compile (or load from numba's cache) the kernels that regexes and JSON schemas use, now.
-
-    Small automata otherwise take the plain-Python twins and the numpy index build (the same
-    results) until a large one has compiled the kernels: an app can call this at start-up, in a
-    thread; a benchmark before timing."""
-    from ..index.lazy import warm_kernels as warm_index_kernels
-    from .parser import match_node
-
-    with kernels_only():
-        dfa = ast_to_dfa(match_node("(a|bc)*d?"))
-        minimize(np.full((1, 256), -1, np.int32), np.ones(1, np.bool_))
-    warm_index_kernels(dfa)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..automaton import minimize
 from ..index import Index
+from ..index.lazy import warm_kernels as warm_index_kernels
+from ..numba_tools import kernels_only
 from ..vocabulary import Vocabulary
-from .parser import regex_to_dfa
+from .ast_dfa import ast_to_dfa
+from .parser import match_node, regex_to_dfa
 
 
 def compile_regex(pattern: str, vocabulary: Vocabulary) -> Index:
@@ -21,8 +27,6 @@ MAX_INDEX_TRANSITIONS = 50_000_000  # token transitions of one regex's index (ab
 def _bounded(dfa, vocabulary: Vocabulary, pattern: str):
     """``dfa``, where its index stays within ``MAX_INDEX_TRANSITIONS`` (an upper bound: each state
     times the tokens whose first byte it takes); else an ``UnsupportedPatternError`` saying so."""
-    import numpy as np
-
     from ..errors import UnsupportedPatternError
     from .parser import largest_repetition, match_node
 
@@ -77,3 +81,15 @@ def compile_choice(choices, vocabulary: Vocabulary) -> Index:
     pattern = choice_pattern(choices)
     return Index.cached("regex", pattern, lambda: _bounded(literals_dfa([c.encode("utf-8") for c in choices]),
                                                            vocabulary, pattern), vocabulary, f"choice of {len(choices)}")
+
+
+def warm_kernels() -> None:
+    """Compile (or load from numba's cache) the kernels that regexes and JSON schemas use, now.
+
+    Small automata otherwise take the plain-Python twins and the numpy index build (the same
+    results) until a large one has compiled the kernels: an app can call this at start-up, in a
+    thread; a benchmark before timing."""
+    with kernels_only():
+        dfa = ast_to_dfa(match_node("(a|bc)*d?"))
+        minimize(np.full((1, 256), -1, np.int32), np.ones(1, np.bool_))
+    warm_index_kernels(dfa)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..automaton import ByteDFA, row_runs
-from .ast import EMPTY, EPS, Node, alt, cls, seq, star
+from .ast import EMPTY, EPS, Auto, Node, alt, cls, seq, star
 
 # (first bytes, bits the first byte carries, continuation bytes, smallest code point) per length
 _LENGTHS = ((range(0x00, 0x80), 0x7F, 0, 0x0), (range(0xC2, 0xE0), 0x1F, 1, 0x80),
@@ -121,3 +121,10 @@ def dfa_to_node(dfa: ByteDFA, max_weight: int = 50_000) -> Node | None:
         out[s] = {}
         inc[s] = set()
     return out[start].get(final, (EMPTY, 0))[0]
+
+
+def auto_tree(node: Auto) -> Node | None:
+    """``node``'s language as ordinary nodes, under ``Auto.TREE_WEIGHT`` leaves, else None (kept on the node)."""
+    if node._tree is False:
+        node._tree = dfa_to_node(node.dfa, max_weight=node.TREE_WEIGHT)
+    return node._tree

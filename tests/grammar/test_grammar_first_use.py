@@ -18,7 +18,7 @@ from conftest import tokenize
 from test_grammar_formats import SAMPLES
 
 from localguide import numba_tools
-from localguide.grammar import sources, warmup
+from localguide.grammar import rehearsal, sources, warmup
 from localguide.grammar.cfg import normalize
 from localguide.grammar.compiled import GrammarIndex
 
@@ -194,16 +194,16 @@ def test_the_warmup_compiles_a_part_the_helper_could_not(helper_rc, parts, tmp_p
     the helper fails, it compiles that part too, and writes the marker once both are done (with
     no helper, on one core: both parts, in one go)."""
     done = []
-    monkeypatch.setattr(warmup, "warm", lambda part=None: done.append((part, warmup._part)))
+    monkeypatch.setattr(rehearsal, "warm", lambda part=None: done.append((part, warmup._part)))
     monkeypatch.setattr(warmup, "_folder", lambda: tmp_path)
-    monkeypatch.setattr(warmup.os, "nice", lambda inc: 10)  # (this test's process keeps its priority)
+    monkeypatch.setattr(rehearsal.os, "nice", lambda inc: 10)  # (this test's process keeps its priority)
     helper = None
     if helper_rc is not None:
         helper = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({helper_rc})"])
-    monkeypatch.setattr(warmup, "_helper", lambda: helper)
+    monkeypatch.setattr(rehearsal, "_helper", lambda: helper)
     lock = tmp_path / warmup.LOCK
     lock.write_text(str(os.getpid()))
-    assert warmup.main([str(lock)]) == 0
+    assert rehearsal.main([str(lock)]) == 0
     assert done == [(p, p) for p in parts] and warmup._part is None
     assert (tmp_path / warmup.MARKER).read_text("utf-8") == warmup._stamp(warmup.kernels())
     assert not lock.exists()

@@ -65,7 +65,7 @@ def test_first_use_builds_the_index_without_a_kernel(tmp_path, smollm2_vocab):
     """A fresh process with empty caches builds a small regex's index (and the vocabulary's trie)
     in numpy, compiling nothing; the arrays are those the kernels build here."""
     from localguide.index import Index
-    from localguide.regex.ast_dfa import warm_kernels
+    from localguide.regex.compile import warm_kernels
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), LOCALGUIDE_CACHE_DIR=str(tmp_path / "lg"),
                LOCALGUIDE_COMPILE="background")
