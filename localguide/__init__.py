@@ -35,13 +35,14 @@ from .regex import compile_choice, compile_regex  # noqa: E402
 
 # Grammars, JSON Schema and the llama.cpp bridge are imported at their first use (a quarter of
 # a second of ``import localguide`` that a regex, or ``localguide --help``, does not pay).
-_LAZY = {"GrammarError": "grammar", "compile_grammar": "grammar", "list_grammars": "grammar",
+_LAZY = {"Constraint": "constraint", "GrammarError": "grammar", "compile_grammar": "grammar", "list_grammars": "grammar",
          "SchemaError": "json_schema", "UnsupportedSchemaError": "json_schema", "compile_json_schema": "json_schema",
          "Model": "llama", "default_model_path": "llama", "load": "llama"}
 
 if TYPE_CHECKING:
     from .grammar import GrammarError, compile_grammar, list_grammars
     from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema
+    from .constraint import Constraint
     from .llama import Model, default_model_path, load
 
 
@@ -61,7 +62,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "BudgetError", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",
+    "BudgetError", "Constraint", "EmptyLanguageError", "GrammarError", "Guide", "Index", "LocalguideError", "Model",
     "ModelFileError", "PatternError", "SchemaError", "TokenNotAllowedError", "UnsupportedPatternError",
     "UnsupportedSchemaError", "compile_json_schema",
     "Vocabulary", "compile_choice", "compile_grammar", "compile_regex", "default_model_path",

@@ -6,6 +6,7 @@ line on stderr and a non-zero exit, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -228,15 +229,9 @@ def run(
              "(the output still follows the prompt as written; never with --chat).")] = True,
 ) -> None:
     """Generate text for PROMPT that matches the constraint, streaming it to stdout."""
-    chat_args = dict(chat=chat, raw=raw, system=system, tools=tools, tool_choice=tool_choice,
-                     parallel_tool_calls=parallel_tool_calls, after=after,
-                     max_reasoning_tokens=max_reasoning_tokens, min_p=min_p, n_ctx=n_ctx,
-                     threads=threads, threads_batch=threads_batch, stop=stop, reproducible=reproducible)
+    opts = RunOptions(**locals())
     with _StatusLine():
-        _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
-             max_recursion,
-             max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
-             speculate, fast_forward, stats, heal, **chat_args)
+        _run(opts)
     from . import cache
     from .progress import stage
 
@@ -244,50 +239,106 @@ def run(
         cache.flush()
 
 
-def _run(first, second, regex, choice, grammar, json_schema, json_any, strict, pretty, exact_recursion,
-         max_recursion,
-         max_ignored_run, max_tokens, temperature, top_k, top_p, seed, n_gpu_layers, opportunistic,
-         speculate, fast_forward, stats, heal, *, chat, raw, system, tools, tool_choice, parallel_tool_calls, after,
-         max_reasoning_tokens, min_p, n_ctx, threads, threads_batch, stop, reproducible=True) -> None:
+@dataclasses.dataclass
+class RunOptions:
+    """``run``'s options, as given on the command line."""
+
+    first: str | None
+    second: str | None
+    regex: str | None
+    choice: list[str] | None
+    grammar: str | None
+    json_schema: str | None
+    json_any: bool
+    strict: bool
+    pretty: bool
+    exact_recursion: bool
+    max_recursion: int | None
+    max_ignored_run: int | None
+    max_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    seed: int | None
+    n_gpu_layers: int
+    n_ctx: int
+    threads: int | None
+    threads_batch: int | None
+    reproducible: bool
+    chat: bool
+    raw: bool
+    system: str | None
+    tools: str | None
+    tool_choice: str
+    parallel_tool_calls: bool
+    after: str | None
+    max_reasoning_tokens: int | None
+    stop: list[str] | None
+    opportunistic: bool
+    speculate: bool
+    fast_forward: bool
+    stats: bool
+    heal: bool
+
+
+# The command line's names of ``Constraint.of``'s arguments, for its messages.
+_FLAGS = {"regex=": "--regex", "choice=": "--choice", "grammar=": "--grammar", "json_schema=": "--json-schema",
+          "max_ignored_run=": "--max-ignored-run", "max_recursion=": "--max-recursion", "strict=": "--strict",
+          "whitespace=": "--pretty"}
+
+
+def _constraint(o: RunOptions):
+    """The ``Constraint`` the options name (None: free text); its checks' messages in flags."""
+    from .constraint import Constraint
+    from .errors import ArgumentError
+
+    if o.json_schema is not None and o.json_any:
+        raise typer.BadParameter("give at most one of --regex, --choice, --grammar, --json-schema and --json")
+    if o.exact_recursion and o.max_recursion is not None:
+        raise typer.BadParameter("--exact-recursion (the default) and --max-recursion exclude each other")
+    schema = _read_schema(o.json_schema) if o.json_schema is not None else (True if o.json_any else None)
+    given = dict(regex=o.regex, choice=o.choice or None, grammar=o.grammar, json_schema=schema,
+                 strict=o.strict, whitespace="pretty" if o.pretty else "compact", max_recursion=o.max_recursion)
+    if o.max_ignored_run is not None:
+        given["max_ignored_run"] = o.max_ignored_run or None
+    if o.exact_recursion and schema is None:
+        raise typer.BadParameter("--exact-recursion applies to --json-schema and --json only")
     try:
-        model_path, prompt = _split_model_prompt(first, second)
-        if sum(x is not None for x in (regex, choice or None, grammar, json_schema, json_any or None)) > 1:
-            raise typer.BadParameter("give at most one of --regex, --choice, --grammar, --json-schema and --json")
-        if max_ignored_run is not None and grammar is None:
-            raise typer.BadParameter("--max-ignored-run applies to --grammar only")
-        schema = _read_schema(json_schema) if json_schema is not None else (True if json_any else None)
+        return Constraint.of(**given)
+    except ArgumentError as e:
+        text = str(e).replace(" and json_schema=", ", json_schema= and --json")
+        for name, flag in _FLAGS.items():
+            text = text.replace(name, flag)
+        raise typer.BadParameter(text) from None
+
+
+def _run(o: RunOptions) -> None:
+    try:
+        model_path, prompt = _split_model_prompt(o.first, o.second)
+        constraint = _constraint(o)
         import localguide
 
-        if chat and raw:
+        if o.chat and o.raw:
             raise typer.BadParameter("give --chat or --raw, not both")
-        model = localguide.load(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx, n_threads=threads,
-                                n_threads_batch=threads_batch, reproducible=reproducible)
-        use_chat = not raw and (chat or _has_template(model))
-        if not use_chat and (system is not None or tools is not None or after is not None):
+        model = localguide.load(model_path, n_gpu_layers=o.n_gpu_layers, n_ctx=o.n_ctx, n_threads=o.threads,
+                                n_threads_batch=o.threads_batch, reproducible=o.reproducible)
+        use_chat = not o.raw and (o.chat or _has_template(model))
+        if not use_chat and (o.system is not None or o.tools is not None or o.after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")
-        constraint = {"regex": regex, "choice": choice or None, "grammar": grammar, "json_schema": schema}
-        if (exact_recursion or max_recursion is not None) and json_schema is None:
-            raise typer.BadParameter("--max-recursion applies to --json-schema only")
-        if exact_recursion and max_recursion is not None:
-            raise typer.BadParameter("--exact-recursion (the default) and --max-recursion exclude each other")
-        if schema is not None:
-            constraint.update(strict=strict, whitespace="pretty" if pretty else "compact",
-                              max_recursion=max_recursion)
-        if grammar is not None and max_ignored_run is not None:
-            constraint.update(max_ignored_run=max_ignored_run or None)
-        model.compile(**constraint)  # (errors before the prompt; a second compile is served from memory)
-        options = dict(constraint, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                       top_p=top_p, min_p=min_p, seed=seed, opportunistic=opportunistic, speculate=speculate,
-                       fast_forward=fast_forward, stats=stats, stop=stop or None)
+        model.compile(constraint)  # (errors before the prompt; a second compile is served from memory)
+        options = dict(constraint=constraint, max_tokens=o.max_tokens, temperature=o.temperature, top_k=o.top_k,
+                       top_p=o.top_p, min_p=o.min_p, seed=o.seed, opportunistic=o.opportunistic,
+                       speculate=o.speculate, fast_forward=o.fast_forward, stats=o.stats, stop=o.stop or None)
         if use_chat:
             model.chat_template()  # (a template error before the prompt)
-            options.update(after=after, max_reasoning_tokens=max_reasoning_tokens)
-            if tools is not None:
-                options.update(tools=_read_json(tools), tool_choice=_tool_choice(tool_choice),
-                               parallel_tool_calls=parallel_tool_calls)
+            options.update(after=o.after, max_reasoning_tokens=o.max_reasoning_tokens)
+            if o.tools is not None:
+                options.update(tools=_read_json(o.tools), tool_choice=_tool_choice(o.tool_choice),
+                               parallel_tool_calls=o.parallel_tool_calls)
         else:
-            options.update(heal=heal)
-        session = _Session(model, options, system, use_chat, stats)
+            options.update(heal=o.heal)
+        session = _Session(model, options, o.system, use_chat, o.stats)
         if prompt is not None:
             session.answer(prompt)
             return

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from .constraint import as_constraint
 from .errors import LocalguideError
 
 START_TIMEOUT = 300.0  # seconds a worker may take to start (a first load builds the vocabulary's cache)
@@ -84,11 +85,12 @@ class CompileWorkers:
             self._replace()
 
     # -- the server's side ------------------------------------------------------------------------
-    def compile(self, constraint: dict, timeout: float, on_start=None) -> None:
-        """Compile ``constraint`` (``compile_constraint``'s keyword arguments, picklable) into the
+    def compile(self, constraint, timeout: float, on_start=None) -> None:
+        """Compile ``constraint`` (a ``Constraint`` whose source and options pickle, or its arguments) into the
         disk cache. Raises the compile's own error (its type and message), ``CompileTimeout``
         when it runs over ``timeout`` seconds counted from when a worker takes it (``on_start()``
         is called then), or ``WorkerLost``."""
+        constraint = as_constraint(constraint)
         w = self._take()
         try:
             w.send(constraint)
@@ -243,7 +245,6 @@ def main(argv: list[str]) -> int:
         out.flush()
 
     try:
-        from .constraint import compile_constraint
         from .vocabulary import Vocabulary
         from . import cache
 
@@ -260,10 +261,10 @@ def main(argv: list[str]) -> int:
             return 0
         if constraint is None:
             return 0
-        if constraint.get("grammar") is not None or constraint.get("json_schema") is not None:
-            constraint = {**constraint, "lazy": False}  # (all of it now: the server loads it whole)
+        # (all of it now: the server loads it whole)
+        whole = {"lazy": False} if constraint.kind in ("grammar", "json_schema") else {}
         try:
-            compile_constraint(vocabulary, **constraint)
+            constraint.compile(vocabulary, **whole)
             cache.flush()
             answer = ("ok",)
         except Exception as e:  # noqa: BLE001 - the compile's error is the request's answer

@@ -15,6 +15,7 @@ import codecs
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from ..constraint import as_constraint
 from ..errors import LocalguideError
 from .stops import StopText
 
@@ -147,9 +148,10 @@ class ChatRun:
     def __init__(self, model, messages, *, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
                  after: str | None = None, max_reasoning_tokens: int | None = None,
                  chat_template: str | None = None, template_variables: dict | None = None,
-                 max_tokens: int, constraint: dict, options: dict, counts_key=None,
-                 compile=None, lock=None):
-        """``compile``: what compiles a constraint (``Model.compile``'s arguments; default it); ``lock``:
+                 max_tokens: int, constraint=None, options=None, compile=None, lock=None):
+        """``constraint``: the answer's ``Constraint`` (None: free text; a dict: ``Constraint.of``'s
+        arguments, ``options`` added); ``compile``: what compiles a
+        ``Constraint`` (default ``model.compile``); ``lock``:
         held while the guide is made (a server whose engine walks guides of the same index)."""
         import contextlib
 
@@ -157,6 +159,7 @@ class ChatRun:
         from .plain import check_text, render
         from .trigger import TriggerGuide
 
+        constraint = as_constraint(constraint, **(options or {}))
         msgs = normalize_messages(messages)
         check_text(msgs, "messages")
         if tools is not None:
@@ -168,7 +171,7 @@ class ChatRun:
         if tools is not None:
             tools = T.check_tools(tools)
             mode, usable = T.chosen(tools, tool_choice)
-            if mode != "none" and any(v is not None for v in constraint.values()):
+            if mode != "none" and constraint is not None:
                 raise T.ToolError("tool calls take no constraint (regex=, json_schema=, ...): the calls' arguments "
                                   "are constrained by the tools' schemas (after= may come first)")
             fmt = T.tool_format(template)
@@ -186,7 +189,8 @@ class ChatRun:
         if mode != "none":
             made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls, compile)
         else:
-            made = compile(**constraint, **options)
+            made = compile(constraint) if constraint is not None else None
+            counts_key = constraint.key() if constraint is not None else None
         if after is not None and not after:
             raise ValueError("after= needs a non-empty trigger text")
         with lock or contextlib.nullcontext():

@@ -20,7 +20,8 @@ from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from ..quiet import quiet_llama
 from .. import threads
 from ..vocabulary import Vocabulary
-from ..speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter, constraint_key
+from ..speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
+from ..constraint import Constraint
 from . import loop
 from .healing import HealGuide, heal_point
 from .invasiveness import Invasiveness
@@ -116,19 +117,15 @@ class Model:
         self.last_stats: GenerationStats | None = None
 
     # -- constraints -------------------------------------------------------------------
-    def compile(self, *, regex: str | None = None, choice=None, grammar: str | None = None,
-                json_schema=None, **options):
-        """The compiled constraint over this model's vocabulary (None: unconstrained).
-
-        ``grammar`` is Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name
-        (``options``: ``max_ignored_run``, ... as ``compile_grammar``); ``json_schema`` a dict,
-        JSON text or Pydantic model class (``options``: ``strict``, ``whitespace``, ... as
-        ``compile_json_schema``).
+    def compile(self, constraint: Constraint | None = None, /, **arguments):
+        """The compiled constraint over this model's vocabulary (None: unconstrained): a
+        ``Constraint``, or its keyword arguments (``Constraint.of``): ``regex=``, ``choice=``,
+        ``grammar=`` (Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name;
+        options ``max_ignored_run``, ... as ``compile_grammar``) or ``json_schema=`` (a dict, JSON
+        text or Pydantic model class; options ``strict``, ``whitespace``, ... as ``compile_json_schema``).
         """
-        from ..constraint import compile_constraint
-
-        return compile_constraint(self.vocabulary, regex=regex, choice=choice, grammar=grammar,
-                                  json_schema=json_schema, **options)
+        constraint = _constraint(constraint, arguments)
+        return None if constraint is None else constraint.compile(self.vocabulary)
 
     # -- generation --------------------------------------------------------------------
     def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
@@ -138,8 +135,9 @@ class Model:
                  top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                  fast_forward: bool = False, heal: bool = True, stats: bool = False,
-                 cache_prompt: bool = True, stop=None) -> str:
-        """Generate text for ``prompt``; with a constraint the whole text satisfies it.
+                 cache_prompt: bool = True, stop=None, constraint: Constraint | None = None) -> str:
+        """Generate text for ``prompt``; with a constraint the whole text satisfies it
+        (``regex=``, ``choice=``, ``grammar=``, ``json_schema=`` or a ``Constraint`` as ``constraint=``).
 
         ``strict``, ``whitespace``, ``max_recursion`` (None, the default: exact; N: recursion
         and free values N levels deep): JSON Schema options;
@@ -160,7 +158,7 @@ class Model:
         cache first.
         """
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
-                                   strict=strict, whitespace=whitespace, max_recursion=max_recursion,
+                                   constraint=constraint, strict=strict, whitespace=whitespace, max_recursion=max_recursion,
                                    max_ignored_run=max_ignored_run,
                                    max_tokens=max_tokens,
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -175,17 +173,18 @@ class Model:
                top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                fast_forward: bool = False, heal: bool = True, stats: bool = False,
-               cache_prompt: bool = True, stop=None) -> Iterator[str]:
+               cache_prompt: bool = True, stop=None, constraint: Constraint | None = None) -> Iterator[str]:
         """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
         stops = check_stops(stop)
-        options = _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run)
-        index = self.compile(regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, **options)
+        constraint = _constraint(constraint, dict(
+            regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+            whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run))
+        index = self.compile(constraint)
         cut = StopText(stops, self.complete(index) if stops and index is not None else None)
         prompt_tokens, guide, healed = self.prepare_completion(prompt, index, max_tokens, heal=heal, chat=chat)
         counts = None
         if guide is not None and (speculate or fast_forward):
-            counts = self.draft_counts(constraint_key(regex=regex, choice=choice, grammar=grammar,
-                                                      json_schema=json_schema, **options))
+            counts = self.draft_counts(constraint.key())
         sampling = Sampling(temperature, top_k, top_p, min_p, seed)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         tokens = self.generate_tokens(prompt_tokens, guide, max_tokens, sampling,
@@ -278,20 +277,20 @@ class Model:
                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
                     top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                     opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
-                    stats: bool = False, cache_prompt: bool = True, stop=None):
+                    stats: bool = False, cache_prompt: bool = True, stop=None, constraint: Constraint | None = None):
         """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);
         arguments as ``chat``."""
         from .chat import chat_stream
 
-        options = _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run)
-        constraint = {"regex": regex, "choice": choice, "grammar": grammar, "json_schema": json_schema}
-        key = constraint_key(**constraint, **options) if any(v is not None for v in constraint.values()) else None
+        constraint = _constraint(constraint, dict(
+            regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+            whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run))
         return chat_stream(self, messages, tools=tools, tool_choice=tool_choice,
                            parallel_tool_calls=parallel_tool_calls, after=after,
                            max_reasoning_tokens=max_reasoning_tokens,
                            chat_template=chat_template, template_variables=template_variables,
                            max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
-                           constraint=constraint, options=options, counts_key=key, speculate=speculate,
+                           constraint=constraint, speculate=speculate,
                            fast_forward=fast_forward, opportunistic=opportunistic, stats=stats,
                            cache_prompt=cache_prompt, stop=check_stops(stop))
 
@@ -561,15 +560,13 @@ class Model:
         return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"
 
 
-def _options(json_schema, grammar, strict, whitespace, max_recursion, max_ignored_run) -> dict:
-    """The constraint's options, refusing those that do not apply to it (``strict=True`` with a
-    regex would otherwise be silently ignored)."""
-    if json_schema is not None:
-        return {"strict": strict, "whitespace": whitespace, "max_recursion": max_recursion}
-    if strict or whitespace != "compact" or max_recursion is not None:
-        raise ArgumentError("strict=, whitespace= and max_recursion= apply to json_schema= only")
-    if grammar is not None:
-        return {"max_ignored_run": max_ignored_run}
-    if max_ignored_run != DEFAULT_MAX_IGNORED_RUN:
-        raise ArgumentError("max_ignored_run= applies to grammar= only")
-    return {}
+def _constraint(given: Constraint | None, arguments: dict) -> Constraint | None:
+    """``given``, or the constraint of the keyword ``arguments`` (not both)."""
+    made = Constraint.of(**arguments)
+    if given is None:
+        return made
+    if not isinstance(given, Constraint):
+        raise ArgumentError(f"constraint= takes a localguide.Constraint, not {type(given).__name__}")
+    if made is not None:
+        raise ArgumentError(f"give constraint= or {made.kind}=, not both")
+    return given

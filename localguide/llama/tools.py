@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
+from ..constraint import Constraint
 from ..errors import LocalguideError, SchemaError
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -225,12 +226,13 @@ def calls_maker(model, tools: list[dict], fmt: ToolFormat, mode: str, parallel: 
     schema = calls_schema(tools, fmt, parallel)
     try:
         # (strict: no arguments the tool does not list)
-        made = index = (compile or model.compile)(json_schema=schema, strict=True)
+        constraint = Constraint.of(json_schema=schema, strict=True)
+        made = index = (compile or model.compile)(constraint)
     except SchemaError as e:
         raise located(e, arguments_pointers(tools, fmt, parallel)) from None
     if fmt.sep and parallel:
         made = Calls(model.vocabulary, index, fmt.sep.encode("utf-8"))
-    key = constraint_key(schema)
+    key = constraint.key()
     if not fmt.open:  # (the call is the answer: "required" at once, "auto" a call or text)
         return (made if mode == "required" else Lead(model.vocabulary, made)), key, None
     token = control_token(model, fmt.open)
@@ -243,13 +245,6 @@ def control_token(model, text: str) -> int | None:
     """The id of ``text`` where the model's vocabulary has it as one control token (no bytes)."""
     ids = model.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
     return ids[0] if len(ids) == 1 and not model.vocabulary[ids[0]] else None
-
-
-def constraint_key(schema: dict) -> str:
-    """The draft counts' key of a tool-call schema (as for any JSON Schema)."""
-    from ..speculate import constraint_key as key
-
-    return key(json_schema=schema, strict=True, whitespace="compact", max_recursion=None)
 
 
 def parse_calls(text: str, fmt: ToolFormat = HERMES) -> list[dict]:

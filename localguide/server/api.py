@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from ..constraint import Constraint
 from ..sampling import DEFAULT, Sampling
 
 
@@ -43,8 +44,8 @@ class Job:
 
     messages: list | None = None
     prompt: str | None = None
-    constraint: dict = field(default_factory=dict)  # regex / choice / grammar / json_schema
-    options: dict = field(default_factory=dict)     # strict, max_ignored_run, ...
+    constraint: Constraint | None = None  # what the answer must be (None: free text)
+    options: dict = field(default_factory=dict)     # template_variables
     tools: list | None = None
     tool_choice: object = "auto"
     parallel_tool_calls: bool = True
@@ -90,7 +91,7 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
         job.tools = tools
         job.tool_choice = _tool_choice(body.get("tool_choice", "auto"))
         job.parallel_tool_calls = _bool(body, "parallel_tool_calls", True)
-        if job.tool_choice != "none" and any(v is not None for v in job.constraint.values()):
+        if job.tool_choice != "none" and job.constraint is not None:
             raise ApiError("tools cannot be combined with response_format json, regex, grammar or choice: the "
                            "answer is text or calls (tool_choice='none' to constrain the text)", "tools")
     elif body.get("tool_choice") not in (None, "none", "auto"):
@@ -225,6 +226,7 @@ def _common(body: dict, job: Job, limits: Limits, budget_keys: tuple) -> None:
 
 def _constraint(body: dict, job: Job) -> None:
     c = {"regex": None, "choice": None, "grammar": None, "json_schema": None}
+    strict = False
     rf = body.get("response_format")
     if rf is not None:
         if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
@@ -243,7 +245,7 @@ def _constraint(body: dict, job: Job) -> None:
                 raise ApiError("response_format.json_schema.schema: expected a JSON Schema (an object)",
                                "response_format.json_schema.schema")
             c["json_schema"] = schema
-            job.options["strict"] = bool(js.get("strict", False))
+            strict = bool(js.get("strict", False))
     for key in ("regex", "grammar"):
         if body.get(key) is not None:
             c[key] = _text(body, key)
@@ -257,7 +259,7 @@ def _constraint(body: dict, job: Job) -> None:
         names = {"json_schema": "response_format"}
         raise ApiError(f"give one constraint, not {' and '.join(names.get(k, k) for k in named)}",
                        names.get(named[1], named[1]))
-    job.constraint = c
+    job.constraint = Constraint.of(**c, **({"strict": strict} if c["json_schema"] is not None else {}))
 
 
 def _messages(messages) -> list:

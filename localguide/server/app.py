@@ -30,6 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from ..compile_workers import CompileTimeout, CompileWorkers
+from ..constraint import Constraint
 from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
                       SchemaError)
@@ -39,7 +40,6 @@ from ..llama.stops import StopText
 from ..llama.template import ChatTemplateError
 from ..llama.tools import ToolError
 from ..lru import BoundedCache
-from ..speculate import constraint_key
 from .api import ApiError, Job, Limits, parse_chat, parse_completion
 from .body import plain_text, read_body
 from .engine import Work
@@ -52,7 +52,6 @@ COMPILE_WORKERS = 2        # constraints compiled at once (each in a process of 
 MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
 # (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
 PREPARE_THREADS = COMPILE_WORKERS + MAX_WAITING_COMPILES + 4
-KINDS = ("regex", "choice", "grammar", "json_schema")
 # (small requests that take each path of the server once: its kernels loaded, its first allocations made)
 WARM_UP = (
     ("completion", {"prompt": "Hi", "max_tokens": 2, "temperature": 0}),
@@ -65,19 +64,21 @@ WARM_UP = (
 
 
 class CompileCache:
-    """Compiled constraints shared between requests (``compile``'s arguments as the key): least
+    """Compiled constraints shared between requests (``Constraint.key()`` as the key): least
     recently used out past ``entries`` or ``max_bytes`` (the indexes' arrays, estimated)."""
 
     def __init__(self, compile, entries: int = 64, max_bytes: int = 1 << 30):
         self._compile = compile
         self._items = BoundedCache(entries, max_bytes)
 
-    def __call__(self, **constraint):
-        key = constraint_key(**constraint)
+    def __call__(self, constraint):
+        if constraint is None:
+            return None
+        key = constraint.key()
         hit = self._items.get(key) if key is not None else None
         if hit is not None:
             return hit
-        index = self._compile(**constraint)
+        index = self._compile(constraint)
         if key is not None and index is not None:
             self._items.put(key, index)
         return index
@@ -91,7 +92,7 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
     what failed without a traceback."""
     if isinstance(e, ApiError):
         return e
-    named = next((k for k, v in (job.constraint.items() if job else ()) if v is not None), None)
+    named = job.constraint.kind if job is not None and job.constraint is not None else None
     param = {"json_schema": "response_format"}.get(named, named)
     if isinstance(e, ToolError):
         param = "tool_choice" if "tool_choice" in str(e) else "tools"
@@ -234,16 +235,15 @@ class Server:
         return bytes(data)
 
     # -- generation ---------------------------------------------------------------------------
-    def _compile(self, **constraint):
+    def _compile(self, constraint: Constraint):
         """``Model.compile`` of a request's constraint (a grammar confined: text or a name, never a
         path): compiled in a worker process into the disk cache, then loaded from there."""
-        if constraint.get("grammar") is not None:
-            constraint["confined"] = self.confined
-        if any(constraint.get(k) is not None for k in KINDS):
-            self._in_worker(constraint)
-        return self.model.compile(**constraint)
+        if constraint.kind == "grammar":
+            constraint = constraint.with_options(confined=self.confined)
+        self._in_worker(constraint)
+        return self.model.compile(constraint)
 
-    def _in_worker(self, constraint: dict) -> None:
+    def _in_worker(self, constraint: Constraint) -> None:
         with self._count:
             if self._compiling >= COMPILE_WORKERS + MAX_WAITING_COMPILES:
                 raise ApiError(f"{self._compiling} constraints are compiling or waiting to: retry later, or send a "
@@ -298,43 +298,30 @@ class Server:
     def _parse(self, parse, data: bytes) -> Job:
         return parse(read_body(data), self.limits, texts=not plain_text(data))
 
-    def _options(self, job: Job) -> dict:
-        c = {k: v for k, v in job.constraint.items() if v is not None}
-        if "json_schema" in c:
-            return {"strict": job.options.get("strict", False)}
-        return {}
-
     def _prepare_chat(self, job: Job):
         run = ChatRun(self.model, job.messages, tools=job.tools, tool_choice=job.tool_choice,
                       parallel_tool_calls=job.parallel_tool_calls, after=job.after,
                       max_reasoning_tokens=job.max_reasoning_tokens,
                       template_variables=job.options.get("template_variables"), max_tokens=job.max_tokens,
-                      constraint=job.constraint, options=self._options(job),
-                      counts_key=_key(job.constraint, self._options(job)),
-                      compile=self.compiled, lock=self.engine.lock)
+                      constraint=job.constraint, compile=self.compiled, lock=self.engine.lock)
         n = len(run.prompt_tokens)
         self._check_context(n, job, "messages")
         return run, n
 
     def _prepare_completion(self, job: Job):
-        index = self.compiled(**job.constraint, **self._options(job))
+        index = self.compiled(job.constraint)
         heal = job.heal and self.engine.parallel == 1  # (the batch engine does not heal)
         with self.engine.lock:
             tokens, guide, healed = self.model.prepare_completion(job.prompt, index, job.max_tokens, heal=heal)
         self._check_context(len(tokens) + bool(healed), job, "prompt")
         complete = self.model.complete(index, self.engine.lock) if job.stop and index is not None else None
-        key = _key(job.constraint, self._options(job))
+        key = job.constraint.key() if job.constraint is not None else None
         return (tokens, guide, healed, key, StopText(job.stop, complete)), len(tokens) + bool(healed)
 
     def _check_context(self, n: int, job: Job, param: str) -> None:
         if n + job.max_tokens > self.limits.context:
             raise ApiError(f"the prompt ({n} tokens) plus max_tokens ({job.max_tokens}) exceeds the context of "
                            f"{self.limits.context} tokens per sequence (serve --n-ctx)", param)
-
-
-def _key(constraint: dict, options: dict) -> str | None:
-    given = {k: v for k, v in constraint.items() if v is not None}
-    return constraint_key(**given, **options) if given else None
 
 
 def _error(e: ApiError) -> JSONResponse:

@@ -30,7 +30,7 @@ import pytest
 import localguide
 from localguide import cache
 from localguide.llama.sampler import SamplerChain, Sampling
-from localguide.speculate import CountModel, DecodeCost, constraint_key
+from localguide.speculate import CountModel, DecodeCost
 from localguide.llama import loop
 from localguide.speculate.counts import MIN_PAUSE, PROBE_DRAFTS, Calibration
 from conftest import FreeDecodes, costing
@@ -566,7 +566,7 @@ def test_counts_are_saved_per_constraint_and_model(model, cache_dir):
     new = set(cache_dir.glob("draft-counts-*")) - before
     assert len(new) <= 2
     again = localguide.Model(model.path, n_ctx=256)  # another process would load the same file
-    key = constraint_key(**constraint, strict=False, whitespace="compact", max_recursion=None)
+    key = localguide.Constraint.of(**constraint).key()
     assert len(again.draft_counts(key)) == len(model.draft_counts(key)) > 0
 
 
