@@ -12,7 +12,8 @@ import ctypes
 
 import numpy as np
 
-from .candidates_kernels import NEG_INF_BITS
+from ..guides.logits import allowed_row, mask_logits
+from ..protocol import Mask, MaskKind
 
 
 def _rows(array_address: int) -> tuple[np.ndarray, np.ndarray]:
@@ -24,6 +25,11 @@ def _rows(array_address: int) -> tuple[np.ndarray, np.ndarray]:
         return header, np.zeros((0, 3), np.int32)
     data = np.ctypeslib.as_array((ctypes.c_int32 * (3 * n)).from_address(int(header[0]))).reshape(n, 3)
     return header, data
+
+
+def _logits(data: np.ndarray) -> np.ndarray:
+    """The logit column of the rows, as float32 (a view: writes land in llama.cpp's array)."""
+    return data[:, 1].view(np.float32)
 
 
 def _in_id_order(data: np.ndarray) -> bool:
@@ -41,12 +47,11 @@ def mask_candidates_at(array_address: int, tokens: np.ndarray, exclude: bool) ->
     """``candidates_kernels.mask_candidates_at``."""
     header, data = _rows(array_address)
     if exclude:
-        forbidden = np.asarray(tokens, np.int64)
-        forbidden = forbidden[(forbidden >= 0) & (forbidden < len(data))]
         if _in_id_order(data):
-            data[forbidden, 1] = NEG_INF_BITS
+            mask_logits(Mask(MaskKind.EXCLUDED, tokens), _logits(data))
         else:
-            data[np.isin(data[:, 0], forbidden), 1] = NEG_INF_BITS
+            forbidden = np.asarray(tokens, np.int64)
+            _logits(data)[np.isin(data[:, 0], forbidden)] = -np.inf
         return True
     if not _in_id_order(data):
         return False
@@ -63,12 +68,8 @@ def mask_candidates_bits(array_address: int, words: np.ndarray) -> int:
     if not _in_id_order(data):
         return -1
     n = len(data)
-    bits = np.zeros(n, bool)
-    flags = np.unpackbits(words.view(np.uint8), bitorder="little").view(bool)
-    kept = int(np.count_nonzero(flags))  # (every bit of the mask, as the kernel counts)
-    flags = flags[:n]
-    bits[:len(flags)] = flags
+    kept = int(np.count_nonzero(np.unpackbits(words.view(np.uint8))))  # (every bit of the mask, as the kernel counts)
     if 2 * kept > n:
-        data[~bits, 1] = NEG_INF_BITS
+        mask_logits(Mask(MaskKind.BITS, words), _logits(data))
         return n
-    return _keep(header, data, np.flatnonzero(bits))
+    return _keep(header, data, np.flatnonzero(allowed_row(Mask(MaskKind.BITS, words), n)))

@@ -23,7 +23,8 @@ import ctypes
 import llama_cpp
 import numpy as np
 
-from ..protocol import MaskKind
+from ..guides.logits import allowed_row, mask_logits
+from ..protocol import Mask, MaskKind
 from .healing import HealGuide
 from .loop import logits_at
 
@@ -43,10 +44,10 @@ def allowed_mass(probs: np.ndarray, guide) -> float:
             if guide.accepts(int(cands[j])):
                 total += float(p[j])
         return total
-    kind, data = guide.mask()
+    mask = guide.mask()
+    kind, data = mask
     if kind == MaskKind.BITS:
-        bits = np.unpackbits(np.asarray(data, np.uint64).view(np.uint8), bitorder="little")[:len(probs)]
-        return float(probs[bits.astype(bool)].sum())
+        return float(probs[allowed_row(mask, len(probs))].sum())
     got = float(probs[np.asarray(data, np.int64)].sum())
     return 1.0 - got if kind == MaskKind.EXCLUDED else got
 
@@ -75,9 +76,7 @@ class Invasiveness:
         if isinstance(guide, HealGuide):
             # The healing step: the model alone would have gone on from the prompt as written,
             # so it is measured among the tokens that re-make the healed bytes.
-            keep = np.full(self.n_vocab, -np.inf)
-            keep[guide.candidates] = 0.0
-            logits = logits + keep
+            logits = mask_logits(Mask(MaskKind.ALLOWED, guide.candidates), logits)
             if guide.inner is None:
                 guide = None
         m = logits.max()
