@@ -3,7 +3,6 @@ driven as a foreign engine would, and through the transformers example's process
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import re
