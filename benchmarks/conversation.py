@@ -63,7 +63,7 @@ def guide_cost(model, mode: str, walks: int = 30) -> tuple[float, float]:
     """µs per token (mask and advance), p50 and p99, on random walks of a tools guide."""
     import numpy as np
 
-    from localguide.llama.tools import calls_maker, check_tools, tool_format
+    from localguide.chat.tools import calls_maker, check_tools, tool_format
 
     made, _, _ = calls_maker(model, check_tools(TOOLS), tool_format(model.chat_template()), mode, True)
     rng, times = np.random.default_rng(0), []
@@ -84,7 +84,7 @@ def guide_cost(model, mode: str, walks: int = 30) -> tuple[float, float]:
 
 
 def tools_case(model) -> dict:
-    from localguide.llama.tools import call_schema, check_tools
+    from localguide.chat.tools import call_schema, check_tools
 
     schema = call_schema(check_tools(TOOLS))
     old = os.environ.get("LOCALGUIDE_CACHE_DIR")

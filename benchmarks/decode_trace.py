@@ -37,7 +37,7 @@ MODES = ("unconstrained", "off", "on")
 
 
 class DecodeTimer:
-    """Wraps ``llama_cpp.llama_decode`` (which ``localguide.llama.loop`` calls through the module):
+    """Wraps ``llama_cpp.llama_decode`` (which ``localguide.engines.llamacpp.loop`` calls through the module):
     each call waits for its kernels and is recorded as (tokens, seconds)."""
 
     def __init__(self):

@@ -27,7 +27,7 @@ from common import model_paths
 import llama_cpp
 
 import localguide
-from localguide.llama.loop import _Batch, decode
+from localguide.engines.llamacpp.loop import _Batch, decode
 from localguide.speculate import CountModel
 from localguide.speculate.drafts import MAX_DRAFT
 from localguide.speculate.lookup import Lookup

@@ -200,7 +200,7 @@ def measure(path, model_name: str, grammars, budget=None, log=lambda *a: None, r
     from localguide import Vocabulary, cache
     from localguide.grammar import compile_grammar, sources
     from localguide.regex.compile import warm_kernels
-    from localguide.quiet import quiet_llama
+    from localguide.engines.llamacpp.quiet import quiet_llama
 
     with quiet_llama():
         llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)

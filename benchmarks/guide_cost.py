@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 import llama_cpp
-import localguide.llama.sampler as lg_sampler
+import localguide.engines.llamacpp.sampler as lg_sampler
 import peers
 from common import PATTERNS, PROMPTS, SAMPLING, log, note, pct
 

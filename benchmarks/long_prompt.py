@@ -5,7 +5,7 @@
 
 "reference": every position on llama.cpp's reference CPU kernels (what ``load(reproducible=True)``
 did before whole chunks went fast); "default": ``load()`` today, a prompt's whole chunks of 128
-tokens on the fastest kernels and its last 1 to 128 tokens on the reference ones (``localguide.llama.reproducible``); "fastest": ``load(reproducible=False)``, every batch on the
+tokens on the fastest kernels and its last 1 to 128 tokens on the reference ones (``localguide.engines.llamacpp.reproducible``); "fastest": ``load(reproducible=False)``, every batch on the
 fastest kernels (logits that differ with the batch). Each is ``Model.generate`` of one token with
 ``cache_prompt=False`` (the whole prompt decoded), median of the rounds, the three interleaved in
 each round; the prompt is numbered lines of text. The greedy token of the three is given too.

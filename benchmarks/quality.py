@@ -24,7 +24,7 @@ Prompts: ``quality_prompts.py`` (four kinds, 30 or more each). For each prompt a
 
 localguide runs through ``Model.generate(stats=True)``; each peer as a llama.cpp sampler
 first in the same chain (top-k, top-p, min-p, temperature, dist), measured by the same
-``localguide.llama.invasiveness.Invasiveness`` in a loop here: llama.cpp's GBNF sampler
+``localguide.engines.llamacpp.invasiveness.Invasiveness`` in a loop here: llama.cpp's GBNF sampler
 (the same language written as GBNF; not for sql, which has no GBNF here), llguidance (the
 regex, or the same Lark grammar), outlines-core (regexes).
 """
@@ -48,9 +48,9 @@ import llama_cpp  # noqa: E402
 import localguide  # noqa: E402
 import peers  # noqa: E402
 from common import md_table, model_paths  # noqa: E402
-from localguide.llama.invasiveness import _TOKEN_DATA, Invasiveness  # noqa: E402
+from localguide.engines.llamacpp.invasiveness import _TOKEN_DATA, Invasiveness  # noqa: E402
 from localguide.protocol import MaskKind  # noqa: E402
-from localguide.llama.sampler import SamplerChain, Sampling  # noqa: E402
+from localguide.engines.llamacpp.sampler import SamplerChain, Sampling  # noqa: E402
 from quality_prompts import prompts  # noqa: E402
 
 MAX_TOKENS = {"json": 40, "fields": 40, "sql": 40, "midword": 64}  # (midword: room for the sentence)

@@ -45,7 +45,7 @@ from pathlib import Path
 from common import BENCH_ROOT, CLI_REGEX, GRAMMAR_BUDGET, GRAMMAR_MASKS, PATTERNS, ROOT, log, model_paths, note
 
 import localguide  # noqa: E402  (after common: it sets the cache directory)
-import localguide.llama.sampler as lg_sampler  # noqa: E402
+import localguide.engines.llamacpp.sampler as lg_sampler  # noqa: E402
 from localguide.regex.compile import warm_kernels  # noqa: E402
 
 import grammar_masks  # noqa: E402

@@ -25,8 +25,8 @@ import time
 from common import PATTERNS, PERSON_SCHEMA, PROMPTS, SAMPLING, log, md_table, model_paths
 
 import localguide
-from localguide.llama import sampler as sampler_mod
-from localguide.llama.sampler import SamplerChain, Sampling
+from localguide.engines.llamacpp import sampler as sampler_mod
+from localguide.engines.llamacpp.sampler import SamplerChain, Sampling
 
 CASES = {
     "words": ({"regex": PATTERNS["words"]}, PROMPTS["words"]),

@@ -37,7 +37,7 @@ from common import PATTERNS, PERSON_SCHEMA, PROMPTS, ROOT, SAMPLING, fmt, log, m
 import llama_cpp
 
 import localguide
-from localguide.llama.sampler import SamplerChain, Sampling
+from localguide.engines.llamacpp.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost
 from localguide.speculate.drafts import MAX_DRAFT
 

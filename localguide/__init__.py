@@ -4,10 +4,12 @@
     model = localguide.load()                      # the default model
     model.generate("Year of birth:", regex=r"(19|20)\\d{2}")
 
-The flow: Vocabulary → constraint → byte DFA → Index → Guide → llama.cpp sampler.
+The flow: Vocabulary → Constraint → byte DFA or grammar → Index → Guide → engine (llama.cpp) → text.
 """
 
-from . import threads as _threads
+from . import _moved, threads as _threads
+
+_moved.install()  # (the old import paths of moved modules)
 
 _threads.prepare()  # before anything loads llama.cpp: OpenMP reads its wait policy then
 
@@ -37,13 +39,13 @@ from .regex import compile_choice, compile_regex  # noqa: E402
 # a second of ``import localguide`` that a regex, or ``localguide --help``, does not pay).
 _LAZY = {"Constraint": "constraint", "GrammarError": "grammar", "compile_grammar": "grammar", "list_grammars": "grammar",
          "SchemaError": "json_schema", "UnsupportedSchemaError": "json_schema", "compile_json_schema": "json_schema",
-         "Model": "llama", "default_model_path": "llama", "load": "llama"}
+         "Model": "engines.llamacpp", "default_model_path": "engines.llamacpp", "load": "engines.llamacpp"}
 
 if TYPE_CHECKING:
     from .grammar import GrammarError, compile_grammar, list_grammars
     from .json_schema import SchemaError, UnsupportedSchemaError, compile_json_schema
     from .constraint import Constraint
-    from .llama import Model, default_model_path, load
+    from .engines.llamacpp import Model, default_model_path, load
 
 
 def __getattr__(name: str):

@@ -67,7 +67,7 @@ class _StatusLine:
             # Loading a model points fd 2 at /dev/null for a while (``quiet_llama``, against
             # llama.cpp's own lines): the status line, "loading the model..." first, writes on
             # where fd 2 pointed outside it.
-            from .quiet import stderr_fd
+            from .engines.llamacpp.quiet import stderr_fd
 
             fd = stderr_fd()
             if fd is not None:
@@ -593,7 +593,7 @@ class _Session:
     def _chat(self) -> dict:
         import json
 
-        from .llama.chat import ChatMessage
+        from .chat.conversation import ChatMessage
 
         content, reasoning, calls = [], [], []
         try:

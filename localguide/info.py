@@ -31,19 +31,11 @@ def kernels() -> tuple[int, int]:
     return found, total
 
 
-def backend() -> tuple[str, bool]:
-    """(llama.cpp's backends as its system info names them, whether it can offload layers to a GPU)."""
-    import llama_cpp
-
-    system = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-    names = [n for n in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "OpenCL", "BLAS") if n in system]
-    return ", ".join(["CPU"] + names), bool(llama_cpp.llama_supports_gpu_offload())
-
-
 def report() -> list[tuple[str, str]]:
     """The rows of ``localguide info``, as (what, value)."""
-    import llama_cpp
     import numba
+
+    from .engines.llamacpp.system import backend, library_version
 
     import localguide
     from .cache import cache_dir
@@ -58,7 +50,7 @@ def report() -> list[tuple[str, str]]:
     name, offload = backend()
     from . import threads
 
-    from .llama.reproducible import available
+    from .engines.llamacpp.reproducible import available
 
     chosen = threads.for_model()
     passive, said = threads.passive()
@@ -66,7 +58,7 @@ def report() -> list[tuple[str, str]]:
     mb = 1 << 20
     return [
         ("localguide", localguide.__version__),
-        ("llama-cpp-python", llama_cpp.__version__),
+        ("llama-cpp-python", library_version()),
         ("llama.cpp backend", name),
         ("GPU offload", "available" if offload else "not available (a CPU build of llama.cpp)"),
         ("threads", f"{chosen.n_threads} per token, {chosen.n_threads_batch} per batch ({chosen.why}; "
@@ -85,4 +77,4 @@ def report() -> list[tuple[str, str]]:
     ]
 
 
-__all__ = ["backend", "folder_size", "kernels", "report"]
+__all__ = ["folder_size", "kernels", "report"]

@@ -65,7 +65,7 @@ def _guides(model):
     yield "regex", localguide.compile_regex(r"\d+", v).guide()
     yield "schema", model.compile(json_schema={"type": "integer"}).guide(max_tokens=8)
     yield "grammar", localguide.compile_grammar("json", v).guide(max_tokens=16)
-    from localguide.llama.trigger import TriggerGuide
+    from localguide.guides.trigger import TriggerGuide
 
     yield "trigger", TriggerGuide(v, b"</think>", localguide.compile_regex(r"\d+", v), 32)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import cache, numba_tools
-from ..llama import candidates_kernels, native_kernels
+from ..engines.llamacpp import candidates_kernels, native_kernels
 from ..protocol import MaskKind
 from ..regex.compile import warm_kernels
 from ..vocabulary import Vocabulary

@@ -44,7 +44,7 @@ _started = False
 
 def kernels() -> list:
     """Every grammar kernel that Python calls (their callees are compiled into them)."""
-    from ..llama import candidates_kernels, native_kernels
+    from ..engines.llamacpp import candidates_kernels, native_kernels
     from . import arena_kernels, lexer_kernels, masks_kernels, trees_kernels
 
     return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,

@@ -125,7 +125,7 @@ class Guide:
         return len(allowed) == 0 or (
             len(allowed) <= len(self.index.stop_ids) and bool(np.all(np.isin(allowed, self.index.stop_ids))))
 
-    # -- the native sampler path (``localguide.llama.native_kernels``) -------------------------------
+    # -- the native sampler path (``localguide.engines.llamacpp.native_kernels``) -------------------------------
     def native_block(self) -> np.ndarray:
         """This cursor as a guide block for the native llama.cpp sampler (an int64 array)."""
         ix = self.index

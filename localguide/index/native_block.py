@@ -1,6 +1,6 @@
 """The layout of a guide block: an Index guide's cursor as the native llama.cpp sampler reads it.
 
-``Guide.native_block()`` writes one; ``localguide.llama.native_kernels`` runs it.
+``Guide.native_block()`` writes one; ``localguide.engines.llamacpp.native_kernels`` runs it.
 """
 
 # --- native sampler: llama.cpp calls these directly, no Python per token --------------

@@ -1,6 +1,18 @@
-"""The bridge into llama.cpp: the model, the generation loop and the sampler that applies a guide's masks."""
+"""The old path of the llama.cpp engine (``localguide.engines.llamacpp``), the chat layer
+(``localguide.chat``) and the guide combinators (``localguide.guides``): each old module
+name still imports, as the module at its new place (``localguide._moved``)."""
 
-from .model import Model, default_model_path, load
-from .sampler import GuideSampler, SamplerChain, Sampling
+import importlib
 
-__all__ = ["GuideSampler", "Model", "SamplerChain", "Sampling", "default_model_path", "load"]
+from .._moved import MOVED
+
+
+def __getattr__(name: str):
+    new = MOVED.get(f"{__name__}.{name}")
+    if new is not None:
+        return importlib.import_module(new)
+    engine = importlib.import_module("localguide.engines.llamacpp")
+    try:
+        return getattr(engine, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

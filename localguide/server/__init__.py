@@ -23,15 +23,13 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
     a folder whose ``.lark``/``.gbnf`` files requests may name and ``%import`` (beside the shipped
     ones; a request never names a path)."""
     from .app import Server
-    from .engine import BatchEngine, SerialEngine
+    from ..engines.llamacpp.batch import BatchEngine, SerialEngine
 
     if parallel < 1:
         raise ValueError("parallel must be at least 1")
-    import llama_cpp
-
-    context = n_ctx or llama_cpp.llama_n_ctx(model.llama.ctx)
-    if parallel == 1 and context > llama_cpp.llama_n_ctx(model.llama.ctx):
-        raise ValueError(f"n_ctx {context} is over the model's context ({llama_cpp.llama_n_ctx(model.llama.ctx)})")
+    context = n_ctx or model.context_size
+    if parallel == 1 and context > model.context_size:
+        raise ValueError(f"n_ctx {context} is over the model's context ({model.context_size})")
     engine = SerialEngine(model, context) if parallel == 1 else BatchEngine(model, parallel, context)
     limits = Limits(max_tokens=min(max_tokens, context), default_max_tokens=min(default_max_tokens, context // 2),
                     context=context, compile_timeout=compile_timeout)

@@ -171,7 +171,7 @@ _PROMPT_TEXT = ("messages", "prompt", "tools", "after", "stop")
 
 def _texts(body: dict) -> None:
     """Every string of the body (keys too) valid Unicode; the prompt's text without NUL."""
-    from ..llama.plain import TextError, check_text
+    from ..chat.plain import TextError, check_text
 
     try:
         for key, value in body.items():

@@ -34,15 +34,15 @@ from ..constraint import Constraint
 from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
                       SchemaError)
-from ..llama.chat import ChatError, ChatRun
-from ..llama.plain import TextError
-from ..llama.stops import StopText
-from ..llama.template import ChatTemplateError
-from ..llama.tools import ToolError
+from ..chat.conversation import ChatError, ChatRun
+from ..chat.plain import TextError
+from ..guides.stops import StopText
+from ..chat.template import ChatTemplateError
+from ..chat.tools import ToolError
 from ..lru import BoundedCache
 from .api import ApiError, Job, Limits, parse_chat, parse_completion
 from .body import plain_text, read_body
-from .engine import Work
+from ..engines.llamacpp.batch import Work
 
 MAX_BODY = 4 * 1024 * 1024
 # (bodies past this many bytes are read one at a time: reading one takes a core for up to a second,

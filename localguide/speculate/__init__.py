@@ -1,7 +1,7 @@
 """Speculative decoding from the constraint (DOMINO §3.6): drafts and the count model.
 
 ``Drafter`` proposes the tokens that likely come next (forced text, learned counts);
-``localguide.llama.loop`` verifies them in one decode. ``CountModel`` keeps the counts
+``localguide.engines.llamacpp.loop`` verifies them in one decode. ``CountModel`` keeps the counts
 per compiled constraint and model, in the cache directory.
 """
 

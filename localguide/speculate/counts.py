@@ -9,7 +9,7 @@ Beside the state alone, counts are kept per state and the 1 to ``ORDER`` tokens 
 before it: inside a string or a number the state says little (every letter of a name leaves
 the automaton where it was), the tokens before it say which name it is. A guess comes from the
 longest such context seen, else from the state alone; each length keeps its own calibration.
-A context is counted once per generation (``localguide.llama.loop``), so that a text going
+A context is counted once per generation (``localguide.engines.llamacpp.loop``), so that a text going
 round in circles does not make it look certain to the next generation.
 
 Bounded: at most ``max_states`` states and ``max_tokens`` tokens per state (the rarest

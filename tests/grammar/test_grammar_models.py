@@ -14,7 +14,7 @@ os.environ.setdefault("LOCALGUIDE_CACHE_DIR", tempfile.mkdtemp(prefix="localguid
 
 import localguide  # noqa: E402
 from localguide.grammar import compile_grammar, list_grammars  # noqa: E402
-from localguide.llama.sampler import Sampling  # noqa: E402
+from localguide.engines.llamacpp.sampler import Sampling  # noqa: E402
 
 SAMPLES = {
     "json": ['{"name": "Alice", "age": 30, "tags": ["a", "b"], "nested": {"x": 1.5e3, "y": null}}',

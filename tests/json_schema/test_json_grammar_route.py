@@ -147,7 +147,7 @@ def test_generation_and_cache(model):
     for seed in range(2):
         guide = idx.guide(max_tokens=96)
         prompt = model.tokenize_prompt("A JSON object with a few fields:\n")
-        from localguide.llama.sampler import Sampling
+        from localguide.engines.llamacpp.sampler import Sampling
 
         toks = list(model.generate_tokens(prompt, guide, 96, Sampling(temperature=1.0, seed=seed)))
         text = b"".join(model.vocabulary[t] for t in toks).decode()

@@ -7,7 +7,7 @@ What "exact" means here, and how it is checked without trusting the implementati
   same tokens. So given the logits, the speculative loop samples exactly as the classic
   loop; the only way the two can differ is the logits themselves.
 - *Same seed*: speculation on and off give the same text: a position's logits are bitwise the
-  same in a batch as alone (``load``'s default, ``localguide.llama.reproducible``).
+  same in a batch as alone (``load``'s default, ``localguide.engines.llamacpp.reproducible``).
 - *Distribution*: at temperature 1, where drafts are often rejected, the outputs' frequencies
   with and without speculation pass a chi-square test of homogeneity at significance 0.001.
 - *KV cache*: after a rejected draft, the next logits are bitwise a fresh one-token-at-a-time
@@ -29,9 +29,9 @@ import pytest
 
 import localguide
 from localguide import cache
-from localguide.llama.sampler import SamplerChain, Sampling
+from localguide.engines.llamacpp.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost
-from localguide.llama import loop
+from localguide.engines.llamacpp import loop
 from localguide.speculate.counts import MIN_PAUSE, PROBE_DRAFTS, Calibration
 from conftest import FreeDecodes, costing
 
@@ -433,7 +433,7 @@ def test_drafting_pauses_where_it_does_not_pay(model, trained, monkeypatch):
         offered.append((counts.calibration.probing, len(probs)))
         return chosen(probs, *args, **kwargs)
 
-    monkeypatch.setattr("localguide.llama.loop.choose_length", choose_length)
+    monkeypatch.setattr("localguide.engines.llamacpp.loop.choose_length", choose_length)
     try:
         for name, cost in (("free", FreeDecodes()), ("dear", DearDecodes()), ("untimed", UntimedDearDecodes())):
             counts.calibration = Calibration(counts.calibration.forced_rate)

