@@ -3,7 +3,7 @@
 A laptop is never idle. Each level starts that many background processes, each a plain Python
 loop busy on one core, runs ``speculation.py``'s rounds (unconstrained, speculation off, on and
 fast-forward, the same seeds, the mode order rotated) on the library's defaults (threads and
-OpenMP's wait policy as ``localguide.threads`` chooses them), and always stops its processes.
+OpenMP's wait policy as ``localguide.runtime.threads`` chooses them), and always stops its processes.
 Reported per model, case and level: defaults / unconstrained, defaults / ``speculate=False``
 (tokens/s over all rounds), tokens per decode and the unconstrained tokens/s.
 

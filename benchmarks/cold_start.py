@@ -126,7 +126,7 @@ def run_fresh(argv: list[str], timeout: float = 900.0) -> tuple[dict | None, flo
     """(the child's JSON, wall seconds, stderr tail) of a fresh process with empty caches.
 
     A grammar's first use starts compiling the grammar kernels in a background process
-    (``localguide.grammar.warmup``): it is waited for, so that it never runs beside the next
+    (``localguide.runtime.warmup``): it is waited for, so that it never runs beside the next
     case, and the child's JSON gains ``kernels_ready_s`` (from the child's start to the warm-up's
     marker) and ``warmup_rss_mb`` (its peak RSS)."""
     tmp = Path(tempfile.mkdtemp(prefix="localguide-cold-"))

@@ -30,7 +30,7 @@ if BENCH_ROOT.name.startswith("localguide-bench-"):  # (its caches and kernels: 
 os.environ.setdefault("LOCALGUIDE_COMPILE", "foreground")
 
 import localguide  # noqa: E402
-from localguide import numba_cache  # noqa: E402
+from localguide.runtime import numba_cache  # noqa: E402
 
 # The kernels stay in the user's numba cache (decided at import, and handed to the MaskBench workers
 # and the compile section's children): a temporary one would time numba compiling them, in the

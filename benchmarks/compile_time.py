@@ -11,7 +11,7 @@ import numpy as np
 import localguide
 from localguide.regex import regex_to_dfa
 import peers
-import localguide.cache
+import localguide.runtime.cache
 from common import BENCH_ROOT, PATTERNS, log, median
 
 
@@ -21,7 +21,7 @@ def timed(fn, repeats, budget_s=3.0):
     """Median time of ``fn()`` over ``repeats`` calls (fewer once ``budget_s`` is spent)."""
     ts = []
     for _ in range(repeats):
-        localguide.cache.flush()  # no background cache write from the previous call overlaps
+        localguide.runtime.cache.flush()  # no background cache write from the previous call overlaps
         gc.collect()
         t0 = time.perf_counter()
         fn()
@@ -75,7 +75,7 @@ def bench_compile(model, cfg, notes, out):
         row["dfa"] = timed(lambda: (regex_to_dfa.cache_clear(), regex_to_dfa(pattern)), cfg.compile_reps)
 
         def cached():
-            localguide.cache.flush()  # on disk, not served from memory
+            localguide.runtime.cache.flush()  # on disk, not served from memory
             regex_to_dfa.cache_clear()  # as in a new process
             v = localguide.Vocabulary.from_gguf(model.path)  # fingerprint not computed yet
             t0 = time.perf_counter()

@@ -93,7 +93,7 @@ def tools_case(model) -> dict:
         t = time.perf_counter()
         model.compile(json_schema=schema, strict=True)
         cold = time.perf_counter() - t
-        from localguide import cache
+        from localguide.runtime import cache
         from localguide.index import Index
 
         g = model.compile(json_schema=schema, strict=True).guide(max_tokens=64)

@@ -77,13 +77,13 @@ def _warm() -> float:
     """After ``_cold``: wait for the whole Index (a lazy one builds in the background), then
     compile again from the disk cache, as a new process would, up to the first mask."""
     import localguide
-    import localguide.cache
+    import localguide.runtime.cache
 
     global _LAST
     schema, index = _LAST
     if hasattr(index, "index"):
         index.index()
-    localguide.cache.flush()
+    localguide.runtime.cache.flush()
     # A new process holds neither the cold index nor its garbage: a collection that the warm
     # compile's allocations would trigger would otherwise walk them (20 ms on a large grammar).
     _LAST = index = None

@@ -54,7 +54,7 @@ def measure(path: Path, n: int, budget: bool) -> dict:
             continue
         if not isinstance(idx, GrammarIndex):
             continue
-        localguide.cache.flush()
+        localguide.runtime.cache.flush()
         sources._COMPILED.clear()  # (as a new process: the index from its cache file)
         idx = localguide.compile_json_schema(d["schema"], model.vocabulary)
         docs = [json.dumps(t["data"]) for t in d["tests"] if t["valid"]]

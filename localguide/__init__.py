@@ -7,15 +7,16 @@
 The flow: Vocabulary → Constraint → byte DFA or grammar → Index → Guide → engine (llama.cpp) → text.
 """
 
-from . import _moved, threads as _threads
+from . import _moved
+from .runtime import threads as _threads
 
 _moved.install()  # (the old import paths of moved modules)
 
 _threads.prepare()  # before anything loads llama.cpp: OpenMP reads its wait policy then
 
 from ._version import __version__  # noqa: E402
-from .numba_cache import install as _install_kernel_cache  # noqa: E402
-from .progress import watch_kernel_compiles as _watch_kernel_compiles  # noqa: E402
+from .runtime.numba_cache import install as _install_kernel_cache  # noqa: E402
+from .runtime.progress import watch_kernel_compiles as _watch_kernel_compiles  # noqa: E402
 
 _install_kernel_cache()  # before any kernel module is imported: numba picks a cache per function then
 _watch_kernel_compiles()
@@ -49,11 +50,14 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
+    import importlib
+
+    moved = _moved.MOVED.get(f"{__name__}.{name}")
+    if moved is not None:  # (``localguide.cache`` and the other old module paths)
+        return importlib.import_module(moved)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'localguide' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

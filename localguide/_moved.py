@@ -29,6 +29,20 @@ MOVED = {
     "localguide.llama.tools": "localguide.chat.tools",
     "localguide.llama.partial_json": "localguide.chat.partial_json",
     "localguide.llama.plain": "localguide.chat.plain",
+    "localguide.cache": "localguide.runtime.cache",
+    "localguide.lru": "localguide.runtime.lru",
+    "localguide.numba_tools": "localguide.runtime.numba_tools",
+    "localguide.numba_cache": "localguide.runtime.numba_cache",
+    "localguide.progress": "localguide.runtime.progress",
+    "localguide.held": "localguide.runtime.held",
+    "localguide.gcpause": "localguide.runtime.gcpause",
+    "localguide.slabs": "localguide.runtime.slabs",
+    "localguide.threads": "localguide.runtime.threads",
+    "localguide.packing": "localguide.runtime.packing",
+    "localguide.grammar.warmup": "localguide.runtime.warmup",
+    "localguide.grammar.rehearsal": "localguide.engines.llamacpp.rehearsal",
+    "localguide.compile_workers": "localguide.server.compile_workers",
+    "localguide.info": "localguide.cli.info",
 }
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cache
+from .runtime import cache
 from .errors import ModelFileError
-from .progress import stage
+from .runtime.progress import stage
 
 
 class Trie:
@@ -37,7 +37,7 @@ class Trie:
         when made already."""
         from . import vocabulary_kernels as kernels
         from . import vocabulary_numpy
-        from .numba_tools import compiled
+        from .runtime.numba_tools import compiled
 
         rows = vocabulary_numpy.sorted_rows(flat, offsets) if rows is None else rows
         order = rows.order.astype(np.int32)

@@ -3,7 +3,7 @@
 ``LOCALGUIDE_CACHE_DIR`` is pointed at a fresh session directory before any fixture
 that compiles or reads a vocabulary runs, so the user's cache of indexes is never touched and
 every run starts cold. numba's machine code for the kernels is the exception: it goes where
-``import localguide`` puts it (``localguide.numba_cache``), keyed by version and CPU, as numba's
+``import localguide`` puts it (``localguide.runtime.numba_cache``), keyed by version and CPU, as numba's
 own ``__pycache__`` would keep it, and the processes the tests start load it from there.
 Loading a model takes about half a second: one per session.
 """

@@ -327,7 +327,7 @@ out = {"regex": m.generate("Year:", regex=r"(19|20)\d{2}", max_tokens=6, seed=1)
        "bounded": m.generate("JSON:", json_schema=schema, max_recursion=3, max_tokens=40, seed=2),  # (an Index)
        "grammar": m.generate("1+1=", grammar="arithmetic", max_tokens=12, seed=3),
        "free": m.generate("Hi", max_tokens=3, seed=4)}
-localguide.cache.flush()
+localguide.runtime.cache.flush()
 print(json.dumps(out))
 """
 
@@ -344,7 +344,7 @@ def test_random_bit_flips_in_every_cache_file_are_caught(tmp_path, smollm2_path)
     import subprocess
     import sys
 
-    from localguide import cache
+    from localguide.runtime import cache
 
     env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path))
     env.pop("LOCALGUIDE_COMPILE", None)
@@ -385,7 +385,7 @@ def test_random_bit_flips_in_every_cache_file_are_caught(tmp_path, smollm2_path)
 def test_a_file_of_an_earlier_format_is_replaced_without_a_warning(tmp_path):
     import warnings
 
-    from localguide import cache
+    from localguide.runtime import cache
 
     path = tmp_path / f"x{cache.SUFFIX}"
     cache.save(path, {"a": np.arange(5)})
@@ -401,7 +401,7 @@ def test_a_file_of_an_earlier_format_is_replaced_without_a_warning(tmp_path):
 # -- bounds (issue: reliability) -------------------------------------------------------------------
 
 def test_bounded_cache_keeps_the_most_recent_within_entries_and_bytes():
-    from localguide.lru import BoundedCache
+    from localguide.runtime.lru import BoundedCache
 
     c = BoundedCache(entries=3, max_bytes=1000)
     for i in range(5):
@@ -424,7 +424,7 @@ def test_the_folder_is_pruned_to_its_bound(tmp_path, monkeypatch):
     import os
     import time
 
-    from localguide import cache
+    from localguide.runtime import cache
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
     paths = []
@@ -451,7 +451,7 @@ def test_cache_info_and_clear_from_the_command_line(tmp_path, monkeypatch, smoll
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))
     localguide.compile_regex(r"[a-z]{3}\d", smollm2_vocab)
-    localguide.cache.flush()
+    localguide.runtime.cache.flush()
     r = CliRunner().invoke(app, ["cache", "info"])
     assert r.exit_code == 0 and str(tmp_path) in r.stdout and "regex" in r.stdout
     r = CliRunner().invoke(app, ["cache", "clear"])

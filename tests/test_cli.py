@@ -128,7 +128,7 @@ def test_info_reports_versions_backend_model_and_caches(tmp_path):
     import llama_cpp
 
     import localguide
-    from localguide.info import kernels
+    from localguide.cli.info import kernels
 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path), COLUMNS="40")

@@ -1,4 +1,4 @@
-"""Compile workers (``localguide.compile_workers``): a constraint compiled in a worker process
+"""Compile workers (``localguide.server.compile_workers``): a constraint compiled in a worker process
 lands in the disk cache, where this process loads it without compiling; a compile's error comes
 back as its own type; a compile past its deadline kills its worker, and a fresh one serves the
 next compile. One real worker over SmolLM2's vocabulary."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from localguide import cache
-from localguide.compile_workers import CompileTimeout, CompileWorkers
+from localguide.runtime import cache
+from localguide.server.compile_workers import CompileTimeout, CompileWorkers
 from localguide.constraint import compile_constraint
 from localguide.errors import PatternError, SchemaError
 

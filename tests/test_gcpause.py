@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from localguide.gcpause import paused
+from localguide.runtime.gcpause import paused
 
 
 def test_nested_and_restored():

@@ -1,4 +1,5 @@
-"""The package's import graph, read from the source (imports inside functions included): no cycles."""
+"""The package's import graph, read from the source (imports inside functions included): no cycles, no
+import of a layer above, llama_cpp imported by the llama.cpp engine alone."""
 
 from __future__ import annotations
 
@@ -89,3 +90,56 @@ def test_the_graph_sees_imports_inside_functions():
 def test_no_module_of_the_package_imports_itself_back():
     found = cycles(graph())
     assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+# The layers, top to bottom: a module imports from its own layer and those below it, never above.
+LAYERS = [
+    ("the package and its commands", ["localguide", "localguide.cli", "localguide.llama",
+                                      "localguide._moved"]),
+    ("the server", ["localguide.server", "localguide.compile_workers"]),
+    ("the llama.cpp engine", ["localguide.engines"]),
+    ("conversations", ["localguide.chat"]),
+    ("guide combinators and drafts", ["localguide.guides", "localguide.speculate"]),
+    ("the constraint", ["localguide.constraint"]),
+    ("JSON Schema", ["localguide.json_schema"]),
+    ("grammars", ["localguide.grammar", "localguide.grammars"]),
+    ("regexes", ["localguide.regex"]),
+    ("indexes", ["localguide.index"]),
+    ("automata", ["localguide.automaton"]),
+    ("the vocabulary and the protocol", ["localguide.vocabulary", "localguide.vocabulary_kernels",
+                                         "localguide.vocabulary_numpy", "localguide.protocol", "localguide.distance",
+                                         "localguide.sampling", "localguide.errors"]),
+    ("runtime services", ["localguide.runtime", "localguide._version"]),
+]
+# Reached from below on purpose, each for one reason:
+UPWARD = {
+    ("localguide.vocabulary", "localguide.engines.llamacpp.gguf"),  # Vocabulary.from_gguf: llama.cpp reads the file
+}
+
+
+def layer(module: str) -> int:
+    best, found = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, found = len(p), i
+    assert found is not None, f"{module} is in no layer: add it to LAYERS"
+    return found
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    up = [f"{a} -> {b}" for a, bs in graph().items() for b in sorted(bs)
+          if layer(b) < layer(a) and (a, b) not in UPWARD]
+    assert up == [], "imports of a layer above: " + "; ".join(up)
+
+
+def test_only_the_engine_folder_imports_llama_cpp():
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "llama_cpp" or n.startswith("llama_cpp.") for n in names):
+                found.append(name)
+    outside = sorted({n for n in found if not n.startswith("localguide.engines.llamacpp")})
+    assert found and outside == [], f"llama_cpp imported outside localguide.engines.llamacpp: {outside}"

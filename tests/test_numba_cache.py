@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import localguide
-from localguide import numba_cache
+from localguide.runtime import numba_cache
 from localguide.index import build_kernels
 
 ROOT = Path(__file__).resolve().parents[1]

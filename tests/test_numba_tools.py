@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localguide.numba_tools import _argsort_stable, _copy_into, _copy_rows, _max_of, _sort_ints
+from localguide.runtime.numba_tools import _argsort_stable, _copy_into, _copy_rows, _max_of, _sort_ints
 from numba import njit
 
 ints = st.lists(st.integers(-(2 ** 40), 2 ** 40), max_size=200)

@@ -1,4 +1,4 @@
-"""The cache's small forms (``localguide.packing``, ``grammar.packed``): whatever they are given,
+"""The cache's small forms (``localguide.runtime.packing``, ``grammar.packed``): whatever they are given,
 they give back exactly."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localguide import packing
+from localguide.runtime import packing
 from localguide.grammar import packed as grammar_packed
 
 

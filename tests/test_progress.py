@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import localguide
-from localguide import progress
+from localguide.runtime import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 

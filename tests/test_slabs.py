@@ -6,7 +6,7 @@ import gc
 
 import numpy as np
 
-from localguide.slabs import Slabs, _slab
+from localguide.runtime.slabs import Slabs, _slab
 
 
 def test_arrays_are_zeroed_and_disjoint_across_slabs():

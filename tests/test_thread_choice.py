@@ -10,7 +10,7 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
-from localguide.threads import Threads, choose
+from localguide.runtime.threads import Threads, choose
 
 
 @pytest.mark.parametrize("cpus, passive, expected", [

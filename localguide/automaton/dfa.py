@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..numba_tools import compiled
+from ..runtime.numba_tools import compiled
 from .minimize_kernels import minimize_dfa, py_minimize_dfa
 from .utf8 import utf8_sequences
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numba_tools import _counting_order
+from ..runtime.numba_tools import _counting_order
 
 # --- DFA minimization ----------------------------------------------------------
 #

@@ -28,7 +28,7 @@ from .arena_kernels import (
     DF_ALLOWED, META_KEYS, META_SETS, META_INITIAL,
 )
 from ..distance import UNREACHABLE
-from ..numba_tools import read_only
+from ..runtime.numba_tools import read_only
 from .earley import int_words
 
 MAX_RULES = 10_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from ..numba_tools import _bare, _grow, _sort_ints, _voidptr
+from ..runtime.numba_tools import _bare, _grow, _sort_ints, _voidptr
 
 # --- grammar masks: Earley sets and the tree walk, compiled ----------------------
 #

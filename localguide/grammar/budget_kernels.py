@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _grow, _lowest_bit, _sort_ints
+from ..runtime.numba_tools import _grow, _lowest_bit, _sort_ints
 from .arena_kernels import (
     AR_AFTER, AR_FINISH, AR_FINISH_DONE, AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, BG_BEST_LEN,
     BG_DCOST, BG_IS_PRED, BG_IT_OFF, BG_ITEM_LHS, BG_ITEMS, BG_LEXEME_ENDS, BG_NEXT_SYM, BG_PARAMS,

@@ -28,7 +28,8 @@ import numpy as np
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
 from ..protocol import Mask, MaskKind
-from . import arena, warmup
+from . import arena
+from ..runtime import warmup
 from .cfg import CFG, Terminal
 from .earley import DFA_KEYS, Grammar
 from .lexer import Scanner

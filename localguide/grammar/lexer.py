@@ -26,7 +26,8 @@ from functools import cached_property
 import numpy as np
 
 from ..distance import byte_distances
-from . import lexer_kernels as kernels, warmup
+from . import lexer_kernels as kernels
+from ..runtime import warmup
 from .earley import Grammar
 from ..errors import GrammarError
 from .rows import Rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numba_tools import _copy_into, _copy_rows, _grow, _sort_ints
+from ..runtime.numba_tools import _copy_into, _copy_rows, _grow, _sort_ints
 
 # --- grammar scanner: subset construction over terminal readings -----------------
 

@@ -27,11 +27,12 @@ import threading
 
 import numpy as np
 
-from . import trees_kernels, trees_numpy, warmup
-from ..numba_tools import read_only
-from ..progress import stage
+from . import trees_kernels, trees_numpy
+from ..runtime import warmup
+from ..runtime.numba_tools import read_only
+from ..runtime.progress import stage
 from ..protocol import bits_ids  # noqa: F401 - (the grammar modules read it from here)
-from ..slabs import Slabs
+from ..runtime.slabs import Slabs
 
 MAX_READINGS = 256
 
@@ -593,7 +594,7 @@ class MaskEngine:
         if not self._core_tried:
             if not warmup.ready(warmup.MASKS):
                 return None  # the Python walks answer until the kernels are compiled (``warmup``)
-            from ..gcpause import paused
+            from ..runtime.gcpause import paused
             from .arena import CompiledMasks, seed_arrays
 
             with paused():  # exploring the ε-DFA allocates like a compile (up to 20,000 states)

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _copy_into, _grow, _lowest_bit, _release, _sort_ints, _work, _work_grown
+from ..runtime.numba_tools import _copy_into, _grow, _lowest_bit, _release, _sort_ints, _work, _work_grown
 from .arena_kernels import (
     AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, DF_IGNORED, EARLEY_GROW, EARLEY_NEED_TREE,
     EARLEY_UNRESOLVED, META_INITIAL, TR_R_ACC, TR_R_TERM, _ctx_tables, _feed_slot, earley_feed, earley_intern,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import packing
+from ..runtime import packing
 
 
 def pack(arrays: dict) -> dict:

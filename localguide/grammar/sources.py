@@ -3,7 +3,7 @@
 ``compile_grammar(grammar, vocabulary)`` resolves the argument, converts it to the
 internal form and compiles it. Compiled grammars are kept in memory per (grammar
 text, options, vocabulary), so a second compile returns the same object, masks
-already computed included, and on disk (``localguide.cache``, one file per
+already computed included, and on disk (``localguide.runtime.cache``, one file per
 grammar text hash, options and vocabulary fingerprint), so a new process loads the
 scanner and the subterminal trees instead of building them.
 """
@@ -14,9 +14,9 @@ import hashlib
 import os
 from pathlib import Path
 
-from .. import cache
-from ..lru import BoundedCache
-from ..progress import stage
+from ..runtime import cache
+from ..runtime.lru import BoundedCache
+from ..runtime.progress import stage
 from . import packed
 from .compiled import FORMAT, GrammarIndex
 from .shipped import is_gbnf, list_grammars
@@ -90,7 +90,7 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
 
     ``lazy``: on a cache miss, return once the scanner is built; each subterminal tree
     is built when a mask first needs it, while a background thread builds the rest and
-    then writes the cache file (``localguide.cache.flush()`` waits for it). False: build
+    then writes the cache file (``localguide.runtime.cache.flush()`` waits for it). False: build
     everything first.
 
     A grammar whose only sentence is the empty text (Lark ``start:``) compiles to the
@@ -147,7 +147,7 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
     """The ``GrammarIndex`` of ``make_cfg()`` (a normalized CFG), from the disk cache at ``path``
     when there; else built (``lazy``: trees on demand, the rest and the file in the background).
     ``seed``: the file holds the arena seed (``GrammarIndex.arrays``)."""
-    from ..gcpause import paused
+    from ..runtime.gcpause import paused
 
     with paused():
         got: dict = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..numba_tools import (
+from ..runtime.numba_tools import (
     _argsort_stable, _copy_rows, _counting_order, _radix_sort, _release, _sort_ints, _work, _work2, _work_grown,
 )
 

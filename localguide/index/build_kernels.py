@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..numba_tools import _copy_into, _lowest_bit, _max_of
+from ..runtime.numba_tools import _copy_into, _lowest_bit, _max_of
 
 # --- index construction --------------------------------------------------------
 

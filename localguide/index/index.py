@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import cache
+from ..runtime import cache
 from ..automaton import ByteDFA
 from ..distance import UNREACHABLE
 from ..errors import EmptyLanguageError
-from ..progress import stage
+from ..runtime.progress import stage
 from ..protocol import Mask, MaskKind
 from ..vocabulary import Vocabulary
-from ..numba_tools import compiled
+from ..runtime.numba_tools import compiled
 from . import build_kernels as kernels
 from . import build_numpy, packed
 

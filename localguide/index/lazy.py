@@ -28,7 +28,7 @@ from ..distance import UNREACHABLE
 from ..errors import BudgetError, TokenNotAllowedError, as_token, check_max_tokens
 from ..protocol import Mask, MaskKind, unwind
 from ..vocabulary import Vocabulary
-from ..numba_tools import compiled
+from ..runtime.numba_tools import compiled
 from . import build_kernels as kernels
 from . import build_numpy
 from .guide import Guide
@@ -310,7 +310,7 @@ def warm_kernels(dfa: ByteDFA) -> None:
     """Compile (or load from numba's cache) the trie and index kernels now, on a tiny vocabulary and
     ``dfa`` (made as constraints make theirs, so the specializations are the ones later calls use):
     small automata otherwise take the numpy path (the same arrays) until a large one has compiled them."""
-    from ..numba_tools import kernels_only
+    from ..runtime.numba_tools import kernels_only
     from .index import build_arrays
 
     vocabulary = Vocabulary.from_tokens([b"", b"a", b"ab", b"b"], [0])

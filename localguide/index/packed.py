@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..packing import pack_sorted, positions_ok, unpack_sorted
+from ..runtime.packing import pack_sorted, positions_ok, unpack_sorted
 
 # stored as the in-memory Index has them (one entry per state or per mask)
 PLAIN = ("state_mask", "mask_offsets", "excl_offsets", "next_offsets", "accepting", "distance",

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError, UnsupportedSchemaError, json_pointer
-from ..progress import stage
+from ..runtime.progress import stage
 from ..regex.ast import EMPTY, Node
 from ..regex.dfa_ast import auto_tree
 from ..regex.emit import to_regex
@@ -307,7 +307,7 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     the background (``.index()`` waits for it). ``lazy``: True or False forces the choice;
     None (the default) makes it for automata of more than ``LAZY_STATES`` states. A schema
     on the grammar route (below) is lazy unless ``lazy`` is False: its subterminal trees
-    are built when first needed, the rest in the background (``localguide.cache.flush()``
+    are built when first needed, the rest in the background (``localguide.runtime.cache.flush()``
     waits for them and the cache file).
 
     ``strict``: objects that list properties allow no others unless the schema says so
@@ -323,12 +323,12 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
     ``resources``: other schema documents by URI, for ``$ref`` to them. ``max_states``:
     the automaton budget; past it the schema goes to the grammar engine (a ``GrammarIndex``,
     see ``build_automaton``). Python's cycle collector is paused while it compiles
-    (``localguide.gcpause``).
+    (``localguide.runtime.gcpause``).
 
     Raises ``UnsupportedSchemaError`` (listing every keyword that cannot be honoured,
     with its JSON pointer) or ``SchemaError``.
     """
-    from ..gcpause import paused
+    from ..runtime.gcpause import paused
 
     with paused(), deep_recursion():
         return _compile_json_schema(schema, vocabulary, strict=strict, whitespace=whitespace,
@@ -338,7 +338,7 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
 
 def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursion, any_depth, max_length,
                          max_items, resources, max_states, lazy):
-    from .. import cache
+    from ..runtime import cache
     from ..index import Index
     from ..index.lazy import LazyIndex, lazy_possible
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..automaton import ByteDFA, minimize
 from ..automaton.utf8 import utf8_sequences
-from ..numba_tools import compiled
+from ..runtime.numba_tools import compiled
 from .ast import EMPTY, Alt, Auto, Cls, Lit, Node, Rep, Seq
 from .subset_kernels import py_subset_dfa, subset_dfa
 

@@ -7,7 +7,7 @@ import numpy as np
 from ..automaton import minimize
 from ..index import Index
 from ..index.lazy import warm_kernels as warm_index_kernels
-from ..numba_tools import kernels_only
+from ..runtime.numba_tools import kernels_only
 from ..vocabulary import Vocabulary
 from .ast_dfa import ast_to_dfa
 from .parser import match_node, regex_to_dfa

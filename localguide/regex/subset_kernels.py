@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from ..automaton.minimize_kernels import _byte_classes
-from ..numba_tools import _copy_into, _copy_rows, _grow
+from ..runtime.numba_tools import _copy_into, _copy_rows, _grow
 
 # --- subset construction over sub-automaton instances (JSON Schema) ---------------
 #

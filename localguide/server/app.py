@@ -3,7 +3,7 @@
 A request's body is read on the event loop, then checked (``api``) and prepared (messages
 rendered, the constraint compiled through a cache bounded in entries and bytes) in a thread, so
 that the event loop, ``/health`` included, never waits on either. A constraint not in the cache
-compiles in a worker process (``localguide.compile_workers``), within ``compile_timeout``
+compiles in a worker process (``localguide.server.compile_workers``), within ``compile_timeout``
 counted from when a worker takes it; the request is then queued to the engine, whose thread
 sends its tokens back to the request's event loop. A client that goes away cancels its
 request: the engine frees its sequence at its next step.
@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..compile_workers import CompileTimeout, CompileWorkers
+from .compile_workers import CompileTimeout, CompileWorkers
 from ..constraint import Constraint
 from ..grammar.confined import Confined
 from ..errors import (BudgetError, EmptyLanguageError, GrammarError, LocalguideError, PatternError,
@@ -39,7 +39,7 @@ from ..chat.plain import TextError
 from ..guides.stops import StopText
 from ..chat.template import ChatTemplateError
 from ..chat.tools import ToolError
-from ..lru import BoundedCache
+from ..runtime.lru import BoundedCache
 from .api import ApiError, Job, Limits, parse_chat, parse_completion
 from .body import plain_text, read_body
 from ..engines.llamacpp.batch import Work

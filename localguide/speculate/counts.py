@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import cache
+from ..runtime import cache
 from .lookup import MAX_MATCH, MIN_MATCH
 
 FORMAT = "1"

@@ -17,8 +17,10 @@ import pytest
 from conftest import tokenize
 from test_grammar_formats import SAMPLES
 
-from localguide import numba_tools
-from localguide.grammar import rehearsal, sources, warmup
+from localguide.runtime import numba_tools
+from localguide.engines.llamacpp import rehearsal
+from localguide.grammar import sources
+from localguide.runtime import warmup
 from localguide.grammar.cfg import normalize
 from localguide.grammar.compiled import GrammarIndex
 
@@ -119,7 +121,7 @@ for name in sys.argv[1:]:
     g.advance(int(m[0]))
     g.allowed_token_ids()
     out["core"].append(localguide.compile_grammar(name, v).engine.core is not None)
-localguide.cache.flush()
+localguide.runtime.cache.flush()
 out["compiles"] = sorted({c for c in compiles if c.startswith("localguide")})
 print(json.dumps(out))
 """

@@ -261,7 +261,7 @@ def test_lazy_trees_give_the_masks_of_all_trees(model, name):
 
 
 def test_lazy_compile_writes_the_cache_when_complete(model, tmp_path, monkeypatch):
-    from localguide import cache
+    from localguide.runtime import cache
     from localguide.grammar import sources
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))

@@ -238,7 +238,7 @@ def test_budget_always_ends_complete(grammar, tokens):
 
 def test_disk_cache_roundtrip(tmp_path, monkeypatch):
     """A grammar loaded from the disk cache gives the same masks as the one built."""
-    from localguide import cache
+    from localguide.runtime import cache
     from localguide.grammar import sources
 
     monkeypatch.setenv("LOCALGUIDE_CACHE_DIR", str(tmp_path))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from localguide import cache
+from localguide.runtime import cache
 from packed_helpers import assert_same_arrays, format_schema
 from localguide.grammar import compile_grammar, packed
 from localguide.grammar.compiled import GrammarIndex

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localguide import cache
+from localguide.runtime import cache
 from packed_helpers import assert_same_arrays, format_schema
 from localguide.index import Index, packed
 from localguide.index.index import build_arrays

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from localguide import cache
+from localguide.runtime import cache
 from localguide.json_schema import compile_json_schema
 from localguide.json_schema.strings import format_node
 from localguide.regex.ast_dfa import ast_to_dfa

@@ -13,7 +13,7 @@ import numpy as np
 
 from localguide.automaton import minimize_kernels
 from localguide.json_schema.schema import build_dfa
-from localguide.numba_tools import kernels_only
+from localguide.runtime.numba_tools import kernels_only
 from localguide.regex import regex_to_dfa, subset_kernels
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from strategies import small_schemas
 
-from localguide.numba_tools import kernels_only
+from localguide.runtime.numba_tools import kernels_only
 from localguide.regex import subset_kernels
 from kernel_strategies import assert_same_dfa
 

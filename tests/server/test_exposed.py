@@ -216,7 +216,7 @@ def test_compiles_delay_no_request_that_compiles_nothing(strict):
         t.join()
 
 
-WORKER = "-m localguide.compile_workers"  # (a fresh interpreter: not a fork of the server)
+WORKER = "-m localguide.server.compile_workers"  # (a fresh interpreter: not a fork of the server)
 
 
 def _children(pid: int) -> set[int]:

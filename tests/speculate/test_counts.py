@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from localguide import cache
+from localguide.runtime import cache
 from localguide.speculate import CountModel
 from localguide.speculate.counts import LOOKUPS, MAX_CONTEXT_TOKENS, ORDER, RECENT, Calibration
 

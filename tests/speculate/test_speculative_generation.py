@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import localguide
-from localguide import cache
+from localguide.runtime import cache
 from localguide.engines.llamacpp.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost
 from localguide.engines.llamacpp import loop

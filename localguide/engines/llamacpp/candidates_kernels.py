@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from ...numba_tools import _lowest_bit, _popcount, _voidptr
+from ...runtime.numba_tools import _lowest_bit, _popcount, _voidptr
 from ...protocol import MaskKind
 
 @njit(cache=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from ... import threads
+from ...runtime import threads
 from ...errors import ModelFileError
 from .quiet import quiet_llama
 

@@ -13,12 +13,12 @@ from typing import Iterator
 import llama_cpp
 import numpy as np
 
-from ... import cache
+from ...runtime import cache
 from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
-from ...progress import stage
+from ...runtime.progress import stage
 from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from .quiet import quiet_llama
-from ... import threads
+from ...runtime import threads
 from ...vocabulary import Vocabulary
 from ...speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
 from ...constraint import Constraint
@@ -54,7 +54,7 @@ def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
 
     ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
     (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
-    when another program wants a core (``localguide.threads``; ``Model.threads`` says what was
+    when another program wants a core (``localguide.runtime.threads``; ``Model.threads`` says what was
     chosen and why). ``reproducible``: llama.cpp's CPU kernels that compute each position alike
     in every batch, so that a prompt, constraint and seed give the same text whatever the prompt
     cache held and whether speculation is on (``localguide.engines.llamacpp.reproducible``; a prompt's whole

@@ -24,7 +24,7 @@ from ...index.native_block import (
     B_STATE, B_REMAINING, B_FINISHED, B_ERROR, B_ERROR_TOKEN, B_STATE_MASK, B_MASK_OFFSETS, B_MASK_TOKENS, B_EXCL_OFFSETS, B_EXCL_TOKENS, B_NEXT_OFFSETS, B_NEXT_STATES, B_DISTANCE, B_MAX_NEXT, B_SIZES, ERROR_FINISHED, ERROR_NOT_ALLOWED, ERROR_OVER_BUDGET, ERROR_ORDER,
 )
 from .candidates_kernels import exclude_candidates, keep_in_id_order, mask_candidates_bits
-from ...numba_tools import _voidptr
+from ...runtime.numba_tools import _voidptr
 
 _BIG = 1 << 40  # carray needs a shape; bounds come from the offsets
 

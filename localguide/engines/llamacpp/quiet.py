@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from ...held import Held
+from ...runtime.held import Held
 
 _drop = None  # the dropping callback (llama.cpp holds a pointer to it: kept alive here)
 

@@ -26,7 +26,7 @@ import numpy as np
 from ...errors import LocalguideError
 from ...sampling import Sampling  # noqa: F401 - (the chains are made of it; importers read it here too)
 from ...protocol import MaskKind
-from ...numba_tools import compiled
+from ...runtime.numba_tools import compiled
 from . import candidates_kernels, candidates_numpy, native_kernels
 from .candidates_kernels import mask_candidates_at
 
@@ -77,7 +77,7 @@ def _top_ready() -> bool:
         _top_checked = now
         _TOP_READY = compiled(candidates_kernels.gather_top)
         if not _TOP_READY:
-            from ...grammar import warmup
+            from ...runtime import warmup
 
             warmup.start()
     return _TOP_READY
@@ -85,10 +85,10 @@ def _top_ready() -> bool:
 
 def _prepared_ready() -> bool:
     """Whether the prepared-block callbacks can be had without compiling them here: the grammar
-    kernels' warm-up compiles them with the rest (``localguide.grammar.warmup``)."""
+    kernels' warm-up compiles them with the rest (``localguide.runtime.warmup``)."""
     global _PREPARED
     if not _PREPARED:
-        from ...grammar import warmup
+        from ...runtime import warmup
 
         _PREPARED = warmup.ready()
     return _PREPARED

@@ -117,7 +117,7 @@ def test_same_tokens_as_the_guide_sampler_in_the_chain(model, monkeypatch, kind,
     constraint, prompt = CONSTRAINTS[kind]
     index = model.compile(**constraint)
     if kind == "grammar":  # (its bitsets take the kernel, compiled by the warm-up)
-        from localguide.grammar import warmup
+        from localguide.runtime import warmup
         if not warmup.ready():
             candidates_kernels.gather_bits(np.zeros(1, np.uint64), np.zeros(1, np.float32).ctypes.data, 1,
                                            np.zeros(3, np.int32).ctypes.data, 1)
@@ -218,7 +218,7 @@ def test_top_k_of_a_dense_mask_samples_as_llama_cpp(model, monkeypatch, kind):
     monkeypatch.setattr(sampler_mod, "DIRECT_MIN_VOCAB", 0)  # (SmolLM2's vocabulary too)
     constraint, prompt = DENSE[kind]
     index = model.compile(**constraint)
-    from localguide.grammar import warmup
+    from localguide.runtime import warmup
     if not warmup.ready():  # (compiled by the grammar kernels' warm-up otherwise)
         one = np.zeros(1, np.int32)
         candidates_kernels.gather_top(0, one.ctypes.data, 1, np.zeros(1, np.float32).ctypes.data, 1, 1,
@@ -251,7 +251,7 @@ def test_top_k_of_a_dense_mask_samples_as_llama_cpp(model, monkeypatch, kind):
 def test_the_top_path_waits_for_its_kernel_and_starts_its_warm_up(monkeypatch):
     """Until ``gather_top`` is compiled, llama.cpp samples dense masks and the grammar kernels'
     warm-up (which compiles it) is started; once it is there, the top path is taken."""
-    from localguide.grammar import warmup
+    from localguide.runtime import warmup
 
     started = []
     ready = [False]

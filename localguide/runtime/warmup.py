@@ -19,13 +19,14 @@ instead, at their first call.
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .. import numba_tools
+from . import numba_tools
 
 MARKER = "grammar-kernels.done"
 LOCK = "grammar-kernels.lock"
@@ -42,16 +43,30 @@ _checked = 0.0
 _started = False
 
 
-def kernels() -> list:
-    """Every grammar kernel that Python calls (their callees are compiled into them)."""
-    from ..engines.llamacpp import candidates_kernels, native_kernels
-    from . import arena_kernels, lexer_kernels, masks_kernels, trees_kernels
+# Every grammar kernel that Python calls (their callees are compiled into them), and the sampler's
+# that apply grammar masks: named, not imported, so that this service imports no layer above it.
+KERNELS = (
+    ("localguide.grammar.lexer_kernels", "scanner_closure"), ("localguide.grammar.trees_kernels", "grammar_trees"),
+    ("localguide.grammar.trees_kernels", "union_groups"), ("localguide.grammar.trees_kernels", "union_bits"),
+    ("localguide.grammar.arena_kernels", "earley_intern"), ("localguide.grammar.arena_kernels", "earley_seed"),
+    ("localguide.grammar.arena_kernels", "earley_rehash"), ("localguide.grammar.arena_kernels", "earley_restore"),
+    ("localguide.engines.llamacpp.candidates_kernels", "mask_candidates_bits"),
+    ("localguide.engines.llamacpp.candidates_kernels", "gather_bits"),
+    ("localguide.engines.llamacpp.candidates_kernels", "gather_top"),
+    ("localguide.grammar.masks_kernels", "earley_masks"),
+    ("localguide.engines.llamacpp.native_kernels", "prepared_apply"),
+    ("localguide.engines.llamacpp.native_kernels", "prepared_accept"),
+)
+_MARKER_KERNEL = ("localguide.grammar.masks_kernels", "earley_masks")  # (the folder numba keeps them in)
 
-    return [lexer_kernels.scanner_closure, trees_kernels.grammar_trees, trees_kernels.union_groups,
-            trees_kernels.union_bits, arena_kernels.earley_intern, arena_kernels.earley_seed,
-            arena_kernels.earley_rehash, arena_kernels.earley_restore, candidates_kernels.mask_candidates_bits,
-            candidates_kernels.gather_bits, candidates_kernels.gather_top,
-            masks_kernels.earley_masks, native_kernels.prepared_apply, native_kernels.prepared_accept]
+
+def _kernel(module: str, name: str):
+    return getattr(importlib.import_module(module), name)
+
+
+def kernels() -> list:
+    """The dispatchers of ``KERNELS``."""
+    return [_kernel(m, n) for m, n in KERNELS]
 
 
 def ready(part: str = REST) -> bool:
@@ -76,15 +91,13 @@ def ready(part: str = REST) -> bool:
 
 def _folder() -> Path | None:
     """Where numba keeps the grammar kernels (beside ``earley_masks``'s index)."""
-    from . import masks_kernels
-
-    index = numba_tools.cache_index(masks_kernels.earley_masks)
+    index = numba_tools.cache_index(_kernel(*_MARKER_KERNEL))
     return Path(index).parent if index else None
 
 
 def _stamp(ks) -> str:
     """The kernels' source files as numba sees them (a new checkout or edit makes a new stamp)."""
-    from ..numba_cache import kernels_stamp
+    from .numba_cache import kernels_stamp
 
     files = sorted({k.py_func.__code__.co_filename for k in ks} | {numba_tools.__file__})
     parts = [kernels_stamp()]
@@ -123,10 +136,10 @@ def start() -> None:
         lock = folder / LOCK
         if not _take(lock):
             return
-        from ..numba_cache import kernels_dir
+        from .numba_cache import kernels_dir
 
         env = dict(os.environ, _LOCALGUIDE_WARMUP_CHILD="1", _LOCALGUIDE_KERNELS_DIR=str(kernels_dir()))
-        code = "import sys; from localguide.grammar.rehearsal import main; sys.exit(main(sys.argv[1:]))"
+        code = "import sys; from localguide.engines.llamacpp.rehearsal import main; sys.exit(main(sys.argv[1:]))"
         with open(folder / LOG, "wb") as log:
             # (run from the folder that holds this localguide: the child imports this one)
             p = subprocess.Popen([sys.executable, "-c", code, str(lock)], cwd=Path(__file__).resolve().parents[2],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # (localguide, the folder above runtime)
 _installed: Path | None = None
 
 
@@ -30,7 +30,7 @@ def kernels_dir() -> Path:
     import llvmlite.binding as llvm
     import numba
 
-    from ._version import __version__
+    from .._version import __version__
     from .cache import cache_dir
 
     return cache_dir() / "numba" / f"{__version__}-numba{numba.__version__}-{llvm.get_host_cpu_name()}"

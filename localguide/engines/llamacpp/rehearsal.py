@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import cache, numba_tools
-from ..engines.llamacpp import candidates_kernels, native_kernels
-from ..protocol import MaskKind
-from ..regex.compile import warm_kernels
-from ..vocabulary import Vocabulary
-from . import warmup
-from .cfg import normalize
-from .compiled import GrammarIndex
-from .sources import DEFAULT_MAX_IGNORED_RUN, to_cfg
-from .warmup import MARKER, MASKS, REST
+from ...runtime import cache, numba_tools
+from . import candidates_kernels, native_kernels
+from ...protocol import MaskKind
+from ...regex.compile import warm_kernels
+from ...vocabulary import Vocabulary
+from ...runtime import warmup
+from ...grammar.cfg import normalize
+from ...grammar.compiled import GrammarIndex
+from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN, to_cfg
+from ...runtime.warmup import MARKER, MASKS, REST
 
 _GRAMMAR = r"""
 start: value
@@ -115,9 +115,9 @@ def _helper() -> subprocess.Popen | None:
     if (os.cpu_count() or 1) < 2:
         return None
     env = dict(os.environ, **{warmup._CHILD_ENV: "1", warmup._PART_ENV: MASKS})
-    code = "import sys; from localguide.grammar.rehearsal import main; sys.exit(main([]))"
+    code = "import sys; from localguide.engines.llamacpp.rehearsal import main; sys.exit(main([]))"
     try:
-        return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+        return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3],
                                 stdin=subprocess.DEVNULL, env=env, close_fds=True)
     except OSError:
         return None

@@ -2,10 +2,10 @@
 
 A compile holds Python's interpreter lock while it runs: in the server's own process, slow
 compiles delayed every other request and ``/health``. A worker here is a fresh interpreter
-(``python -m localguide.compile_workers``: never a fork of a process running llama.cpp's
+(``python -m localguide.server.compile_workers``: never a fork of a process running llama.cpp's
 threads, and unlike ``multiprocessing``'s spawn it imports nothing of the server's main script)
 that loads the model's vocabulary only, compiles what it is sent with nothing deferred
-(``lazy=False``) and writes the compiled arrays to the disk cache (``localguide.cache``), from
+(``lazy=False``) and writes the compiled arrays to the disk cache (``localguide.runtime.cache``), from
 which the server then loads them. Workers run at a lower priority (``nice``) than the server:
 on a busy machine, decoding and answering come first. Messages go as pickles over the worker's
 stdin and stdout (its own prints go to stderr).
@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from .constraint import as_constraint
-from .errors import LocalguideError
+from ..constraint import as_constraint
+from ..errors import LocalguideError
 
 START_TIMEOUT = 300.0  # seconds a worker may take to start (a first load builds the vocabulary's cache)
 RETRY_AFTER = 5.0      # seconds before a worker that could not start is tried again
@@ -176,9 +176,9 @@ class CompileWorkers:
         threading.Thread(target=self._start, name="localguide-compile-start", daemon=True).start()
 
     def _start(self) -> None:
-        root = str(Path(__file__).resolve().parent.parent)  # (the worker imports this localguide)
+        root = str(Path(__file__).resolve().parents[2])  # (the worker imports this localguide)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        cmd = [sys.executable, "-m", "localguide.compile_workers", self._path, str(self._nice), str(os.getpid())]
+        cmd = [sys.executable, "-m", "localguide.server.compile_workers", self._path, str(self._nice), str(os.getpid())]
         while True:
             with self._lock:  # (a worker still starting is ended by close() too)
                 if self._closed:
@@ -227,7 +227,7 @@ def _ended(code) -> str:
 # -- the worker's side --------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
-    """A worker: ``python -m localguide.compile_workers MODEL NICE SERVER_PID``."""
+    """A worker: ``python -m localguide.server.compile_workers MODEL NICE SERVER_PID``."""
     import signal
 
     model_path, nice, server_pid = argv[0], int(argv[1]), int(argv[2])
@@ -245,8 +245,8 @@ def main(argv: list[str]) -> int:
         out.flush()
 
     try:
-        from .vocabulary import Vocabulary
-        from . import cache
+        from ..vocabulary import Vocabulary
+        from ..runtime import cache
 
         vocabulary = Vocabulary.from_gguf(Path(model_path))
         _warm_up(vocabulary)
@@ -278,11 +278,11 @@ def main(argv: list[str]) -> int:
 def _warm_up(vocabulary) -> None:
     """Build a small regex and grammar index (kept nowhere), so that their kernels load now, not
     in the first request's compile, which its timeout bounds."""
-    from .grammar.cfg import normalize
-    from .grammar.compiled import GrammarIndex
-    from .grammar.sources import DEFAULT_MAX_IGNORED_RUN, to_cfg
-    from .index import Index
-    from .regex.parser import regex_to_dfa
+    from ..grammar.cfg import normalize
+    from ..grammar.compiled import GrammarIndex
+    from ..grammar.sources import DEFAULT_MAX_IGNORED_RUN, to_cfg
+    from ..index import Index
+    from ..regex.parser import regex_to_dfa
     import localguide.json_schema  # noqa: F401
 
     Index.build(regex_to_dfa("[0-9]{2}[a-z]"), vocabulary)

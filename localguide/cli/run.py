@@ -1,46 +1,17 @@
-"""The ``localguide`` command: guided generation from the terminal.
-
-Commands only parse arguments and delegate to the Python API; every error is one
-line on stderr and a non-zero exit, never a traceback.
-"""
+"""``localguide run``: one prompt, or an interactive session, generated under a constraint."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from .sampling import DEFAULT
-
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Structured generation for local LLMs: text guaranteed to match a constraint.")
-err = Console(stderr=True)
-CONSTRAINTS = "Constraint (at most one)"
-SAMPLING = "Sampling"
-SPEED = "Speed"
-
-
-CHAT = "Chat"
-
-
-def _version(value: bool) -> None:
-    if value:
-        from . import __version__
-
-        print(f"localguide {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
-    """Structured generation for local LLMs (GGUF models through llama.cpp)."""
+from ..sampling import DEFAULT
+from .common import (CHAT, CONSTRAINTS, SAMPLING, SPEED, _end_line, _error_line, _fail, _out, _quality_table, _read_json,
+                     _read_schema, _say, _StatusLine, app, close_status, err)
 
 
 def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Optional[Path], Optional[str]]:
@@ -50,89 +21,6 @@ def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Op
     if second is not None:
         raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {first!r}", param_hint="MODEL")
     return None, first
-
-
-_OPEN = None  # the status line on screen, closed when the output begins
-
-
-class _StatusLine:
-    """While it is open, whatever localguide has been doing for over half a second is shown on stderr
-    (``localguide.progress``): a spinner on a terminal, else one line per stage."""
-
-    def __enter__(self):
-        global _OPEN
-        self._stop = threading.Event()
-        self._console, self._own = err, None
-        if _is_fd2(sys.stderr):
-            # Loading a model points fd 2 at /dev/null for a while (``quiet_llama``, against
-            # llama.cpp's own lines): the status line, "loading the model..." first, writes on
-            # where fd 2 pointed outside it.
-            from .engines.llamacpp.quiet import stderr_fd
-
-            fd = stderr_fd()
-            if fd is not None:
-                self._own = open(fd, "w", buffering=1, encoding=sys.stderr.encoding, errors="replace")
-                self._console = Console(file=self._own)
-        self._thread = threading.Thread(target=self._loop, name="localguide-status", daemon=True)
-        self._thread.start()
-        _OPEN = self
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self) -> None:
-        """Take the status line down now (before the output streams: the two must not mix)."""
-        global _OPEN
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
-        if _OPEN is self:
-            _OPEN = None
-        if self._own is not None and not self._thread.is_alive():
-            self._own.close()
-            self._own = None
-
-    def _loop(self) -> None:
-        from .progress import current
-
-        status, shown, printed = None, None, set()
-        ended = None  # when the stage shown last ended
-        while not self._stop.wait(0.1):
-            cur = current()
-            # Shown after half a second; once shown, it follows stage to stage (kernels compile
-            # one after another), kept through a gap of under half a second between two stages,
-            # and goes when no stage is left.
-            what = cur[0] if cur is not None and (shown is not None or cur[1] >= 0.5) else None
-            if what is None and shown is not None:
-                ended = ended or time.monotonic()
-                if time.monotonic() - ended < 0.5:
-                    continue
-            ended = None
-            if what == shown:
-                continue
-            if not self._console.is_terminal:
-                if what is not None and what not in printed:
-                    printed.add(what)
-                    print(f"localguide: {what}...", file=self._console.file, flush=True)
-            elif what is None:
-                status.stop()
-                status = None
-            elif status is None:
-                status = self._console.status(what + "...", spinner="dots")
-                status.start()
-            else:
-                status.update(what + "...")
-            shown = what
-        if status is not None:
-            status.stop()
-
-
-def _is_fd2(stream) -> bool:
-    try:
-        return stream.fileno() == 2
-    except (AttributeError, OSError, ValueError):  # (a test's or an app's stream in its place)
-        return False
 
 
 @app.command()
@@ -232,8 +120,8 @@ def run(
     opts = RunOptions(**locals())
     with _StatusLine():
         _run(opts)
-    from . import cache
-    from .progress import stage
+    from ..runtime import cache
+    from ..runtime.progress import stage
 
     with _StatusLine(), stage("saving to the cache"):  # (a large compiled grammar: a second or two)
         cache.flush()
@@ -290,8 +178,8 @@ _FLAGS = {"regex=": "--regex", "choice=": "--choice", "grammar=": "--grammar", "
 
 def _constraint(o: RunOptions):
     """The ``Constraint`` the options name (None: free text); its checks' messages in flags."""
-    from .constraint import Constraint
-    from .errors import ArgumentError
+    from ..constraint import Constraint
+    from ..errors import ArgumentError
 
     if o.json_schema is not None and o.json_any:
         raise typer.BadParameter("give at most one of --regex, --choice, --grammar, --json-schema and --json")
@@ -378,7 +266,7 @@ def _run(o: RunOptions) -> None:
 
 
 def _has_template(model) -> bool:
-    from .errors import LocalguideError
+    from ..errors import LocalguideError
 
     try:
         model.chat_template()
@@ -391,160 +279,6 @@ def _tool_choice(text: str):
     if text in ("auto", "required", "none"):
         return text
     return {"type": "function", "function": {"name": text}}
-
-
-def _read_schema(text):
-    """A schema given inline (JSON text) or as a file."""
-    import json
-
-    if isinstance(text, str) and text.lstrip()[:1] in ("{", "["):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"--json-schema, inline JSON, column {e.colno}: not valid JSON ({e.msg})") from None
-    return _read_json(Path(text))
-
-
-def _read_json(path: Path):
-    import json
-
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise OSError(f"cannot read the schema file {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
-
-
-@app.command()
-def inspect(
-    json_schema: Annotated[Path, typer.Option("--json-schema", "-j", help="The JSON Schema file to inspect.")],
-    strict: Annotated[bool, typer.Option("--strict")] = False,
-    pretty: Annotated[bool, typer.Option("--pretty", help="As run --pretty (bounds nesting).")] = False,
-    max_recursion: Annotated[Optional[int], typer.Option(
-        "--max-recursion", min=1, show_default=False, help="As run --max-recursion.")] = None,
-    exact_recursion: Annotated[bool, typer.Option("--exact-recursion", hidden=True)] = False,
-) -> None:
-    """Print, for every keyword of a JSON Schema, whether it is enforced, approximated or unsupported."""
-    if exact_recursion and max_recursion is not None:
-        raise typer.BadParameter("--exact-recursion (the default) and --max-recursion exclude each other")
-    try:
-        from .json_schema import format_inspection, inspect_schema
-
-        print(format_inspection(inspect_schema(_read_json(json_schema), strict=strict,
-                                               whitespace="pretty" if pretty else "compact",
-                                               max_recursion=max_recursion)))
-    except Exception as e:  # noqa: BLE001
-        _fail(e)
-
-
-@app.command()
-def info() -> None:
-    """Versions, llama.cpp's backend, the default model, the caches, and whether the kernels are compiled here."""
-    from .info import report
-
-    rows = report()
-    width = max(len(what) for what, _ in rows)
-    for what, value in rows:  # plain text: paths are never cut or styled
-        print(f"{what:<{width}}  {value}")
-
-
-@app.command()
-def serve(
-    model: Annotated[Optional[Path], typer.Argument(help="A .gguf model (default: the embedded SmolLM2).",
-                                                    show_default=False)] = None,
-    host: Annotated[str, typer.Option("--host", help="The address to listen on (loopback unless told).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="The port to listen on.")] = 8080,
-    parallel: Annotated[int, typer.Option("--parallel", min=1, max=64,
-                                          help="Sequences decoded together (1: one request at a time, with "
-                                               "speculation and the prompt cache; more wait in a queue).")] = 1,
-    n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="Context of each sequence, in tokens.")] = 4096,
-    n_gpu_layers: Annotated[int, typer.Option("--n-gpu-layers", help="Layers offloaded to the GPU (-1: all).")] = 0,
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", min=1, show_default=False,
-        help="Threads of one-token decodes (default: half the CPUs; `localguide info` says why).")] = None,
-    threads_batch: Annotated[Optional[int], typer.Option(
-        "--threads-batch", min=1, show_default=False,
-        help="Threads of batches: prompts, several sequences, verified drafts (default: see `localguide info`).")] = None,
-    reproducible: Annotated[bool, typer.Option(
-        "--reproducible/--fastest-kernels",
-        help="llama.cpp's kernels that compute each position alike in every batch (the same seed, the same "
-             "text, whatever the cache held; --parallel 1); --fastest-kernels: the text may differ.")] = True,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", show_default=False,
-                                                   help="Requests must send 'Authorization: Bearer KEY'.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1,
-                                            help="The most tokens one answer may ask for.")] = 4096,
-    compile_timeout: Annotated[float, typer.Option("--compile-timeout", min=0.1,
-                                                   help="Seconds a request's constraint may take to compile.")] = 30.0,
-    grammar_dir: Annotated[Optional[Path], typer.Option("--grammar-dir", show_default=False,
-                                                        help="A folder of .lark/.gbnf grammars requests may name "
-                                                             "and %import (besides the shipped ones).")] = None,
-) -> None:
-    """An OpenAI-compatible server: chat and completions whose structure is guaranteed."""
-    try:
-        try:
-            import uvicorn  # noqa: F401
-            import starlette  # noqa: F401
-        except ImportError:
-            raise typer.BadParameter('the server needs its extra: pip install "localguide[server]"') from None
-        import localguide
-        from .server import serve as run_server
-
-        if model is not None and not str(model).lower().endswith(".gguf"):
-            raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {str(model)!r}", param_hint="MODEL")
-        with _StatusLine():
-            # (--parallel N decodes in a context of its own: the model's is then only for tokens)
-            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
-                                n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
-        err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
-                  markup=False, highlight=False)
-        run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
-                   max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir)
-    except (typer.BadParameter, Exception) as e:  # noqa: BLE001 - one line, no traceback
-        _fail(e)
-
-
-cache_app = typer.Typer(help="The disk cache of compiled constraints and kernels.", no_args_is_help=True)
-app.add_typer(cache_app, name="cache")
-
-
-@cache_app.command("info")
-def cache_info() -> None:
-    """Where the cache is, what it holds (by kind) and its bound."""
-    from . import cache
-
-    i = cache.info()
-    mb = 1024 * 1024
-    print(f"dir         {i['dir']}")
-    print(f"files       {i['files']} ({i['bytes'] / mb:.1f} MB; bound {i['max_bytes'] / mb:.0f} MB, "
-          "LOCALGUIDE_CACHE_MAX_BYTES)")
-    for kind, (n, b) in sorted(i["kinds"].items()):
-        print(f"  {kind:<12}{n:>5} files {b / mb:9.1f} MB")
-    print(f"kernels     {i['kernel_bytes'] / mb:.1f} MB (numba's machine code for this CPU)")
-
-
-@cache_app.command("clear")
-def cache_clear(kernels: Annotated[bool, typer.Option("--kernels", help="Also the compiled kernels "
-                                                      "(the next first use compiles them again).")] = False) -> None:
-    """Remove the cached files (they are rebuilt when next needed)."""
-    from . import cache
-
-    n, size = cache.clear(kernels=kernels)
-    print(f"removed {n} files ({size / 1024 / 1024:.1f} MB)" + (" and the kernels" if kernels else ""))
-
-
-@app.command()
-def grammars() -> None:
-    """List the shipped grammars (use a name with --grammar)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .grammar import list_grammars
-
-    table = Table("name", "format", "file", box=None)
-    for name, path in sorted(list_grammars().items()):
-        table.add_row(name, path.suffix.lstrip("."), path.name)
-    Console().print(table)
 
 
 class _Session:
@@ -593,14 +327,13 @@ class _Session:
     def _chat(self) -> dict:
         import json
 
-        from .chat.conversation import ChatMessage
+        from ..chat.conversation import ChatMessage
 
         content, reasoning, calls = [], [], []
         try:
             for d in self.model.chat_stream(self.messages, **self.options):
                 if d.reasoning:
-                    if _OPEN is not None:
-                        _OPEN.close()
+                    close_status()
                     reasoning.append(d.reasoning)
                     err.print(d.reasoning, end="", style="dim", markup=False, highlight=False)
                 if d.content:
@@ -618,85 +351,3 @@ class _Session:
             raise
         _out("\n")
         return ChatMessage(content="".join(content) or None, tool_calls=calls or None).to_dict()
-
-
-_LAST = "\n"  # the last character written to stdout
-
-
-def _out(text: str) -> None:
-    global _LAST
-    if _OPEN is not None:
-        _OPEN.close()
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    if text:
-        _LAST = text[-1]
-
-
-def _end_line() -> None:
-    """End the output's line (and take the status line down), so that what stderr says next starts
-    a line of its own."""
-    if _OPEN is not None:
-        _OPEN.close()
-    if _LAST != "\n":
-        _out("\n")
-
-
-def _say(text: str, style: str | None = None) -> None:
-    """One line on stderr, exactly as written (no markup: brackets in a pattern or a path stay)."""
-    err.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
-
-
-def _error_line(kind: str, message: str, problems: bool = False) -> None:
-    """``kind: message`` on stderr, exactly as written: its first line, or every line where each is a
-    problem of its own (an unsupported schema's JSON pointers); a pattern's caret display is not."""
-    from rich.text import Text
-
-    _end_line()
-    message = message if problems else message.splitlines()[0] if message else message
-    err.print(Text.assemble((f"{kind}:", "red"), " ", message), highlight=False, soft_wrap=True)
-
-
-def _quality_table(s) -> None:
-    """How much the constraint changed the model's choices (``GenerationStats``), on stderr."""
-    if s.interventions is None:
-        return
-    from rich.table import Table
-
-    table = Table(title="constraint vs the model alone", title_justify="left", show_header=True)
-    for name in ("interventions", "mass removed (mean / max)", "NLL / token", "healed bytes"):
-        table.add_column(name, justify="right")
-    table.add_row(f"{s.interventions} of {s.measured_tokens}",
-                  f"{s.mass_removed_mean:.3f} / {s.mass_removed_max:.3f}", f"{s.nll:.3f}", str(s.healed_bytes))
-    err.print(table)
-
-
-def _fail(e: Exception) -> None:
-    from .errors import LocalguideError
-
-    kind = "error" if isinstance(e, (LocalguideError, ValueError, OSError)) else f"error ({type(e).__name__})"
-    _error_line(kind, str(e) or type(e).__name__, problems=bool(getattr(e, "problems", None)))
-    raise typer.Exit(1)
-
-
-def main() -> None:
-    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")  # (click's, as typer has it)
-    try:
-        code = app(standalone_mode=False)
-    except usage_error as e:  # (one line, as every error: not click's box)
-        message = e.format_message()
-        if message.strip() and type(e).__name__ != "NoArgsIsHelpError":  # (else the help is shown already)
-            sub = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.parent is not None else ""
-            _error_line("error", f"{message} (try 'localguide{sub} --help')")
-        sys.exit(2)
-    except (typer.Abort, KeyboardInterrupt):
-        _end_line()
-        _say("interrupted")
-        sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":
-    main()

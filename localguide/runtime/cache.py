@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._version import __version__
+from .._version import __version__
 
 _warned = False
 _BACKGROUND_BYTES = 1 << 20  # smaller files are written at once: it costs less than a thread

@@ -1,10 +1,22 @@
-"""What ``localguide info`` reports: versions, llama.cpp's backend, the default model, the caches."""
+"""``localguide info``: versions, backend, model, caches and kernels."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from pathlib import Path
+
+from .common import app
+
+
+@app.command()
+def info() -> None:
+    """Versions, llama.cpp's backend, the default model, the caches, and whether the kernels are compiled here."""
+    rows = report()
+    width = max(len(what) for what, _ in rows)
+    for what, value in rows:  # plain text: paths are never cut or styled
+        print(f"{what:<{width}}  {value}")
+
 
 def folder_size(path: Path) -> int:
     """Bytes of the files under ``path`` (0 if it does not exist)."""
@@ -35,11 +47,11 @@ def report() -> list[tuple[str, str]]:
     """The rows of ``localguide info``, as (what, value)."""
     import numba
 
-    from .engines.llamacpp.system import backend, library_version
+    from ..engines.llamacpp.system import backend, library_version
 
     import localguide
-    from .cache import cache_dir
-    from .numba_cache import kernels_dir
+    from ..runtime.cache import cache_dir
+    from ..runtime.numba_cache import kernels_dir
 
     try:
         model = str(localguide.default_model_path())
@@ -48,9 +60,9 @@ def report() -> list[tuple[str, str]]:
     cd, kd = cache_dir(), kernels_dir()
     done, total = kernels()
     name, offload = backend()
-    from . import threads
+    from ..runtime import threads
 
-    from .engines.llamacpp.reproducible import available
+    from ..engines.llamacpp.reproducible import available
 
     chosen = threads.for_model()
     passive, said = threads.passive()
@@ -75,6 +87,3 @@ def report() -> list[tuple[str, str]]:
         ("kernels compiled for this CPU", f"{done} of {total}" + ("" if done == total else
                                                                  ": the others compile on first use, once")),
     ]
-
-
-__all__ = ["folder_size", "kernels", "report"]

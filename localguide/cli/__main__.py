@@ -1,0 +1,5 @@
+"""``python -m localguide.cli``."""
+
+from . import main
+
+main()

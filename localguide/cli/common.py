@@ -1,0 +1,216 @@
+"""The command line's shared parts: the Typer app, its option panels, stderr's status line and one-line errors, reading JSON files."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Structured generation for local LLMs: text guaranteed to match a constraint.")
+
+
+err = Console(stderr=True)
+
+
+CONSTRAINTS = "Constraint (at most one)"
+
+
+SAMPLING = "Sampling"
+
+
+SPEED = "Speed"
+
+
+CHAT = "Chat"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"localguide {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Structured generation for local LLMs (GGUF models through llama.cpp)."""
+
+
+_OPEN = None  # the status line on screen, closed when the output begins
+
+
+class _StatusLine:
+    """While it is open, whatever localguide has been doing for over half a second is shown on stderr
+    (``localguide.runtime.progress``): a spinner on a terminal, else one line per stage."""
+
+    def __enter__(self):
+        global _OPEN
+        self._stop = threading.Event()
+        self._console, self._own = err, None
+        if _is_fd2(sys.stderr):
+            # Loading a model points fd 2 at /dev/null for a while (``quiet_llama``, against
+            # llama.cpp's own lines): the status line, "loading the model..." first, writes on
+            # where fd 2 pointed outside it.
+            from ..engines.llamacpp.quiet import stderr_fd
+
+            fd = stderr_fd()
+            if fd is not None:
+                self._own = open(fd, "w", buffering=1, encoding=sys.stderr.encoding, errors="replace")
+                self._console = Console(file=self._own)
+        self._thread = threading.Thread(target=self._loop, name="localguide-status", daemon=True)
+        self._thread.start()
+        _OPEN = self
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Take the status line down now (before the output streams: the two must not mix)."""
+        global _OPEN
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        if _OPEN is self:
+            _OPEN = None
+        if self._own is not None and not self._thread.is_alive():
+            self._own.close()
+            self._own = None
+
+    def _loop(self) -> None:
+        from ..runtime.progress import current
+
+        status, shown, printed = None, None, set()
+        ended = None  # when the stage shown last ended
+        while not self._stop.wait(0.1):
+            cur = current()
+            # Shown after half a second; once shown, it follows stage to stage (kernels compile
+            # one after another), kept through a gap of under half a second between two stages,
+            # and goes when no stage is left.
+            what = cur[0] if cur is not None and (shown is not None or cur[1] >= 0.5) else None
+            if what is None and shown is not None:
+                ended = ended or time.monotonic()
+                if time.monotonic() - ended < 0.5:
+                    continue
+            ended = None
+            if what == shown:
+                continue
+            if not self._console.is_terminal:
+                if what is not None and what not in printed:
+                    printed.add(what)
+                    print(f"localguide: {what}...", file=self._console.file, flush=True)
+            elif what is None:
+                status.stop()
+                status = None
+            elif status is None:
+                status = self._console.status(what + "...", spinner="dots")
+                status.start()
+            else:
+                status.update(what + "...")
+            shown = what
+        if status is not None:
+            status.stop()
+
+
+def _is_fd2(stream) -> bool:
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # (a test's or an app's stream in its place)
+        return False
+
+
+def close_status() -> None:
+    """Take the status line down (the output begins)."""
+    if _OPEN is not None:
+        _OPEN.close()
+
+
+_LAST = "\n"  # the last character written to stdout
+
+
+def _out(text: str) -> None:
+    global _LAST
+    if _OPEN is not None:
+        _OPEN.close()
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if text:
+        _LAST = text[-1]
+
+
+def _end_line() -> None:
+    """End the output's line (and take the status line down), so that what stderr says next starts
+    a line of its own."""
+    if _OPEN is not None:
+        _OPEN.close()
+    if _LAST != "\n":
+        _out("\n")
+
+
+def _say(text: str, style: str | None = None) -> None:
+    """One line on stderr, exactly as written (no markup: brackets in a pattern or a path stay)."""
+    err.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def _error_line(kind: str, message: str, problems: bool = False) -> None:
+    """``kind: message`` on stderr, exactly as written: its first line, or every line where each is a
+    problem of its own (an unsupported schema's JSON pointers); a pattern's caret display is not."""
+    from rich.text import Text
+
+    _end_line()
+    message = message if problems else message.splitlines()[0] if message else message
+    err.print(Text.assemble((f"{kind}:", "red"), " ", message), highlight=False, soft_wrap=True)
+
+
+def _quality_table(s) -> None:
+    """How much the constraint changed the model's choices (``GenerationStats``), on stderr."""
+    if s.interventions is None:
+        return
+    from rich.table import Table
+
+    table = Table(title="constraint vs the model alone", title_justify="left", show_header=True)
+    for name in ("interventions", "mass removed (mean / max)", "NLL / token", "healed bytes"):
+        table.add_column(name, justify="right")
+    table.add_row(f"{s.interventions} of {s.measured_tokens}",
+                  f"{s.mass_removed_mean:.3f} / {s.mass_removed_max:.3f}", f"{s.nll:.3f}", str(s.healed_bytes))
+    err.print(table)
+
+
+def _fail(e: Exception) -> None:
+    from ..errors import LocalguideError
+
+    kind = "error" if isinstance(e, (LocalguideError, ValueError, OSError)) else f"error ({type(e).__name__})"
+    _error_line(kind, str(e) or type(e).__name__, problems=bool(getattr(e, "problems", None)))
+    raise typer.Exit(1)
+
+
+def _read_schema(text):
+    """A schema given inline (JSON text) or as a file."""
+    import json
+
+    if isinstance(text, str) and text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--json-schema, inline JSON, column {e.colno}: not valid JSON ({e.msg})") from None
+    return _read_json(Path(text))
+
+
+def _read_json(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise OSError(f"cannot read the schema file {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
