@@ -66,17 +66,27 @@ HERMES = ToolFormat("hermes", OPEN, CLOSE + "\n" + OPEN, CLOSE)
 MISTRAL = ToolFormat("mistral", "[TOOL_CALLS]", "", "", array=True)
 LLAMA3 = ToolFormat("llama3", "", "", "", args_key="parameters", parallel=False)
 
+# The families' syntaxes, each with how a chat template shows it is its own, in the order they are
+# tried; a template that declares tools in none of them writes Hermes' envelope.
+FORMATS: list[tuple[ToolFormat, object]] = []
+
+
+def register_format(fmt: ToolFormat, declared_by) -> ToolFormat:
+    """Add a family's call syntax: ``declared_by(template source)`` says a template is that family's."""
+    FORMATS.append((fmt, declared_by))
+    return fmt
+
+
+register_format(MISTRAL, lambda src: "[TOOL_CALLS]" in src)
+register_format(LLAMA3, lambda src: "<|python_tag|>" in src or ('"parameters"' in src and "<|start_header_id|>" in src))
+
 
 def tool_format(template) -> ToolFormat:
     """The syntax of ``template``'s family (Hermes where it declares no other, or no tools)."""
     src = getattr(template, "source", "")
     if not declares_tools(template):
         return HERMES
-    if "[TOOL_CALLS]" in src:
-        return MISTRAL
-    if "<|python_tag|>" in src or ('"parameters"' in src and "<|start_header_id|>" in src):
-        return LLAMA3
-    return HERMES
+    return next((fmt for fmt, declared in FORMATS if declared(src)), HERMES)
 
 
 class ToolError(LocalguideError, ValueError):

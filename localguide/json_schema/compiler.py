@@ -28,7 +28,7 @@ from .numbers import NumberLimit, number_literal, number_node, to_fraction
 from .arrays import Arrays
 from .objects import Objects, _any_key_dfa
 from .resolve import ResolveError
-from .strings import (LookaheadsTooLarge, PatternUnsupported, _format_dfa, _pattern_dfa, format_node, pattern_node,
+from .strings import (LookaheadsTooLarge, PatternUnsupported, format_dfa, pattern_dfa, format_node, pattern_node,
                       restrict_length)
 
 # Subschema compiles for one schema (about a millisecond each). On MaskBench: at most 700 with exact
@@ -376,17 +376,17 @@ class Compiler(Objects, Arrays):
             data = v.encode("utf-8", "surrogatepass")
             for p, ptr in f.patterns:
                 try:
-                    if not _pattern_dfa(p).matches(data):
+                    if not pattern_dfa(p).matches(data):
                         return False
                 except PatternUnsupported as e:
                     self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
                     return False
             for name, ptr in f.formats:
-                if not _format_dfa(name).matches(data):
+                if not format_dfa(name).matches(data):
                     return False
             for p, ptr in f.not_patterns:
                 try:
-                    if _pattern_dfa(p).matches(data):
+                    if pattern_dfa(p).matches(data):
                         return False
                 except PatternUnsupported as e:
                     self.problems.error(ptr.rsplit("/", 1)[0], "pattern", str(e))
@@ -546,7 +546,7 @@ class Compiler(Objects, Arrays):
         and of a length within ``f``'s bounds, built as automata (a product) and written back as a
         regex; EMPTY (reported) when that regex would be too large, or a pattern is not supported."""
         try:
-            negs = [_pattern_dfa(p) for p, _ in f.not_patterns]
+            negs = [pattern_dfa(p) for p, _ in f.not_patterns]
         except PatternUnsupported as e:
             self.problems.error(f.not_patterns[0][1].rsplit("/", 1)[0], "not", str(e))
             return EMPTY

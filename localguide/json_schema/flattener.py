@@ -15,7 +15,7 @@ from urllib.parse import urldefrag, urljoin
 from .numbers import lcm_fraction, to_fraction
 from .resolve import Dnf, Neg, Registry, ResolveError, Sub, escape
 from ..automaton import product_walk
-from .strings import (FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, _format_dfa, _pattern_dfa, format_node,
+from .strings import (FORMAT_NOTES, UNSUPPORTED_FORMATS, PatternUnsupported, format_dfa, pattern_dfa, format_node,
                       pattern_matches, split_lookaheads)
 from .flat import (
     ALL_TYPES, ANNOTATIONS, FALSE, MAX_BRANCHES, NUMBER, VALIDATION, _TYPE_ATOMS, Flat, FromNegation, Problems,
@@ -825,10 +825,10 @@ def _string_dfas(f: Flat) -> list:
     out = []
     for p, _ in f.patterns:
         try:
-            out.append(_pattern_dfa(p))
+            out.append(pattern_dfa(p))
         except PatternUnsupported:
             pass
-    return out + [_format_dfa(name) for name, _ in f.formats if format_node(name) is not None]
+    return out + [format_dfa(name) for name, _ in f.formats if format_node(name) is not None]
 
 
 def _strings_disjoint(a: Flat, b: Flat) -> bool:

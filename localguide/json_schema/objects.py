@@ -11,7 +11,7 @@ from ..regex.ast import ANY_CHAR_RANGES, EMPTY, EPS, Lit, Node, alt, opt, rep, s
 from ..regex.ast_dfa import ast_to_dfa, dfa_intersects
 from .encoding import encode_content, json_string_literal, not_in_strings
 from .flat import FALSE, Flat, json_eq, patterns_only
-from .strings import ANY_STRING, PatternUnsupported, _pattern_dfa, pattern_node, restrict_length
+from .strings import ANY_STRING, PatternUnsupported, pattern_dfa, pattern_node, restrict_length
 
 MAX_SPLIT_PATTERNS = 6  # patternProperties of one object whose keys are split exactly (2^6 key regions)
 
@@ -96,7 +96,7 @@ class Objects:
                 if p in atoms:
                     continue
                 try:
-                    pats.append(_pattern_dfa(p))
+                    pats.append(pattern_dfa(p))
                     nodes.append(pattern_node(p))
                     atoms[p] = len(atoms)
                 except PatternUnsupported as e:
@@ -147,7 +147,7 @@ class Objects:
                 continue
             try:
                 key = pattern_node(p)
-                dfa = _pattern_dfa(p)
+                dfa = pattern_dfa(p)
             except PatternUnsupported as e:
                 P.error(ptr, "patternProperties", str(e))
                 continue
@@ -161,7 +161,7 @@ class Objects:
             for j, (q, qptr, qsubs) in enumerate(f.patprops):
                 if j != i:
                     try:
-                        overlap = dfa_intersects(dfa, _pattern_dfa(q)) is not None
+                        overlap = dfa_intersects(dfa, pattern_dfa(q)) is not None
                     except PatternUnsupported:
                         overlap = True
                     if overlap:

@@ -189,7 +189,7 @@ def _with_lookaheads(marked: Node, looks: list) -> Node:
 
 def pattern_matches(pattern: str, text: str) -> bool:
     """Does ``pattern`` (ECMA-262, search semantics) match ``text``? Raises PatternUnsupported."""
-    dfa = _pattern_dfa(pattern)
+    dfa = pattern_dfa(pattern)
     return dfa.matches(text.encode("utf-8", "surrogatepass"))
 
 
@@ -275,7 +275,8 @@ def split_lookaheads(pattern: str) -> tuple[list[str], list[str]] | None:
 _dfa_cache: dict = {}
 
 
-def _pattern_dfa(pattern: str):
+def pattern_dfa(pattern: str):
+    """The byte DFA of the strings ``pattern`` matches anywhere in them, as JSON Schema reads it (kept, 512 at most)."""
     from ..regex.ast_dfa import ast_to_dfa
 
     d = _dfa_cache.get(pattern)
@@ -289,7 +290,8 @@ def _pattern_dfa(pattern: str):
 _format_dfas: dict = {}
 
 
-def _format_dfa(name: str):
+def format_dfa(name: str):
+    """The byte DFA of the strings of ``format`` ``name`` (one that ``format_node`` writes; kept)."""
     from ..regex.ast_dfa import ast_to_dfa
 
     d = _format_dfas.get(name)

@@ -180,11 +180,11 @@ def test_json_schema_pattern_lookaheads_agree_with_v8(v8, pattern, anchors, seed
     """Lookaheads anywhere (marks resolved by ``regex.lookahead``), in JSON Schema's ``pattern``
     (a match anywhere) and in ``compile_regex`` (the whole string): strings the automata accept
     (random walks) and probes, judged as V8 judges them."""
-    from localguide.json_schema.strings import LookaheadsTooLarge, _pattern_dfa
+    from localguide.json_schema.strings import LookaheadsTooLarge, pattern_dfa
 
     p = ("^" if "^" in anchors else "") + pattern + ("$" if "$" in anchors else "")
     try:
-        dfa = _pattern_dfa(p)
+        dfa = pattern_dfa(p)
     except LookaheadsTooLarge:
         return
     try:
