@@ -96,7 +96,7 @@ def test_no_module_of_the_package_imports_itself_back():
 LAYERS = [
     ("the package and its commands", ["localguide", "localguide.cli", "localguide.llama",
                                       "localguide._moved"]),
-    ("the server", ["localguide.server", "localguide.compile_workers"]),
+    ("the server", ["localguide.server"]),
     ("the llama.cpp engine", ["localguide.engines"]),
     ("conversations", ["localguide.chat"]),
     ("guide combinators and drafts", ["localguide.guides", "localguide.speculate"]),

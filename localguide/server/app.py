@@ -5,21 +5,19 @@ rendered, the constraint compiled through a cache bounded in entries and bytes) 
 that the event loop, ``/health`` included, never waits on either. A constraint not in the cache
 compiles in a worker process (``localguide.server.compile_workers``), within ``compile_timeout``
 counted from when a worker takes it; the request is then queued to the engine, whose thread
-sends its tokens back to the request's event loop. A client that goes away cancels its
-request: the engine frees its sequence at its next step.
+sends the answer's events (``answer.py``) back to the request's event loop, which writes them in
+OpenAI's shapes (``wire.py``). A client that goes away cancels its request: the engine frees its
+sequence at its next step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import functools
 import gc
-import json
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -42,7 +40,8 @@ from ..chat.tools import ToolError
 from ..runtime.lru import BoundedCache
 from .api import ApiError, Job, Limits, parse_chat, parse_completion
 from .body import plain_text, read_body
-from ..engines.llamacpp.batch import Work
+from .answer import Answer
+from .wire import OpenAIAnswer, error_response
 
 MAX_BODY = 4 * 1024 * 1024
 # (bodies past this many bytes are read one at a time: reading one takes a core for up to a second,
@@ -158,17 +157,17 @@ class Server:
             {"id": self.name, "object": "model", "created": self.created, "owned_by": "localguide"}]})
 
     async def _not_found(self, request: Request, exc) -> Response:
-        return _error(ApiError(f"no route {request.url.path}", status=404))
+        return error_response(ApiError(f"no route {request.url.path}", status=404))
 
     async def _not_allowed(self, request: Request, exc) -> Response:
-        return _error(ApiError(f"{request.method} is not allowed on {request.url.path}", status=405))
+        return error_response(ApiError(f"{request.method} is not allowed on {request.url.path}", status=405))
 
     def _auth(self, request: Request) -> Response | None:
         if self.api_key is None:
             return None
         given = request.headers.get("authorization", "")
         if given != f"Bearer {self.api_key}":
-            return _error(ApiError("a valid API key is needed: Authorization: Bearer KEY", status=401,
+            return error_response(ApiError("a valid API key is needed: Authorization: Bearer KEY", status=401,
                                    code="invalid_api_key"))
         return None
 
@@ -204,7 +203,7 @@ class Server:
         try:
             job = (parse_chat if route == "chat" else parse_completion)(body, self.limits)
             prepared = (self._prepare_chat if route == "chat" else self._prepare_completion)(job)
-            work = _Stream(None, job, prepared, route == "chat", self).work
+            work = Answer(job, prepared, route == "chat", self.model.vocabulary, lambda event: None).work
             work.on_token = lambda token: True
             work.on_done = lambda reason, error, stats: (done.append(error or reason), ended.set())
             self.engine.submit(work)
@@ -287,9 +286,14 @@ class Server:
                 job = await loop.run_in_executor(self._pool, read)
             prepared = await loop.run_in_executor(self._pool, prepare, job)
         except Exception as e:  # noqa: BLE001 - every fault is the request's answer
-            return _error(_api_error(e, job))
-        stream = _Stream(loop, job, prepared, chat, self)
-        self.engine.submit(stream.work)
+            return error_response(_api_error(e, job))
+        queue: asyncio.Queue = asyncio.Queue()
+        answer = Answer(job, prepared, chat, self.model.vocabulary,
+                        lambda event: loop.call_soon_threadsafe(queue.put_nowait, event))
+        stream = OpenAIAnswer(queue, answer, chat=chat, model=self.name, job=job,
+                              api_error=lambda e: _api_error(e, job),
+                              done=lambda: setattr(answer.work, "cancelled", True))
+        self.engine.submit(answer.work)
         if job.stream:
             return StreamingResponse(stream.events(), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
@@ -322,163 +326,3 @@ class Server:
         if n + job.max_tokens > self.limits.context:
             raise ApiError(f"the prompt ({n} tokens) plus max_tokens ({job.max_tokens}) exceeds the context of "
                            f"{self.limits.context} tokens per sequence (serve --n-ctx)", param)
-
-
-def _error(e: ApiError) -> JSONResponse:
-    return JSONResponse(e.body(), status_code=e.status)
-
-
-class _Stream:
-    """One request's answer: the engine's ``Work`` and the events it sends to the event loop."""
-
-    def __init__(self, loop, job: Job, prepared, chat: bool, server: Server):
-        self.loop, self.job, self.chat, self.server = loop, job, chat, server
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        self.created = int(time.time())
-        self.tokens = 0
-        what, self.prompt_tokens = prepared
-        if chat:
-            self.run = what
-            self.stop = what.stop_text(job.stop)
-            self.work = Work(what.prompt_tokens, what.guide, job.sampling, job.max_tokens, self._on_token,
-                             self._on_done, counts_key=what.counts_key, stats=job.stats, fast_limit=what.settled)
-        else:
-            tokens, guide, healed, key, self.stop = what
-            self.skip = len(healed)
-            self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            self.work = Work(tokens, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,
-                             counts_key=key, healed=healed, stats=job.stats)
-
-    # -- the engine's thread ------------------------------------------------------------------
-    def _post(self, item) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-
-    def _text(self, text: str, final: bool = False) -> bool:
-        out = self.stop.feed(text, final)
-        if out:
-            self._post(("delta", {"content": out} if self.chat else {"text": out}))
-        return not self.stop.hit
-
-    def _on_token(self, token: int) -> bool:
-        self.tokens += 1
-        if not self.chat:
-            piece = self.decoder.decode(self.server.model.vocabulary[token][self.skip:])
-            self.skip = 0
-            return self._text(piece) if piece else True
-        d = self.run.feed(token)
-        if d is None:
-            return True
-        if d.reasoning:
-            self._post(("delta", {"reasoning_content": d.reasoning}))
-        return self._text(d.content) if d.content else True
-
-    def _on_done(self, reason: str, error, stats) -> None:
-        if reason == "cancelled":
-            return
-        calls = []
-        try:
-            if error is not None:
-                raise error
-            if self.chat:
-                for d in ([] if self.stop.hit else self.run.finish()):
-                    if d.reasoning:
-                        self._post(("delta", {"reasoning_content": d.reasoning}))
-                    if d.content:
-                        self._text(d.content)
-                    calls += d.tool_calls
-            else:
-                self._text(self.decoder.decode(b"", final=True))
-            self._text("", final=True)
-        except Exception as e:  # noqa: BLE001
-            self._post(("error", _api_error(e, self.job)))
-            return
-        if calls:
-            self._post(("delta", {"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]}))
-        finish = "tool_calls" if calls else ("length" if reason == "length" and not self.stop.hit else "stop")
-        self._post(("done", finish, stats))
-
-    # -- the event loop -----------------------------------------------------------------------
-    def _usage(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens,
-                "total_tokens": self.prompt_tokens + self.tokens}
-
-    def _extra(self, stats) -> dict:
-        if not self.job.stats or stats is None:
-            return {}
-        keys = ("prompt_tokens", "cached_tokens", "tokens", "decode_calls", "drafted", "accepted", "seconds",
-                "tokens_per_second", "healed_bytes", "interventions", "mass_removed_mean", "mass_removed_max",
-                "nll", "measured_tokens")
-        return {"localguide": {k: getattr(stats, k, None) for k in keys}}
-
-    def _chunk(self, delta: dict | None, finish=None, **extra) -> str:
-        if self.chat:
-            choice = {"index": 0, "delta": delta or {}, "finish_reason": finish}
-            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                    "model": self.server.name, "choices": [choice], **extra}
-        else:
-            choice = {"index": 0, "text": (delta or {}).get("text", ""), "logprobs": None, "finish_reason": finish}
-            body = {"id": self.id, "object": "text_completion", "created": self.created,
-                    "model": self.server.name, "choices": [choice], **extra}
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
-
-    async def events(self):
-        try:
-            if self.chat:
-                yield self._chunk({"role": "assistant", "content": ""})
-            while True:
-                item = await self.queue.get()
-                if item[0] == "delta":
-                    yield self._chunk(item[1])
-                elif item[0] == "error":
-                    yield f"data: {json.dumps(item[1].body(), ensure_ascii=False)}\n\n"
-                    yield "data: [DONE]\n\n"
-                    return
-                else:
-                    _, finish, stats = item
-                    yield self._chunk(None, finish, **self._extra(stats))
-                    if self.job.include_usage:
-                        body = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                                "created": self.created, "model": self.server.name, "choices": [],
-                                "usage": self._usage()}
-                        yield f"data: {json.dumps(body)}\n\n"
-                    yield "data: [DONE]\n\n"
-                    return
-        finally:
-            self.work.cancelled = True  # (the client went away, or the answer is done: either way)
-
-    async def whole(self, request: Request) -> Response:
-        content, reasoning, calls = [], [], []
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(self.queue.get(), 0.5)
-                except asyncio.TimeoutError:
-                    if await request.is_disconnected():
-                        return Response(status_code=499)
-                    continue
-                if item[0] == "error":
-                    return _error(item[1])
-                if item[0] == "done":
-                    break
-                d = item[1]
-                content.append(d.get("content", d.get("text", "")))
-                reasoning.append(d.get("reasoning_content", ""))
-                calls += d.get("tool_calls", [])
-        finally:
-            self.work.cancelled = True
-        _, finish, stats = item
-        if self.chat:
-            message = {"role": "assistant", "content": "".join(content) if not calls or any(content) else None}
-            if any(reasoning):
-                message["reasoning_content"] = "".join(reasoning)
-            if calls:
-                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
-            choice = {"index": 0, "message": message, "finish_reason": finish}
-            body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.server.name,
-                    "choices": [choice], "usage": self._usage(), **self._extra(stats)}
-        else:
-            choice = {"index": 0, "text": "".join(content), "logprobs": None, "finish_reason": finish}
-            body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.server.name,
-                    "choices": [choice], "usage": self._usage(), **self._extra(stats)}
-        return JSONResponse(body)

@@ -1,0 +1,80 @@
+"""One request's answer as the engine makes it, in no protocol's shape.
+
+In the engine's thread, token by token: the text (a completion's bytes decoded whole, or a chat's
+content), its stop strings applied, a chat's reasoning and tool calls, and how it ended. Each
+comes out as an event for the request's event loop, which a wire format (``wire.py``) writes:
+``("text", str)``, ``("reasoning", str)``, ``("calls", [call, ...])``, ``("error", exception)``,
+``("done", finish_reason, stats)``.
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from ..engines.llamacpp.batch import Work
+
+
+class Answer:
+    """``prepared``: what the server's preparation made (a ``ChatRun`` for a chat; the tokens,
+    guide, healed bytes, counts key and ``StopText`` of a completion) and the prompt's length;
+    ``post(event)`` hands an event to the event loop (called in the engine's thread)."""
+
+    def __init__(self, job, prepared, chat: bool, vocabulary, post):
+        self.chat, self._post, self._vocabulary = chat, post, vocabulary
+        self.tokens = 0
+        what, self.prompt_tokens = prepared
+        if chat:
+            self.run = what
+            self.stop = what.stop_text(job.stop)
+            self.work = Work(what.prompt_tokens, what.guide, job.sampling, job.max_tokens, self._on_token,
+                             self._on_done, counts_key=what.counts_key, stats=job.stats, fast_limit=what.settled)
+        else:
+            tokens, guide, healed, key, self.stop = what
+            self.skip = len(healed)
+            self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            self.work = Work(tokens, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,
+                             counts_key=key, healed=healed, stats=job.stats)
+
+    def _text(self, text: str, final: bool = False) -> bool:
+        out = self.stop.feed(text, final)
+        if out:
+            self._post(("text", out))
+        return not self.stop.hit
+
+    def _on_token(self, token: int) -> bool:
+        self.tokens += 1
+        if not self.chat:
+            piece = self.decoder.decode(self._vocabulary[token][self.skip:])
+            self.skip = 0
+            return self._text(piece) if piece else True
+        d = self.run.feed(token)
+        if d is None:
+            return True
+        if d.reasoning:
+            self._post(("reasoning", d.reasoning))
+        return self._text(d.content) if d.content else True
+
+    def _on_done(self, reason: str, error, stats) -> None:
+        if reason == "cancelled":
+            return
+        calls = []
+        try:
+            if error is not None:
+                raise error
+            if self.chat:
+                for d in ([] if self.stop.hit else self.run.finish()):
+                    if d.reasoning:
+                        self._post(("reasoning", d.reasoning))
+                    if d.content:
+                        self._text(d.content)
+                    calls += d.tool_calls
+            else:
+                self._text(self.decoder.decode(b"", final=True))
+            self._text("", final=True)
+        except Exception as e:  # noqa: BLE001 - the request's answer, written by the wire format
+            self._post(("error", e))
+            return
+        if calls:
+            self._post(("calls", calls))
+        finish = "tool_calls" if calls else ("length" if reason == "length" and not self.stop.hit else "stop")
+        self._post(("done", finish, stats))

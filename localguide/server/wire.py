@@ -1,0 +1,126 @@
+"""OpenAI's wire shapes of an answer's events (``answer.py``): server-sent chunks of
+``chat.completion.chunk`` or ``text_completion``, or one whole ``chat.completion`` /
+``text_completion`` body; errors as OpenAI's error body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+STATS_KEYS = ("prompt_tokens", "cached_tokens", "tokens", "decode_calls", "drafted", "accepted", "seconds",
+              "tokens_per_second", "healed_bytes", "interventions", "mass_removed_mean", "mass_removed_max",
+              "nll", "measured_tokens")
+
+
+def error_response(e) -> JSONResponse:
+    """An ``ApiError`` as OpenAI's error body and status."""
+    return JSONResponse(e.body(), status_code=e.status)
+
+
+class OpenAIAnswer:
+    """One answer's events from ``queue`` written in OpenAI's shapes. ``answer``: its ``Answer``
+    (token counts); ``api_error(exception)``: the ``ApiError`` an engine's error answers with;
+    ``done()``: called once the answer is written or its client has gone."""
+
+    def __init__(self, queue: asyncio.Queue, answer, *, chat: bool, model: str, job, api_error, done):
+        self.queue, self.answer, self.chat, self.model, self.job = queue, answer, chat, model, job
+        self._api_error, self._done = api_error, done
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+
+    def _delta(self, event) -> dict:
+        kind, value = event[0], event[1]
+        if kind == "reasoning":
+            return {"reasoning_content": value}
+        if kind == "calls":
+            return {"tool_calls": [{"index": i, **c} for i, c in enumerate(value)]}
+        return {"content": value} if self.chat else {"text": value}
+
+    def _usage(self) -> dict:
+        p, c = self.answer.prompt_tokens, self.answer.tokens
+        return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+    def _extra(self, stats) -> dict:
+        if not self.job.stats or stats is None:
+            return {}
+        return {"localguide": {k: getattr(stats, k, None) for k in STATS_KEYS}}
+
+    def _chunk(self, delta: dict | None, finish=None, **extra) -> str:
+        if self.chat:
+            choice = {"index": 0, "delta": delta or {}, "finish_reason": finish}
+            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                    "model": self.model, "choices": [choice], **extra}
+        else:
+            choice = {"index": 0, "text": (delta or {}).get("text", ""), "logprobs": None, "finish_reason": finish}
+            body = {"id": self.id, "object": "text_completion", "created": self.created,
+                    "model": self.model, "choices": [choice], **extra}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def events(self):
+        """The answer as server-sent events, ``[DONE]`` last."""
+        try:
+            if self.chat:
+                yield self._chunk({"role": "assistant", "content": ""})
+            while True:
+                item = await self.queue.get()
+                if item[0] == "error":
+                    yield f"data: {json.dumps(self._api_error(item[1]).body(), ensure_ascii=False)}\n\n"
+                    yield "data: [DONE]\n\n"
+                    return
+                if item[0] != "done":
+                    yield self._chunk(self._delta(item))
+                    continue
+                _, finish, stats = item
+                yield self._chunk(None, finish, **self._extra(stats))
+                if self.job.include_usage:
+                    body = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                            "created": self.created, "model": self.model, "choices": [], "usage": self._usage()}
+                    yield f"data: {json.dumps(body)}\n\n"
+                yield "data: [DONE]\n\n"
+                return
+        finally:
+            self._done()  # (the client went away, or the answer is done: either way)
+
+    async def whole(self, request: Request) -> Response:
+        """The answer as one body, once it is done (499 where the client went away first)."""
+        content, reasoning, calls = [], [], []
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(self.queue.get(), 0.5)
+                except asyncio.TimeoutError:
+                    if await request.is_disconnected():
+                        return Response(status_code=499)
+                    continue
+                if item[0] == "error":
+                    return error_response(self._api_error(item[1]))
+                if item[0] == "done":
+                    break
+                if item[0] == "reasoning":
+                    reasoning.append(item[1])
+                elif item[0] == "calls":
+                    calls += self._delta(item)["tool_calls"]
+                else:
+                    content.append(item[1])
+        finally:
+            self._done()
+        _, finish, stats = item
+        if self.chat:
+            message = {"role": "assistant", "content": "".join(content) if not calls or any(content) else None}
+            if any(reasoning):
+                message["reasoning_content"] = "".join(reasoning)
+            if calls:
+                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                    "choices": [choice], "usage": self._usage(), **self._extra(stats)}
+        else:
+            choice = {"index": 0, "text": "".join(content), "logprobs": None, "finish_reason": finish}
+            body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
+                    "choices": [choice], "usage": self._usage(), **self._extra(stats)}
+        return JSONResponse(body)
