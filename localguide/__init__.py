@@ -7,10 +7,9 @@
 The flow: Vocabulary → Constraint → byte DFA or grammar → Index → Guide → engine (llama.cpp) → text.
 """
 
-from . import _moved
-from .runtime import threads as _threads
+from .runtime import oldpaths as _oldpaths, threads as _threads
 
-_moved.install()  # (the old import paths of moved modules)
+_oldpaths.install()  # (the old import paths of moved modules)
 
 _threads.prepare()  # before anything loads llama.cpp: OpenMP reads its wait policy then
 
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str):
     import importlib
 
-    moved = _moved.MOVED.get(f"{__name__}.{name}")
+    moved = _oldpaths.MOVED.get(f"{__name__}.{name}")
     if moved is not None:  # (``localguide.cache`` and the other old module paths)
         return importlib.import_module(moved)
     module = _LAZY.get(name)

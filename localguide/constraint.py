@@ -125,6 +125,12 @@ def as_constraint(value, **options) -> Constraint | None:
     raise ArgumentError(f"a constraint is a localguide.Constraint or a dict of its arguments, not {type(value).__name__}")
 
 
+def constraint_key(**arguments) -> str | None:
+    """``Constraint.of(**arguments).key()`` (None without a constraint)."""
+    constraint = Constraint.of(**arguments)
+    return None if constraint is None else constraint.key()
+
+
 def compile_constraint(vocabulary, **arguments):
     """The compiled constraint over ``vocabulary`` (None: unconstrained); arguments as ``Model.compile``."""
     constraint = Constraint.of(**arguments)

@@ -60,3 +60,9 @@ class ChatTemplate:
             raise ChatTemplateError(f"{self.name}: {e}") from None
         except Exception as e:  # noqa: BLE001 - a template's own bug (a None + str, ...) is named
             raise ChatTemplateError(f"{self.name} failed on these messages: {type(e).__name__}: {e}") from None
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

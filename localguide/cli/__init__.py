@@ -10,7 +10,8 @@ import sys
 
 import typer
 
-from . import cache, grammars, info, inspect, run, serve  # noqa: F401 - (each registers its command)
+# (each registers its command, in the order --help lists them)
+from . import run, inspect, info, serve, cache, grammars  # noqa: F401, I001
 from .common import _end_line, _error_line, _say, app
 
 def main() -> None:

@@ -87,3 +87,9 @@ def report() -> list[tuple[str, str]]:
         ("kernels compiled for this CPU", f"{done} of {total}" + ("" if done == total else
                                                                  ": the others compile on first use, once")),
     ]
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

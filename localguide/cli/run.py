@@ -189,13 +189,16 @@ def _constraint(o: RunOptions):
     given = dict(regex=o.regex, choice=o.choice or None, grammar=o.grammar, json_schema=schema,
                  strict=o.strict, whitespace="pretty" if o.pretty else "compact", max_recursion=o.max_recursion)
     if o.max_ignored_run is not None:
+        if o.grammar is None:
+            raise typer.BadParameter("--max-ignored-run applies to --grammar only")
         given["max_ignored_run"] = o.max_ignored_run or None
     if o.exact_recursion and schema is None:
         raise typer.BadParameter("--exact-recursion applies to --json-schema and --json only")
     try:
         return Constraint.of(**given)
     except ArgumentError as e:
-        text = str(e).replace(" and json_schema=", ", json_schema= and --json")
+        text = str(e).replace(" and json_schema=", ", json_schema= and --json").replace(
+            "json_schema= only", "json_schema= or --json only")
         for name, flag in _FLAGS.items():
             text = text.replace(name, flag)
         raise typer.BadParameter(text) from None

@@ -18,3 +18,9 @@ from .guide import GrammarGuide
 from .sources import compile_grammar, list_grammars
 
 __all__ = ["GrammarError", "GrammarGuide", "GrammarIndex", "compile_grammar", "list_grammars"]
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

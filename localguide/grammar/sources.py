@@ -19,7 +19,7 @@ from ..runtime.lru import BoundedCache
 from ..runtime.progress import stage
 from . import packed
 from .compiled import FORMAT, GrammarIndex
-from .shipped import is_gbnf, list_grammars
+from .shipped import grammars_dir, is_gbnf, list_grammars  # noqa: F401 - (grammars_dir: its old place)
 from ..errors import GrammarError
 
 DEFAULT_MAX_IGNORED_RUN = 32

@@ -1,10 +1,10 @@
 """The old path of the llama.cpp engine (``localguide.engines.llamacpp``), the chat layer
 (``localguide.chat``) and the guide combinators (``localguide.guides``): each old module
-name still imports, as the module at its new place (``localguide._moved``)."""
+name still imports, as the module at its new place (``localguide.runtime.oldpaths``)."""
 
 import importlib
 
-from .._moved import MOVED
+from ..runtime.oldpaths import MOVED
 
 
 def __getattr__(name: str):

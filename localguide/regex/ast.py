@@ -7,7 +7,7 @@ two constants ``EMPTY`` (matches nothing) and ``EPS`` (matches only ""). The sma
 constructors ``seq``, ``alt``, ``rep``, ``opt`` simplify as they build, so a branch
 that became impossible (a recursion cut off, a ``false`` schema) disappears.
 
-``to_regex`` writes a node as an ECMA-262 pattern that ``localguide.regex`` accepts;
+``emit.to_regex`` writes a node as an ECMA-262 pattern that ``localguide.regex`` accepts;
 ``ast_dfa`` turns the same node into a byte DFA without going through text.
 """
 
@@ -376,3 +376,9 @@ def size_estimate(node: Node, _memo=None) -> int:
 
 
 ANY_CHAR_RANGES = ((0, MAX_CP),)
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

@@ -430,3 +430,9 @@ def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:
                 prev[nxt] = ((x, y), int(byte))
                 queue.append(nxt)
     return None
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

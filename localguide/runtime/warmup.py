@@ -178,3 +178,9 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return True
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from . import oldpaths
+
+    return oldpaths.attribute(__name__, name)

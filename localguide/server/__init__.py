@@ -56,3 +56,9 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
 
 
 __all__ = ["ApiError", "Limits", "make_server", "serve"]
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

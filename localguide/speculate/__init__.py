@@ -11,3 +11,9 @@ from .counts import FORMAT as COUNTS_FORMAT, CountModel
 from .drafts import DecodeCost, Drafter, choose_length, forced_text
 
 __all__ = ["COUNTS_FORMAT", "CountModel", "DecodeCost", "Drafter", "choose_length", "forced_text"]
+
+
+def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
+    from ..runtime import oldpaths
+
+    return oldpaths.attribute(__name__, name)

@@ -117,7 +117,7 @@ class Model:
         self.last_stats: GenerationStats | None = None
 
     # -- constraints -------------------------------------------------------------------
-    def compile(self, constraint: Constraint | None = None, /, **arguments):
+    def compile(self, constraint: Constraint | None = None, **arguments):
         """The compiled constraint over this model's vocabulary (None: unconstrained): a
         ``Constraint``, or its keyword arguments (``Constraint.of``): ``regex=``, ``choice=``,
         ``grammar=`` (Lark or GBNF text, a ``.lark``/``.gbnf`` path or a shipped grammar's name;
@@ -327,7 +327,7 @@ class Model:
         yield json_schema.model_validate(value) if pydantic else value
 
     def draft_counts(self, key: str | None) -> CountModel:
-        """The count model of the constraint ``key`` on this model (``constraint_key``), loaded from
+        """The count model of the constraint ``key`` on this model (``Constraint.key()``), loaded from
         the cache directory the first time (None: a fresh one, kept nowhere)."""
         if key is None:
             return CountModel()

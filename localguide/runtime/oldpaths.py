@@ -1,6 +1,7 @@
-"""The import paths of modules that moved when the package took its folders: ``localguide.llama``
-and its modules still import, each as the very module at its new place (not a copy), so that
-code written against the old paths keeps working, monkeypatches included."""
+"""The import paths of modules and names that moved when the package took its folders:
+``localguide.llama.model``, ``localguide.cache`` and the rest still import, each as the very module
+at its new place (not a copy: monkeypatches reach it), ``python -m`` included; a name that left a
+module that still exists is found where it went (``attribute``, a module's ``__getattr__``)."""
 
 from __future__ import annotations
 
@@ -46,15 +47,47 @@ MOVED = {
 }
 
 
+# Names that left a module that still exists: module -> {name: the module that holds it now}.
+NAMES = {
+    "localguide.regex.ast_dfa": {"warm_kernels": "localguide.regex.compile"},
+    "localguide.regex.ast": {"to_regex": "localguide.regex.emit"},
+    "localguide.chat.template": {"BuiltinTemplate": "localguide.engines.llamacpp.templates"},
+    "localguide.speculate": {"constraint_key": "localguide.constraint"},
+    "localguide.runtime.warmup": {"warm": "localguide.engines.llamacpp.rehearsal",
+                                  "main": "localguide.engines.llamacpp.rehearsal"},
+    "localguide.cli.info": {"backend": "localguide.engines.llamacpp.system"},
+}
+
+
+def attribute(module: str, name: str):
+    """``module.name`` where it moved: a submodule's old path, or a name now held elsewhere
+    (a module's ``__getattr__`` calls this)."""
+    new = MOVED.get(f"{module}.{name}")
+    if new is not None:
+        return importlib.import_module(new)
+    where = NAMES.get(module, {}).get(name)
+    if where is not None:
+        return getattr(importlib.import_module(where), name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
         return importlib.util.spec_from_loader(name, self) if name in MOVED else None
 
     def create_module(self, spec):
-        return importlib.import_module(MOVED[spec.name])
+        module = importlib.import_module(MOVED[spec.name])
+        spec.loader_state = module.__spec__  # (the import system sets the old spec on it: put back)
+        return module
 
     def exec_module(self, module) -> None:
-        pass
+        if module.__spec__ is not None and module.__spec__.loader_state is not None:
+            module.__spec__ = module.__spec__.loader_state
+
+    def get_code(self, name: str):
+        """``python -m`` an old path: run the module at its new place as ``__main__``."""
+        return compile(f"import runpy\nrunpy.run_module({MOVED[name]!r}, run_name='__main__', alter_sys=True)\n",
+                       f"<{name}>", "exec")
 
 
 def install() -> None:
