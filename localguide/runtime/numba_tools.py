@@ -23,7 +23,7 @@ for _i in range(64):
 
 # ``LOCALGUIDE_COMPILE``: "background" (the default) lets a first use take the numpy and Python
 # paths while the kernels are not compiled (the grammar kernels then compile in a background
-# process, ``grammar.warmup``); "foreground" takes the kernels always, compiling them in this
+# process, ``runtime.warmup``); "foreground" takes the kernels always, compiling them in this
 # process at their first call (what the test suite does, and a server that would rather wait).
 COMPILE_MODE = os.environ.get("LOCALGUIDE_COMPILE", "background").strip().lower() or "background"
 if COMPILE_MODE not in ("background", "foreground"):

@@ -3,7 +3,7 @@
 
 ``mask_candidates_bits`` (a grammar's masks) takes and does what the kernel of that name does
 (O(vocabulary) here, not O(allowed)) until the grammar warm-up has compiled it
-(``grammar.warmup``); ``mask_candidates_at`` likewise. A test compares them with the kernels.
+(``runtime.warmup``); ``mask_candidates_at`` likewise. A test compares them with the kernels.
 """
 
 from __future__ import annotations

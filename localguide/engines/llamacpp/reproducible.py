@@ -19,7 +19,7 @@ two tokens are nearly tied.
 The reference path of the CPU backend (``ggml_backend_cpu_set_use_ref``: each output element one
 ``vec_dot``, attention row by row, the KV cache never split across threads), with the weights
 as the file stores them (not repacked), computes each row the same way in every batch: the logits
-are bitwise those of one-token decoding (``tests/llama/test_reproducible.py``, both models).
+are bitwise those of one-token decoding (``tests/engines/llamacpp/test_reproducible.py``, both models).
 ``load(reproducible=True)``, the default, asks for both; ``Model.reproducible`` says whether it
 holds, and ``Model.reproducible_why`` why not where it does not.
 
