@@ -51,12 +51,9 @@ if TYPE_CHECKING:
 def __getattr__(name: str):
     import importlib
 
-    moved = _oldpaths.MOVED.get(f"{__name__}.{name}")
-    if moved is not None:  # (``localguide.cache`` and the other old module paths)
-        return importlib.import_module(moved)
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'localguide' has no attribute {name!r}")
+    if module is None:  # (``localguide.cache`` and the other old module paths, else AttributeError)
+        return _oldpaths.attribute(__name__, name)
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

@@ -13,6 +13,7 @@ import datetime
 import json
 
 from ..errors import LocalguideError
+from ..runtime import oldpaths as _oldpaths
 
 
 class ChatTemplateError(LocalguideError):
@@ -62,7 +63,4 @@ class ChatTemplate:
             raise ChatTemplateError(f"{self.name} failed on these messages: {type(e).__name__}: {e}") from None
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

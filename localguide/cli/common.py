@@ -139,8 +139,7 @@ _LAST = "\n"  # the last character written to stdout
 
 def _out(text: str) -> None:
     global _LAST
-    if _OPEN is not None:
-        _OPEN.close()
+    close_status()
     sys.stdout.write(text)
     sys.stdout.flush()
     if text:
@@ -150,8 +149,7 @@ def _out(text: str) -> None:
 def _end_line() -> None:
     """End the output's line (and take the status line down), so that what stderr says next starts
     a line of its own."""
-    if _OPEN is not None:
-        _OPEN.close()
+    close_status()
     if _LAST != "\n":
         _out("\n")
 

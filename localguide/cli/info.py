@@ -7,6 +7,7 @@ import pkgutil
 from pathlib import Path
 
 from .common import app
+from ..runtime import oldpaths as _oldpaths
 
 
 @app.command()
@@ -89,7 +90,4 @@ def report() -> list[tuple[str, str]]:
     ]
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

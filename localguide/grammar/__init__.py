@@ -16,11 +16,9 @@ from .compiled import GrammarIndex
 from ..errors import GrammarError
 from .guide import GrammarGuide
 from .sources import compile_grammar, list_grammars
+from ..runtime import oldpaths as _oldpaths
 
 __all__ = ["GrammarError", "GrammarGuide", "GrammarIndex", "compile_grammar", "list_grammars"]
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

@@ -12,6 +12,7 @@ that became impossible (a recursion cut off, a ``false`` schema) disappears.
 """
 
 from __future__ import annotations
+from ..runtime import oldpaths as _oldpaths
 
 
 MAX_CP = 0x10FFFF
@@ -378,7 +379,4 @@ def size_estimate(node: Node, _memo=None) -> int:
 ANY_CHAR_RANGES = ((0, MAX_CP),)
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

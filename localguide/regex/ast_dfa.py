@@ -25,6 +25,7 @@ from ..automaton.utf8 import utf8_sequences
 from ..runtime.numba_tools import compiled
 from .ast import EMPTY, Alt, Auto, Cls, Lit, Node, Rep, Seq
 from .subset_kernels import py_subset_dfa, subset_dfa
+from ..runtime import oldpaths as _oldpaths
 
 TWIN_INPUT_STATES = 1000  # states of the sub-automata glued (what the twin takes: see _determinize)
 
@@ -432,7 +433,4 @@ def dfa_intersects(a: ByteDFA, b: ByteDFA) -> bytes | None:
     return None
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

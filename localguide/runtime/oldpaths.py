@@ -5,6 +5,7 @@ module that still exists is found where it went (``attribute``, a module's ``__g
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -56,6 +57,8 @@ NAMES = {
     "localguide.runtime.warmup": {"warm": "localguide.engines.llamacpp.rehearsal",
                                   "main": "localguide.engines.llamacpp.rehearsal"},
     "localguide.cli.info": {"backend": "localguide.engines.llamacpp.system"},
+    "localguide.llama": {n: "localguide.engines.llamacpp" for n in
+                         ("GuideSampler", "Model", "SamplerChain", "Sampling", "default_model_path", "load")},
 }
 
 
@@ -69,6 +72,11 @@ def attribute(module: str, name: str):
     if where is not None:
         return getattr(importlib.import_module(where), name)
     raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def getattr_of(module: str):
+    """``module``'s ``__getattr__``: its names that moved, found where they went (``attribute``)."""
+    return functools.partial(attribute, module)
 
 
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from . import numba_tools
+from . import oldpaths as _oldpaths
 
 MARKER = "grammar-kernels.done"
 LOCK = "grammar-kernels.lock"
@@ -180,7 +181,4 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from . import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

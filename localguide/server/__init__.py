@@ -11,6 +11,7 @@ import sys
 import threading
 
 from .api import ApiError, Limits
+from ..runtime import oldpaths as _oldpaths
 
 
 def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: str | None = None,
@@ -58,7 +59,4 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
 __all__ = ["ApiError", "Limits", "make_server", "serve"]
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

@@ -291,8 +291,7 @@ class Server:
         answer = Answer(job, prepared, chat, self.model.vocabulary,
                         lambda event: loop.call_soon_threadsafe(queue.put_nowait, event))
         stream = OpenAIAnswer(queue, answer, chat=chat, model=self.name, job=job,
-                              api_error=lambda e: _api_error(e, job),
-                              done=lambda: setattr(answer.work, "cancelled", True))
+                              api_error=lambda e: _api_error(e, job))
         self.engine.submit(answer.work)
         if job.stream:
             return StreamingResponse(stream.events(), media_type="text/event-stream",

@@ -24,12 +24,12 @@ def error_response(e) -> JSONResponse:
 
 class OpenAIAnswer:
     """One answer's events from ``queue`` written in OpenAI's shapes. ``answer``: its ``Answer``
-    (token counts); ``api_error(exception)``: the ``ApiError`` an engine's error answers with;
-    ``done()``: called once the answer is written or its client has gone."""
+    (token counts; its work is cancelled once the answer is written or its client has gone);
+    ``api_error(exception)``: the ``ApiError`` an engine's error answers with."""
 
-    def __init__(self, queue: asyncio.Queue, answer, *, chat: bool, model: str, job, api_error, done):
+    def __init__(self, queue: asyncio.Queue, answer, *, chat: bool, model: str, job, api_error):
         self.queue, self.answer, self.chat, self.model, self.job = queue, answer, chat, model, job
-        self._api_error, self._done = api_error, done
+        self._api_error = api_error
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
 
@@ -84,7 +84,7 @@ class OpenAIAnswer:
                 yield "data: [DONE]\n\n"
                 return
         finally:
-            self._done()  # (the client went away, or the answer is done: either way)
+            self.answer.work.cancelled = True  # (the client went away, or the answer is done: either way)
 
     async def whole(self, request: Request) -> Response:
         """The answer as one body, once it is done (499 where the client went away first)."""
@@ -104,18 +104,18 @@ class OpenAIAnswer:
                 if item[0] == "reasoning":
                     reasoning.append(item[1])
                 elif item[0] == "calls":
-                    calls += self._delta(item)["tool_calls"]
+                    calls += item[1]
                 else:
                     content.append(item[1])
         finally:
-            self._done()
+            self.answer.work.cancelled = True
         _, finish, stats = item
         if self.chat:
             message = {"role": "assistant", "content": "".join(content) if not calls or any(content) else None}
             if any(reasoning):
                 message["reasoning_content"] = "".join(reasoning)
             if calls:
-                message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
+                message["tool_calls"] = calls
             choice = {"index": 0, "message": message, "finish_reason": finish}
             body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
                     "choices": [choice], "usage": self._usage(), **self._extra(stats)}

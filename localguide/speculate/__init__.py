@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from .counts import FORMAT as COUNTS_FORMAT, CountModel
 from .drafts import DecodeCost, Drafter, choose_length, forced_text
+from ..runtime import oldpaths as _oldpaths
 
 __all__ = ["COUNTS_FORMAT", "CountModel", "DecodeCost", "Drafter", "choose_length", "forced_text"]
 
 
-def __getattr__(name: str):  # (names that moved elsewhere: runtime.oldpaths)
-    from ..runtime import oldpaths
-
-    return oldpaths.attribute(__name__, name)
+__getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)
