@@ -19,19 +19,19 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
                 cache_entries: int = 64, cache_bytes: int = 1 << 30, name: str | None = None,
                 grammar_dir=None):
     """The server's ``Server`` (its Starlette app is ``.app``) over ``model`` (a ``localguide.Model``):
-    ``parallel`` sequences decoded together (1: one request at a time, with speculation and the
-    prompt cache); ``n_ctx`` tokens of context per sequence (default the model's); ``grammar_dir``:
+    ``parallel`` sequences decoded together, each with speculation, healing and the prompt cache
+    (1: one request at a time, on the model's own context); ``n_ctx`` tokens of context per sequence (default the model's); ``grammar_dir``:
     a folder whose ``.lark``/``.gbnf`` files requests may name and ``%import`` (beside the shipped
     ones; a request never names a path)."""
     from .app import Server
-    from ..engines.llamacpp.batch import BatchEngine, SerialEngine
+    from ..engines.llamacpp.batch import EngineThread
 
     if parallel < 1:
         raise ValueError("parallel must be at least 1")
     context = n_ctx or model.context_size
     if parallel == 1 and context > model.context_size:
         raise ValueError(f"n_ctx {context} is over the model's context ({model.context_size})")
-    engine = SerialEngine(model, context) if parallel == 1 else BatchEngine(model, parallel, context)
+    engine = EngineThread(model, parallel, context)
     limits = Limits(max_tokens=min(max_tokens, context), default_max_tokens=min(default_max_tokens, context // 2),
                     context=context, compile_timeout=compile_timeout)
     return Server(model, engine, name=name or model.path.stem, limits=limits, api_key=api_key,

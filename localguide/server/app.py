@@ -313,9 +313,8 @@ class Server:
 
     def _prepare_completion(self, job: Job):
         index = self.compiled(job.constraint)
-        heal = job.heal and self.engine.parallel == 1  # (the batch engine does not heal)
         with self.engine.lock:
-            tokens, guide, healed = self.model.prepare_completion(job.prompt, index, job.max_tokens, heal=heal)
+            tokens, guide, healed = self.model.prepare_completion(job.prompt, index, job.max_tokens, heal=job.heal)
         self._check_context(len(tokens) + bool(healed), job, "prompt")
         complete = self.model.complete(index, self.engine.lock) if job.stop and index is not None else None
         key = job.constraint.key() if job.constraint is not None else None

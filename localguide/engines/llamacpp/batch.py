@@ -1,30 +1,31 @@
-"""The decode loops behind the server: requests queue, one thread decodes.
+"""Many generations on one engine (``localguide.engines.llamacpp.engine``): the server's engine
+thread and ``Model.batch``.
 
-``SerialEngine`` (``--parallel 1``) serves one request at a time through
-``Model.generate_tokens``: speculation, the prompt cache and token healing as in the library.
-``BatchEngine`` (``--parallel N``) keeps N sequences in one llama.cpp context of its own and
-decodes, per step, one ``llama_decode`` with a token of each generating sequence (and the
-prompts of new ones, as far as the batch holds), each sequence sampled through its own sampler
-chain and guide. It decodes one token per step per sequence (no speculation, no healing), and
-each sequence keeps what its KV cache holds for the next request that shares its prefix.
+``EngineThread`` serves queued requests (``Work``) in a thread of its own, up to ``parallel`` at a
+time, each a lane of the engine with speculation, healing, the prompt cache and stats (with
+``parallel`` 1, the model's own engine: the prompt cache the library uses). Guides are walked in
+that thread only; ``lock`` is held while they are, so that a request's guide can be made in
+another thread from the same compiled constraint.
 
-Guides are walked in the engine's thread only; ``lock`` is held while they are, so that a
-request's guide can be made in another thread (``prepare``) from the same compiled constraint.
+``run_batch`` (``Model.batch``) runs a list of items, ``parallel`` lanes at a time, in the caller's
+thread, and yields each result as it finishes; an item's own error is its result.
 """
 
 from __future__ import annotations
 
-import ctypes
-import queue
+import codecs
+import json
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
-import llama_cpp
-
+from ...constraint import Constraint
+from ...errors import ArgumentError, LocalguideError
+from .engine import Lane, Request
 from .loop import GenerationStats
-from .sampler import Sampling, SamplerChain
+from .sampler import Sampling
 
 
 @dataclass(eq=False)
@@ -48,118 +49,20 @@ class Work:
     submitted: float = field(default_factory=time.perf_counter)
 
 
-def _reason(n: int, work: Work) -> str:
-    """"length" where the budget, not the text, ended it."""
-    finished = work.guide is not None and work.guide.is_finished()
-    return "length" if n >= work.max_tokens and not finished else "stop"
+class EngineThread:
+    """Requests queue; one thread runs them on the engine, ``parallel`` at a time (see the module
+    docstring). ``context``: tokens per sequence."""
 
-
-class SerialEngine:
-    """One request at a time, through the library's own loop (see the module docstring)."""
-
-    parallel = 1
-
-    def __init__(self, model, context: int):
-        self.model, self.context = model, context
+    def __init__(self, model, parallel: int = 1, context: int | None = None):
+        self.model, self.parallel = model, parallel
+        self.context = context or model.context_size
+        self.engine = model.engine if parallel == 1 else model.engine_for(parallel, self.context)
         self.lock = threading.RLock()
-        self._queue: "queue.Queue[Work | None]" = queue.Queue()
-        self._current: Work | None = None
-        self._thread = threading.Thread(target=self._run, name="localguide-engine", daemon=True)
-        self._thread.start()
-
-    def submit(self, work: Work) -> None:
-        self._queue.put(work)
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=10)
-
-    def waiting(self) -> int:
-        return self._queue.qsize()
-
-    def active(self) -> int:
-        return int(self._current is not None)
-
-    def _run(self) -> None:
-        while (work := self._queue.get()) is not None:
-            if work.cancelled:
-                work.on_done("cancelled", None, None)
-                continue
-            self._current = work
-            try:
-                self._serve(work)
-            finally:
-                self._current = None
-
-    def _serve(self, work: Work) -> None:
-        m = self.model
-        n, reason, error, gen, counts = 0, "stop", None, None, None
-        try:
-            tokens = work.prompt_tokens
-            if work.guide is not None:
-                counts = m.draft_counts(work.counts_key)
-            gen = m.generate_tokens(tokens, work.guide, work.max_tokens, work.sampling, speculate=True,
-                                    counts=counts, healed=work.healed, stats=work.stats,
-                                    fast_limit=work.fast_limit)
-            while True:
-                with self.lock:  # (a guide is walked here only)
-                    token = next(gen, None)
-                if token is None:
-                    reason = _reason(n, work)
-                    break
-                n += 1
-                if work.cancelled:
-                    reason = "cancelled"
-                    break
-                if not work.on_token(token):
-                    break
-        except Exception as e:  # noqa: BLE001 - the request's error, the engine goes on
-            error = e
-        finally:
-            if gen is not None:
-                gen.close()
-            if counts is not None:
-                counts.save()
-        work.on_done(reason, error, m.last_stats)
-
-
-@dataclass(eq=False)
-class _Slot:
-    seq: int
-    kv: list = field(default_factory=list)    # the tokens this sequence's KV cache holds
-    work: Work | None = None
-    chain: SamplerChain | None = None
-    pending: list = field(default_factory=list)  # prompt tokens still to decode
-    prompt: list = field(default_factory=list)
-    out: list = field(default_factory=list)
-    stats: GenerationStats | None = None
-    t0: float = 0.0
-
-
-class BatchEngine:
-    """N sequences in one llama.cpp context, one decode per step (see the module docstring)."""
-
-    def __init__(self, model, parallel: int, context: int, n_batch: int = 512):
-        self.model, self.parallel, self.context = model, parallel, context
-        self.lock = threading.RLock()
-        params = llama_cpp.llama_context_params()
-        ctypes.memmove(ctypes.byref(params), ctypes.byref(model.llama.context_params), ctypes.sizeof(params))
-        params.n_seq_max = parallel
-        params.n_ctx = context * parallel
-        params.kv_unified = False  # (each sequence its own cells: attention over its own tokens only)
-        params.n_batch = params.n_ubatch = max(n_batch, parallel)
-        self.n_batch = params.n_batch
-        self.ctx = llama_cpp.llama_init_from_model(model.llama._model.model, params)
-        if not self.ctx:
-            raise RuntimeError(f"llama.cpp could not make a context of {parallel} sequences × {context} tokens")
-        self.mem = llama_cpp.llama_get_memory(self.ctx)
-        self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self.slots = [_Slot(i) for i in range(parallel)]
-        self._stop = model._stop
-        self._queue: list[Work] = []
+        self._queue: deque[Work] = deque()
         self._cv = threading.Condition()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="localguide-batch-engine", daemon=True)
+        self._work: dict[int, tuple[Work, object]] = {}  # id of a lane -> (its Work, its count model)
+        self._thread = threading.Thread(target=self._run, name="localguide-engine", daemon=True)
         self._thread.start()
 
     def submit(self, work: Work) -> None:
@@ -172,148 +75,279 @@ class BatchEngine:
             return len(self._queue)
 
     def active(self) -> int:
-        return sum(s.work is not None for s in self.slots)
+        return len(self._work)
 
     def close(self) -> None:
         with self._cv:
             self._closed = True
             self._cv.notify()
         self._thread.join(timeout=10)
-        for s in self.slots:
-            if s.work is not None:
-                self._finish(s, "cancelled", None)
-        llama_cpp.llama_batch_free(self.batch)
-        llama_cpp.llama_free(self.ctx)
-        self.ctx = None
+        with self.lock:
+            for lane in self.engine.active():
+                self._end(lane, "cancelled", None)
+            if self.parallel > 1:
+                self.model.close_engine(self.engine)
 
-    # -- the loop -------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._closed and not self._queue and not any(s.work for s in self.slots):
+                while not self._closed and not self._queue and not self._work:
                     self._cv.wait()
                 if self._closed:
                     return
-                waiting, self._queue = self._queue, []
-            waiting = self._admit(waiting)
-            if waiting:
-                with self._cv:
-                    self._queue[:0] = waiting
-            if any(s.work for s in self.slots):
-                self._step()
+            with self.lock:  # (guides are walked here)
+                self._admit()
+                for lane in self.engine.active():
+                    if self._work[id(lane)][0].cancelled:
+                        lane.cancelled = True
+                finished = self.engine.step() if self._work else []
+                for lane in finished:
+                    self._end(lane, lane.reason, lane.error)
 
-    def _admit(self, waiting: list) -> list:
-        """Give waiting requests the idle sequences (the one whose cache shares most of the prompt);
-        return those still waiting."""
-        left = []
-        for work in waiting:
+    def _admit(self) -> None:
+        while self.engine.idle():
+            with self._cv:
+                if not self._queue:
+                    return
+                work = self._queue.popleft()
             if work.cancelled:
                 work.on_done("cancelled", None, None)
                 continue
-            idle = [s for s in self.slots if s.work is None]
-            if not idle:
-                left.append(work)
-                continue
+            counts = None
             try:
-                self._start(work, idle)
+                if work.guide is not None:
+                    counts = self.model.draft_counts(work.counts_key)
+                lane = self.engine.open(Request(work.prompt_tokens, work.guide, work.max_tokens, work.sampling,
+                                                speculate=True, counts=counts, healed=work.healed, stats=work.stats,
+                                                fast_limit=work.fast_limit, on_token=work.on_token))
             except Exception as e:  # noqa: BLE001 - the request's error
                 work.on_done("stop", e, None)
-        return left
+                continue
+            self._work[id(lane)] = (work, counts)
 
-    def _start(self, work: Work, idle: list) -> None:
-        tokens = work.prompt_tokens
-        slot = max(idle, key=lambda s: (_common(s.kv, tokens), -s.seq))
-        if len(tokens) + work.max_tokens > self.context:
-            raise ValueError(f"the prompt ({len(tokens)} tokens) plus max_tokens ({work.max_tokens}) exceeds "
-                             f"a sequence's context ({self.context} tokens)")
-        same = _common(slot.kv, tokens[:-1])  # (the last prompt token is decoded again: its logits)
-        if not llama_cpp.llama_memory_seq_rm(self.mem, slot.seq, same, -1):
-            llama_cpp.llama_memory_seq_rm(self.mem, slot.seq, 0, -1)
-            same = 0
-        slot.kv = slot.kv[:same]
-        slot.work, slot.prompt, slot.pending, slot.out = work, tokens, tokens[same:], []
-        slot.chain = SamplerChain(work.sampling, work.guide)
-        slot.stats = GenerationStats(prompt_tokens=len(tokens), cached_tokens=same)
-        slot.t0 = time.perf_counter()
-
-    def _step(self) -> None:
-        active = [s for s in self.slots if s.work is not None]
-        for s in active:
-            if s.work.cancelled:
-                self._finish(s, "cancelled", None)
-        active = [s for s in active if s.work is not None]
-        if not active:
-            return
-        n, rows = 0, []  # rows: (sequence, its tokens in the batch, the batch index of its logits or None)
-        gen = [s for s in active if not s.pending]
-        room = self.n_batch - len(gen)
-        for s in gen:
-            rows.append((s, [s.out[-1]], n))
-            n = self._fill(s, [s.out[-1]], n, True)
-        for s in active:
-            if s.pending and room > 0:
-                chunk, s.pending = s.pending[:room], s.pending[room:]
-                room -= len(chunk)
-                last = not s.pending
-                rows.append((s, chunk, n + len(chunk) - 1 if last else None))
-                n = self._fill(s, chunk, n, last)
-        self.batch.n_tokens = n
-        rc = llama_cpp.llama_decode(self.ctx, self.batch)
-        if rc != 0:
-            for s in active:
-                self._finish(s, "stop", RuntimeError(f"llama_decode failed with code {rc}"))
-            return
-        for s, tokens, _ in rows:
-            s.kv.extend(tokens)
-            s.stats.decode_calls += 1
-        with self.lock:  # (guides are walked here)
-            for s, _, at in rows:
-                if at is not None and s.work is not None:
-                    self._sample(s, at)
-
-    def _fill(self, s: _Slot, tokens: list, n: int, logits_last: bool) -> int:
-        b = self.batch
-        pos = len(s.kv)
-        for j, t in enumerate(tokens):
-            b.token[n] = t
-            b.pos[n] = pos + j
-            b.n_seq_id[n] = 1
-            b.seq_id[n][0] = s.seq
-            b.logits[n] = logits_last and j == len(tokens) - 1
-            n += 1
-        return n
-
-    def _sample(self, s: _Slot, idx: int) -> None:
-        work = s.work
+    def _end(self, lane: Lane, reason: str, error) -> None:
+        work, counts = self._work.pop(id(lane))
+        self.engine.release(lane, keep_cache=error is None)
+        if counts is not None:
+            counts.save()
         try:
-            token = s.chain.sample(self.ctx, idx)
-        except Exception as e:  # noqa: BLE001
-            self._finish(s, "stop", e)
-            return
-        if token in self._stop:
-            self._finish(s, "stop", None)
-            return
-        s.out.append(token)
-        s.stats.tokens += 1
-        if not work.on_token(token):
-            self._finish(s, "stop", None)
-        elif len(s.out) >= work.max_tokens or (work.guide is not None and work.guide.is_finished()):
-            self._finish(s, _reason(len(s.out), work), None)
-
-    def _finish(self, s: _Slot, reason: str, error) -> None:
-        work, s.work = s.work, None
-        if s.chain is not None:
-            s.chain.close()
-            s.chain = None
-        s.pending = []
-        if s.stats is not None:
-            s.stats.seconds = time.perf_counter() - s.t0
-        work.on_done(reason, error, s.stats)
+            work.on_done(reason, error, lane.stats)
+        except Exception:  # noqa: BLE001 - (the request's own code: the engine goes on)
+            pass
 
 
-def _common(a: list, b: list) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+# -- Model.batch ---------------------------------------------------------------------------------
+@dataclass
+class BatchResult:
+    """One item's result: ``index`` (its place in the items), ``id`` (its ``"id"`` where a dict
+    gave one), ``text``, ``value`` (the parsed JSON, or an instance of the Pydantic class, where a
+    JSON Schema constrained it and the document completed), ``finish_reason`` ("stop": the text
+    ended; "length": ``max_tokens`` did), ``stats`` (``GenerationStats``), or ``error`` (the item's
+    own; the other fields then None)."""
+
+    index: int
+    id: object = None
+    text: str | None = None
+    value: object = None
+    finish_reason: str | None = None
+    stats: GenerationStats | None = None
+    error: BaseException | None = None
+
+
+_ITEM_KEYS = {"id", "prompt", "messages", "regex", "choice", "grammar", "json_schema", "strict", "whitespace",
+              "max_recursion", "max_ignored_run", "max_tokens", "seed"}
+_CONSTRAINT_KEYS = ("regex", "choice", "grammar", "json_schema")
+
+
+@dataclass
+class _Item:
+    index: int
+    id: object = None
+    prompt: str | None = None
+    messages: list | None = None
+    constraint: Constraint | None = None
+    max_tokens: int = 0
+    seed: int | None = None
+    error: BaseException | None = None
+    # made when it starts:
+    tokens: list | None = None
+    guide: object = None
+    healed: bytes = b""
+    fast_limit: int | None = None
+    chat_run: object = None
+    counts_key: str | None = None
+
+
+def _item(index: int, raw, constraint: Constraint | None, max_tokens: int, seed: int | None) -> _Item:
+    """``raw`` (a prompt, a message list, or a dict) as an item; its error kept in it."""
+    item = _Item(index, constraint=constraint, max_tokens=max_tokens, seed=seed)
+    try:
+        if isinstance(raw, str):
+            item.prompt = raw
+        elif isinstance(raw, list):
+            item.messages = raw
+        elif isinstance(raw, dict):
+            unknown = sorted(set(raw) - _ITEM_KEYS, key=str)
+            if unknown:
+                raise ArgumentError(f"item {index}: unknown field {unknown[0]!r} (an item takes "
+                                    f"{', '.join(sorted(_ITEM_KEYS))})")
+            item.id = raw.get("id")
+            if ("prompt" in raw) == ("messages" in raw):
+                raise ArgumentError(f"item {index}: give \"prompt\" or \"messages\", one of them")
+            item.prompt, item.messages = raw.get("prompt"), raw.get("messages")
+            if item.prompt is not None and not isinstance(item.prompt, str):
+                raise ArgumentError(f"item {index}: \"prompt\" must be a string, not {type(item.prompt).__name__}")
+            if item.messages is not None and not isinstance(item.messages, list):
+                raise ArgumentError(f"item {index}: \"messages\" must be a list of messages")
+            own = {k: raw[k] for k in _ITEM_KEYS - {"id", "prompt", "messages", "max_tokens", "seed"} if k in raw}
+            if own:
+                if not any(k in own for k in _CONSTRAINT_KEYS):
+                    raise ArgumentError(f"item {index}: {sorted(own)[0]!r} needs a constraint of the item's own "
+                                        f"({', '.join(_CONSTRAINT_KEYS)})")
+                try:
+                    item.constraint = Constraint.of(**own)
+                except ArgumentError as e:
+                    raise ArgumentError(f"item {index}: {e}") from None
+            if "max_tokens" in raw:
+                item.max_tokens = raw["max_tokens"]
+                if isinstance(item.max_tokens, bool) or not isinstance(item.max_tokens, int) or item.max_tokens < 1:
+                    raise ArgumentError(f"item {index}: \"max_tokens\" must be a whole number, 1 or more")
+            if "seed" in raw:
+                item.seed = raw["seed"]
+                if item.seed is not None and (isinstance(item.seed, bool) or not isinstance(item.seed, int)):
+                    raise ArgumentError(f"item {index}: \"seed\" must be a whole number")
+        else:
+            raise ArgumentError(f"item {index}: a prompt (str), messages (list) or a dict, not {type(raw).__name__}")
+    except ArgumentError as e:
+        item.error = e
+    return item
+
+
+def _prepare(model, item: _Item, chat: bool, system: str | None, heal: bool) -> None:
+    """The item's prompt tokens, guide and count model's key."""
+    from ...chat.conversation import ChatRun
+
+    messages = item.messages
+    if messages is None and chat:
+        messages = ([{"role": "system", "content": system}] if system is not None else []) + \
+            [{"role": "user", "content": item.prompt}]
+    if messages is not None:
+        run = item.chat_run = ChatRun(model, messages, max_tokens=item.max_tokens, constraint=item.constraint)
+        item.tokens, item.guide, item.fast_limit, item.counts_key = \
+            run.prompt_tokens, run.guide, run.settled, run.counts_key
+        return
+    index = model.compile(item.constraint)
+    item.tokens, item.guide, item.healed = model.prepare_completion(item.prompt, index, item.max_tokens, heal=heal)
+    item.counts_key = item.constraint.key() if item.constraint is not None else None
+
+
+def _text(model, item: _Item, tokens: list[int]) -> str:
+    if item.chat_run is not None:
+        parts = [d.content for d in map(item.chat_run.feed, tokens) if d is not None]
+        parts += [d.content for d in item.chat_run.finish()]
+        return "".join(parts)
+    data = b"".join(model.vocabulary[t] for t in tokens)[len(item.healed):]
+    return codecs.decode(data, "utf-8", errors="replace")
+
+
+def _value(item: _Item, text: str, reason: str):
+    """The parsed document where a JSON Schema constrained the item (None where it was cut)."""
+    c = item.constraint
+    if c is None or c.kind != "json_schema":
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        if reason == "length":
+            return None
+        raise LocalguideError(f"the output is not a JSON document: {text[:80]!r}") from None
+    source = c.source
+    if isinstance(source, type) and hasattr(source, "model_validate"):
+        return source.model_validate(value)
+    return value
+
+
+def run_batch(model, items, *, parallel: int, constraint: Constraint | None, chat: bool, system: str | None,
+              max_tokens: int, sampling: Sampling, speculate: bool, heal: bool, stats: bool,
+              context: int | None = None) -> Iterator[BatchResult]:
+    """``Model.batch`` (which documents it)."""
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ArgumentError(f"parallel must be a whole number, 1 or more, got {parallel!r}")
+    if isinstance(items, (str, bytes, dict)):
+        raise ArgumentError("items must be a list of prompts, message lists or dicts")
+    queue = deque(_item(i, raw, constraint, max_tokens, sampling.seed) for i, raw in enumerate(items))
+    if not queue:
+        return
+    for item in queue:  # (errors of preparation are the item's, before anything is decoded)
+        if item.error is None:
+            try:
+                _prepare(model, item, chat, system, heal)
+            except Exception as e:  # noqa: BLE001 - the item's error
+                item.error = e
+    # Every prompt shares its leading tokens with the others (an instruction, few-shot examples, a
+    # system prompt): decoded once and copied, where they decode alike in every sequence.
+    shared = _shared_prefix([item.tokens for item in queue if item.error is None])
+    engine = model.engine if parallel == 1 else model.engine_for(parallel, context or model.context_size)
+    running: dict[int, tuple[_Item, object]] = {}
+    counts_used = {}
+    try:
+        while queue or running:
+            while queue and engine.idle():
+                item = queue.popleft()
+                if item.error is not None:
+                    yield BatchResult(item.index, item.id, error=item.error)
+                    continue
+                try:
+                    counts = None
+                    if item.guide is not None and speculate:
+                        counts = counts_used[item.counts_key] = model.draft_counts(item.counts_key)
+                    limit = item.fast_limit if item.chat_run is not None and item.fast_limit else None
+                    if shared >= engine.chunk:
+                        limit = shared if limit is None else min(limit, shared)
+                    lane = engine.open(Request(item.tokens, item.guide, item.max_tokens,
+                                               Sampling(sampling.temperature, sampling.top_k, sampling.top_p,
+                                                        sampling.min_p, item.seed),
+                                               speculate=speculate, counts=counts, healed=item.healed,
+                                               stats=stats, fast_limit=limit))
+                except Exception as e:  # noqa: BLE001 - the item's error
+                    yield BatchResult(item.index, item.id, error=e)
+                    continue
+                running[id(lane)] = (item, lane)
+            if not running:
+                continue
+            for lane in engine.step():
+                item, _ = running.pop(id(lane))
+                engine.release(lane, keep_cache=lane.error is None)
+                yield _result(model, item, lane)
+    finally:
+        for item, lane in running.values():
+            engine.release(lane, keep_cache=False)
+        for counts in counts_used.values():
+            counts.save()
+
+
+def _result(model, item: _Item, lane: Lane) -> BatchResult:
+    if lane.error is not None:
+        return BatchResult(item.index, item.id, error=lane.error, stats=lane.stats)
+    try:
+        text = _text(model, item, lane.out)
+        value = _value(item, text, lane.reason)
+    except Exception as e:  # noqa: BLE001 - the item's error
+        return BatchResult(item.index, item.id, error=e, stats=lane.stats)
+    return BatchResult(item.index, item.id, text, value, lane.reason, lane.stats)
+
+
+def _shared_prefix(prompts: list[list[int]]) -> int:
+    """How many leading tokens every prompt (two or more) has in common (0: none)."""
+    if len(prompts) < 2:
+        return 0
+    first = prompts[0]
+    n = min(len(p) for p in prompts) - 1
+    for p in prompts[1:]:
+        i = 0
+        while i < n and p[i] == first[i]:
+            i += 1
+        n = i
+        if n == 0:
+            break
+    return n

@@ -1,6 +1,10 @@
-"""The generation loop: decode, sample through the guide, and verify drafts (DOMINO §3.6).
+"""The generation loop of one sequence: decode, sample through the guide, and verify drafts
+(DOMINO §3.6).
 
-Without drafts it is the classic loop: one ``llama_decode`` of the last token, one
+``run`` is a coroutine: it yields the tokens it generates and asks its engine
+(``localguide.engines.llamacpp.engine``) for each decode (``Decode``); the engine decodes the
+requests of all its sequences in one ``llama_decode`` and answers each where its tokens sit in
+the batch (``Decoded``). Without drafts it is the classic loop: one ``llama_decode`` of the last token, one
 sample. With speculation, the token just sampled goes into the decode together with
 drafts (``localguide.speculate``), with logits at every position; the sampler chain
 then samples position after position exactly as it would have one token at a time,
@@ -20,14 +24,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Generator, NamedTuple
 
 import llama_cpp
 import numpy as np
 
 from ...errors import LocalguideError
 from ...speculate.counts import ORDER, PROBE_DRAFTS
-from ...speculate.drafts import MAX_DRAFT, DecodeCost, Drafter, choose_length, choose_width
+from ...speculate.drafts import DecodeCost, choose_length, choose_width
 from ...speculate.lookup import Lookup
 
 
@@ -89,22 +93,34 @@ class GenerationStats:
                 + (f", {self.fast_forwarded} tokens fast-forwarded" if self.fast_forwarded else ""))
 
 
-class _Batch:
-    """A llama_batch for one sequence with explicit positions."""
+class Batch:
+    """A llama_batch of up to ``n_max`` tokens of any sequences, with explicit positions."""
 
     def __init__(self, n_max: int):
         self.n_max = n_max
+        self.n = 0
         self.b = llama_cpp.llama_batch_init(n_max, 0, 1)
 
-    def fill(self, tokens: list[int], pos: int, logits_from: int) -> None:
-        b = self.b
+    def clear(self) -> None:
+        self.n = self.b.n_tokens = 0
+
+    def add(self, tokens: list[int], pos: int, seq: int, logits_from: int) -> int:
+        """Append ``tokens`` of sequence ``seq`` at positions ``pos``.., with logits from index
+        ``logits_from`` of them on; returns the batch index of the first."""
+        b, n = self.b, self.n
         for i, t in enumerate(tokens):
-            b.token[i] = t
-            b.pos[i] = pos + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = i >= logits_from
-        b.n_tokens = len(tokens)
+            b.token[n + i] = t
+            b.pos[n + i] = pos + i
+            b.n_seq_id[n + i] = 1
+            b.seq_id[n + i][0] = seq
+            b.logits[n + i] = i >= logits_from
+        self.n = b.n_tokens = n + len(tokens)
+        return n
+
+    def fill(self, tokens: list[int], pos: int, logits_from: int, seq: int = 0) -> None:
+        """The batch holds ``tokens`` of ``seq`` alone."""
+        self.clear()
+        self.add(tokens, pos, seq, logits_from)
 
     def free(self) -> None:
         if self.b is not None:
@@ -112,60 +128,69 @@ class _Batch:
             self.b = None
 
 
-def generate(ctx, prompt_tokens: list[int], guide, max_tokens: int, stop: set[int], guided, free,
-             drafter: Drafter | None, cost: DecodeCost | None, fast_forward: bool,
-             stats: GenerationStats, heal=None, report=None, cached: int = 0, fast: int = 0,
-             chunk: int = 1, kernels=None) -> Iterator[int]:
-    """Yield the generated tokens (see the module docstring). ``guided`` is the sampler chain
-    with the guide; ``free`` the chain without it (opportunistic masking) or None; ``drafter``
-    None: no drafts; ``cost`` (what a decode costs) None: no verified drafts, only the
-    fast-forwarded ones with ``fast_forward``; ``heal`` None, or (the sampler chain of the first
-    token, its ``HealGuide``) when the prompt's last token was healed (``localguide.guides.healing``);
-    ``report`` an ``Invasiveness`` that measures each sampled step, or None.
-    The prompt is decoded here (``prefill``), after its first ``cached`` tokens, which the KV
-    cache holds already (and nothing after them); the caller keeps the KV cache consistent
-    afterwards."""
+@dataclass(frozen=True)
+class Decode:
+    """What a sequence asks its engine to decode: ``tokens`` at positions ``pos``.., logits at
+    those from index ``logits_from`` on. ``fast``: a prompt chunk for the fastest kernels, decoded
+    alone (``localguide.engines.llamacpp.reproducible``); ``timed``: the sequence judges its drafts by
+    the decode's time; ``prompt``: part of the prompt."""
+
+    tokens: list
+    pos: int
+    logits_from: int
+    fast: bool = False
+    timed: bool = False
+    prompt: bool = False
+
+
+class Decoded(NamedTuple):
+    """The engine's answer to a ``Decode``: the batch index of its first token, the decode's
+    seconds (0.0 where not timed) and the ``DecodeCost`` that judged it (None: not judged, as where
+    forced or prompt tokens shared the decode)."""
+
+    offset: int
+    seconds: float
+    cost: DecodeCost | None
+
+
+PREFIX = "prefix"  # a sequence's first request: the engine answers how many prompt tokens its KV cache holds
+
+
+def run(lane) -> Generator:
+    """The coroutine of one sequence (``engine.Lane``: the prompt, guide, chains, drafter, stats):
+    yields ``PREFIX`` (sent back: the prompt tokens cached), then ``Decode`` requests (sent back:
+    ``Decoded``) and the generated tokens (sent back: None), as the module docstring says. The
+    prompt is decoded after its cached tokens: its first ``lane.fast`` on the fastest kernels in
+    chunks, the rest in batches."""
+    e, stats, prompt = lane.engine, lane.stats, lane.prompt
     t0 = time.perf_counter()
-    stats.prompt_tokens = len(prompt_tokens)
+    stats.prompt_tokens = len(prompt)
+    cached = yield PREFIX
     stats.cached_tokens = cached
-    n_batch = max(1, llama_cpp.llama_n_batch(ctx))
-    batch = _Batch(min(n_batch, MAX_DRAFT + 2) if drafter is not None else 1)
+    if e.kernels is not None and cached < lane.fast:
+        if cached % e.chunk or lane.fast % e.chunk:
+            raise ValueError(f"fast decoding from {cached} to {lane.fast} is not in whole chunks of {e.chunk}")
+        for i in range(cached, lane.fast, e.chunk):
+            yield Decode(prompt[i:i + e.chunk], i, e.chunk, fast=True, prompt=True)
+        cached = lane.fast
+    for i in range(cached, len(prompt), e.prefill_chunk):
+        part = prompt[i:i + e.prefill_chunk]
+        last = i + len(part) == len(prompt)
+        reply = yield Decode(part, i, len(part) - 1 if last else len(part), prompt=True)
+    t1 = time.perf_counter()
+    stats.prompt_seconds = t1 - t0
     try:
-        prefill(ctx, prompt_tokens, cached, fast, chunk, kernels)
-        t1 = time.perf_counter()
-        stats.prompt_seconds = t1 - t0
-        yield from _loop(ctx, len(prompt_tokens), guide, max_tokens, stop, guided, free, drafter, cost,
-                         fast_forward, stats, batch, heal, report, prompt_tokens)
+        yield from _loop(lane, reply.offset + len(part) - 1)
         stats.seconds = time.perf_counter() - t1
     finally:
         if stats.seconds == 0.0 and stats.prompt_seconds:
-            stats.seconds = time.perf_counter() - t0 - stats.prompt_seconds
-        batch.free()
-
-
-def prefill(ctx, tokens: list[int], cached: int = 0, fast: int = 0, chunk: int = 1, kernels=None) -> None:
-    """Decode ``tokens`` after their first ``cached``, which the KV cache holds: up to ``fast`` on
-    the fastest kernels (``kernels``: the switch of ``localguide.engines.llamacpp.reproducible``), in chunks of
-    ``chunk`` from a multiple of it, then the rest on the kernels in force, in batches."""
-    n_batch = max(1, llama_cpp.llama_n_batch(ctx))
-    if kernels is not None and cached < fast:
-        if cached % chunk or fast % chunk:
-            raise ValueError(f"fast decoding from {cached} to {fast} is not in whole chunks of {chunk}")
-        try:
-            kernels(False)
-            for i in range(cached, fast, chunk):
-                decode(ctx, tokens[i:i + chunk])
-        finally:
-            kernels(True)
-        cached = fast
-    for i in range(cached, len(tokens), n_batch):
-        decode(ctx, tokens[i:i + n_batch])
+            stats.seconds = time.perf_counter() - t1
 
 
 def decode(ctx, tokens: list[int]) -> None:
     """One ``llama_decode`` of ``tokens`` after what the KV cache holds, logits at the last only."""
     arr = (llama_cpp.llama_token * len(tokens))(*tokens)
-    _check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens))))
+    check(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(arr, len(tokens))))
 
 
 SIMULATE_EVERY = 4  # decodes, not drafting with one width: how often to guess drafts anyway
@@ -173,11 +198,12 @@ PROBED_WIDTHS = (2, 4, 8, 16)
 PROBE_REPEATS = 8
 
 
-def timed_widths(ctx, batch: "_Batch", pos: int, token: int, widths=PROBED_WIDTHS,
-                 repeats: int = PROBE_REPEATS) -> dict[int, float]:
-    """n -> seconds of one decode of n tokens with logits at each, at ``pos`` (the KV cache holds
-    the text before it, and nothing after it afterwards), for n = 1 and ``widths``: each n decoded
-    ``repeats`` times in a row, the median of the last half (the first ones capture a graph)."""
+def timed_widths(ctx, batch: Batch, pos: int, token: int, widths=PROBED_WIDTHS,
+                 repeats: int = PROBE_REPEATS, seq: int = 0) -> dict[int, float]:
+    """n -> seconds of one decode of n tokens with logits at each, at ``pos`` of ``seq`` (the KV
+    cache holds the text before it, and nothing after it afterwards), for n = 1 and ``widths``:
+    each n decoded ``repeats`` times in a row, the median of the last half (the first ones capture
+    a graph)."""
     mem = llama_cpp.llama_get_memory(ctx)
     out = {}
     for n in (1, *widths):
@@ -185,12 +211,12 @@ def timed_widths(ctx, batch: "_Batch", pos: int, token: int, widths=PROBED_WIDTH
             continue
         times = []
         for _ in range(repeats):
-            batch.fill([token] * n, pos, 0)
+            batch.fill([token] * n, pos, 0, seq)
             t = time.perf_counter()
-            _check(llama_cpp.llama_decode(ctx, batch.b))
+            check(llama_cpp.llama_decode(ctx, batch.b))
             llama_cpp.llama_synchronize(ctx)
             times.append(time.perf_counter() - t)
-            if not llama_cpp.llama_memory_seq_rm(mem, 0, pos, -1):
+            if not llama_cpp.llama_memory_seq_rm(mem, seq, pos, -1):
                 raise LocalguideError("llama.cpp could not remove the timed decodes from the model's memory")
         out[n] = sorted(times[repeats // 2:])[len(times[repeats // 2:]) // 2]
     return out
@@ -210,19 +236,24 @@ def logits_at(ctx, i: int, n_vocab: int) -> np.ndarray:
     return np.ctypeslib.as_array(ptr, shape=(n_vocab,))
 
 
-def _check(rc: int) -> None:
+def check(rc: int) -> None:
     if rc != 0:
         raise LocalguideError(f"llama_decode failed with code {rc}")
 
 
-def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, cost, fast_forward, stats,
-          batch: _Batch, heal, report, prompt: list[int]) -> Iterator[int]:
+def _loop(lane, first: int) -> Generator:
+    """The tokens after the prompt; ``first``: the batch index of the prompt's last logits."""
+    e = lane.engine
+    ctx, mem, seq = e.ctx, e.mem, lane.seq
+    guide, max_tokens, stop, guided, free = lane.guide, lane.max_tokens, lane.stop, lane.guided, lane.free
+    drafter, fast_forward, stats, heal, report = lane.drafter, lane.fast_forward, lane.stats, lane.heal, lane.report
+    prompt = lane.prompt
+    pos = len(prompt)
     learn = drafter is not None and drafter.counts is not None and guide is not None
     counts = drafter.counts if learn else None
-    mem = llama_cpp.llama_get_memory(ctx)
     taken = list(prompt[-ORDER:])  # the last tokens, the count model's context
     # The prompt and the tokens taken, for drafts of what followed their last few tokens before.
-    seen = Lookup(prompt) if learn and cost is not None else None
+    seen = Lookup(prompt) if learn and lane.speculate else None
     # This generation's counts per (state, the last ORDER tokens): a text that repeats itself
     # (a list, a loop) is drafted from them (``Drafter.propose``). The count model hears of a
     # context once per generation only, so that a text going round in circles does not make
@@ -284,20 +315,21 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
 
     if done():
         return
-    token = sample(-1)
+    token = sample(first)
     if token in stop:
         return
     stats.tokens += 1
     took(token)
     yield token
-    if cost is not None and cost.width is None and drafter is not None and batch.n_max > max(PROBED_WIDTHS) \
-            and not done():
-        seconds = cost.widths = timed_widths(ctx, batch, pos, token)
+    cost = e.cost() if lane.speculate else None
+    if cost is not None and cost.width is None and drafter is not None and lane.n_max > max(PROBED_WIDTHS) \
+            and not done() and e.n_seq == 1:
+        seconds = cost.widths = timed_widths(ctx, e.batch, pos, token, seq=seq)
         cost.width = choose_width(seconds) if 1 in seconds else 1
         cost.one_seconds = seconds.get(1, 0.0)
         cost.width_ratio = seconds.get(cost.width, 1.0) / cost.one_seconds if cost.one_seconds else 1.0
     width = cost.width if cost is not None and not fast_forward else 1
-    n_ctx = llama_cpp.llama_n_ctx(ctx)
+    n_ctx = e.n_ctx
     # With one width, a generation drafts throughout or not at all: a decode of another shape
     # than the last one runs uncaptured, and the next captures anew, so pausing and resuming
     # within a generation costs more than it saves. Not drafting, it guesses every
@@ -305,6 +337,8 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
     wide = width > 1 and drafter is not None and drafter.calibration.width_gain >= 1.0
     simulate = width > 1 and drafter is not None and not wide
     while not done():
+        if lane.speculate and width == 1:
+            cost = e.cost()  # (with several sequences, that of the decodes they share)
         forced: list[int] = []
         drafts: list[int] = []
         pads = 0
@@ -312,7 +346,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         if drafter is not None:
             left = max_tokens - stats.tokens
             if fast_forward:
-                props, _, flags, _ = drafter.propose(guide, min(left, batch.n_max - 1), counts=False)
+                props, _, flags, _ = drafter.propose(guide, min(left, lane.n_max - 1), counts=False)
                 forced = props[:flags.count(True)]
                 for t in forced:
                     guide.advance(t)
@@ -326,7 +360,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                                                     and not guide.is_finished())) \
                     and not simulate and (wide or not cost.stale() and drafter.calibration.drafting()):
                 t_draft = time.perf_counter()
-                room = min(left - len(forced) - 1, batch.n_max - 1 - len(forced))
+                room = min(left - len(forced) - 1, lane.n_max - 1 - len(forced))
                 if width > 1:
                     room = min(room, width - 1)
                 elif drafter.calibration.probing:
@@ -347,23 +381,12 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
                 drafting = time.perf_counter() - t_draft
         # Padding (a length the machine decodes faster): its logits are computed and never sampled.
         tokens = [token] + forced + drafts + [token] * pads
-        batch.fill(tokens, pos, len(forced))
-        t_decode = time.perf_counter()
-        _check(llama_cpp.llama_decode(ctx, batch.b))
-        spent = None  # this decode's time and its drafting's, in one-token decodes
-        if cost is not None and not forced:
-            # A GPU backend returns from llama_decode before its kernels end (the first logits
-            # read waits for them): without this wait, every length would look as cheap as one.
-            llama_cpp.llama_synchronize(ctx)
-            elapsed = time.perf_counter() - t_decode
-            # (with one width, decodes are judged on the steady times instead: ``_judge_width``)
-            if width == 1:
-                # Every decode with drafts is judged, a length tried before it was timed enough
-                # too: where another program holds a core, trying the lengths one by one is
-                # what costs (each several times a one-token decode).
-                cost.observe(len(tokens), elapsed)
-                if drafts:
-                    spent = cost.in_ones(elapsed + drafting)
+        # (a GPU backend returns from llama_decode before its kernels end: a timed decode waits for them)
+        reply = yield Decode(tokens, pos, len(forced), timed=cost is not None and not forced)
+        # this decode's time and its drafting's, in one-token decodes (every decode with drafts is
+        # judged: where another program holds a core, trying the lengths one by one is what costs;
+        # with one width, decodes are judged on the steady times instead: ``_judge_width``)
+        spent = reply.cost.in_ones(reply.seconds + drafting) if reply.cost is not None and drafts else None
         stats.decode_calls += 1
         for t in forced:
             stats.tokens += 1
@@ -379,7 +402,7 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
         for j in range(len(drafts) + 1):
             if j > 0 and done():
                 return
-            s = sample(base + j)
+            s = sample(reply.offset + base + j)
             if s in stop:
                 return
             stats.tokens += 1
@@ -399,11 +422,11 @@ def _loop(ctx, pos: int, guide, max_tokens: int, stop, guided, free, drafter, co
             probing = drafter.calibration.probing
             drafter.calibration.settle(n_ok + 1, spent)
             if probing and not drafter.calibration.probing:
-                cost.forget()
+                reply.cost.forget()
         elif wide:
             _judge_width(drafter.calibration, n_ok + 1, cost, drafting)
         if n_ok < len(drafts) or pads:  # the KV cache keeps the sampled token's context only
-            if not llama_cpp.llama_memory_seq_rm(mem, 0, pos + base + n_ok + 1, -1):
+            if not llama_cpp.llama_memory_seq_rm(mem, seq, pos + base + n_ok + 1, -1):
                 raise LocalguideError("llama.cpp could not remove rejected drafts from the model's memory")
         pos += base + n_ok + 1
         token = s

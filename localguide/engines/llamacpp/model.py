@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import dataclasses
 import importlib.util
 import threading
 from pathlib import Path
 from typing import Iterator
 
 import llama_cpp
-import numpy as np
 
 from ...runtime import cache
 from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
@@ -23,10 +21,10 @@ from ...vocabulary import Vocabulary
 from ...speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
 from ...constraint import Constraint
 from . import loop
-from ...guides.healing import HealGuide, heal_point
-from .invasiveness import Invasiveness
+from ...guides.healing import heal_point
+from .engine import Engine, Request, context_for
 from .loop import GenerationStats
-from .reproducible import CHUNK, fast_layout, reference_kernels, reusable, stored_weights
+from .reproducible import CHUNK, reference_kernels, stored_weights
 from ...sampling import DEFAULT as S
 from .sampler import SamplerChain, Sampling
 from ...guides.stops import Complete, StopText, check_stops
@@ -111,8 +109,9 @@ class Model:
         # rejected drafts would stay in it, so verified speculation is off for such a model.
         llm = self.llama.model
         self.can_speculate = not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
-        self._kv: list[int] = []  # the tokens the KV cache holds, positions 0.. (prompt caching)
-        self._kv_fast = 0  # how many of them were decoded on the fastest kernels (``fast_layout``)
+        # The generation engine of the model's own context: one sequence, its prompt cache.
+        self.engine = Engine(self, ctx, 1, self._kernels, cost=lambda: self._cost, on_reset=self.llama.reset)
+        self._shared_engine = None  # ((parallel, n_ctx), the Engine of several sequences)
         self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
@@ -207,10 +206,64 @@ class Model:
             if counts is not None:
                 counts.save()
 
+    def batch(self, items, *, parallel: int = 4, regex: str | None = None, choice=None,
+              grammar: str | None = None, json_schema=None, strict: bool = False, whitespace: str = "compact",
+              max_recursion: int | None = None, max_ignored_run: int | None = DEFAULT_MAX_IGNORED_RUN,
+              constraint: Constraint | None = None, chat: bool = False, system: str | None = None,
+              max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
+              top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None, speculate: bool = True,
+              heal: bool = True, stats: bool = False, n_ctx: int | None = None):
+        """Generate for many items, ``parallel`` sequences decoded together, and yield each
+        ``BatchResult`` as it finishes (``index``, ``id``, ``text``, ``value``, ``finish_reason``,
+        ``stats``, or its own ``error``: one bad item never stops the others).
+
+        An item is a prompt (``chat``: wrapped as a user message, after ``system``), a list of chat
+        messages, or a dict: ``"prompt"`` or ``"messages"``, and optionally ``"id"``, its own
+        constraint (``"regex"``, ``"choice"``, ``"grammar"``, ``"json_schema"`` and their options),
+        ``"max_tokens"`` and ``"seed"``. The constraint and sampling arguments (as ``generate``)
+        apply to every item without its own; with a JSON Schema, ``value`` is the parsed document
+        (an instance of a Pydantic class given as the schema). Each sequence speculates, heals and
+        caches its prompt as ``generate`` does; the prompts' common leading tokens (an instruction,
+        few-shot examples, a system prompt) are decoded once and shared. ``n_ctx``: tokens of
+        context per sequence (default the model's); with ``parallel`` > 1 the sequences share a
+        context of their own, kept for the next call (``close_engine``)."""
+        from .batch import run_batch
+
+        made = _constraint(constraint, dict(
+            regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+            whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run))
+        return run_batch(self, items, parallel=parallel, constraint=made, chat=chat, system=system,
+                         max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
+                         speculate=speculate, heal=heal, stats=stats, context=n_ctx)
+
+    def engine_for(self, parallel: int, n_ctx: int | None = None) -> Engine:
+        """The engine of ``parallel`` sequences of ``n_ctx`` tokens each (default the model's
+        context): 1, the model's own; more, a context of their own, made once and kept until
+        another size is asked for or ``close_engine``."""
+        if parallel == 1:
+            return self.engine
+        n_ctx = n_ctx or self.context_size
+        key = (parallel, n_ctx)
+        if self._shared_engine is not None and self._shared_engine[0] == key:
+            return self._shared_engine[1]
+        if self._shared_engine is not None:
+            self.close_engine(self._shared_engine[1])
+        ctx = context_for(self, parallel, n_ctx)
+        kernels = reference_kernels(ctx)[0] if self._kernels is not None else None
+        engine = Engine(self, ctx, parallel, kernels, owned=True)
+        self._shared_engine = (key, engine)
+        return engine
+
+    def close_engine(self, engine: Engine | None = None) -> None:
+        """Free the context of the engine of several sequences (``engine_for``)."""
+        if self._shared_engine is not None and engine in (None, self._shared_engine[1]):
+            self._shared_engine[1].close()
+            self._shared_engine = None
+
     def complete(self, index, lock=None) -> Complete:
         """Whether a prefix of a text of ``index`` (a compiled constraint) is complete, for stop
         strings (``lock``: held while its guide is walked)."""
-        return Complete(index, self._tokenize_text, self.vocabulary, lock)
+        return Complete(index, self.tokenize_plain, self.vocabulary, lock)
 
     def prepare_completion(self, prompt: str, index, max_tokens: int, *, heal: bool = True,
                            chat: bool = False) -> tuple[list[int], object, bytes]:
@@ -458,117 +511,55 @@ class Model:
         (``localguide.engines.llamacpp.reproducible``; None: the whole prompt). ``last_stats`` is updated as
         it goes.
         """
-        if not prompt_tokens:
-            raise ArgumentError("generation needs at least one prompt token (an empty prompt: the BOS token)")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-            raise ArgumentError(f"max_tokens must be an int, 0 or more, got {max_tokens!r}")
-        opportunistic = opportunistic and guide is not None and not guide.cheap_masks
-        ctx = self.llama.ctx
-        n_ctx = llama_cpp.llama_n_ctx(ctx)
-        if len(prompt_tokens) + max_tokens > n_ctx:
-            raise LocalguideError(f"prompt ({len(prompt_tokens)} tokens) plus max_tokens ({max_tokens}) "
-                                  f"exceeds the context size {n_ctx}; pass n_ctx= to load()")
-        speculate = speculate and self.can_speculate
-        drafter = None
-        if guide is not None and (speculate or fast_forward):
-            drafter = self._drafter(counts if counts is not None else CountModel())
-        report = self.last_stats = GenerationStats(healed_bytes=len(healed))
-        heal = None
-        fast = fast_layout(len(prompt_tokens), self._chunk, fast_limit) if self._kernels is not None else 0
-        cached = self._reuse(prompt_tokens, fast) if cache_prompt else self._reset()
-        out: list[int] = []
+        lane = self.engine.open(Request(prompt_tokens, guide, max_tokens, sampling, tuple(extra_samplers),
+                                        opportunistic, chain, speculate, fast_forward, counts, healed, stats,
+                                        cache_prompt, fast_limit), seq=0, take=True)
+        self.last_stats = lane.stats
         clean = False
         try:
-            with chain(sampling, guide, extra_samplers) as guided, \
-                    chain(sampling if opportunistic else Sampling(temperature=0)) as free:
-                if healed:
-                    keep = 1 if sampling.temperature <= 0 else (sampling.top_k if sampling.top_k > 0 else None)
-                    heal_guide = HealGuide(self.vocabulary, healed, guide, self._tokenize_text, keep)
-                    # (its own draw: the seed's first draw is the next token's)
-                    seed = None if sampling.seed is None else (sampling.seed ^ 0x5EED) & 0xFFFFFFFF
-                    heal = (chain(dataclasses.replace(sampling, seed=seed), heal_guide), heal_guide)
-                measure = Invasiveness(sampling, guided, self.vocabulary.size) if stats else None
-                try:
-                    for token in loop.generate(ctx, prompt_tokens, guide, max_tokens, self._stop, guided,
-                                               free if opportunistic else None, drafter,
-                                               self._cost if speculate else None, fast_forward, report, heal,
-                                               measure, cached, fast, self._chunk, self._kernels):
-                        out.append(token)
-                        yield token
-                finally:
-                    if heal is not None:
-                        heal[0].close()
-                    if measure is not None:
-                        measure.fill(report)
-                        measure.close()
+            yield from self.engine.stream(lane)
             clean = True
         except GeneratorExit:  # the caller stopped reading: what was decoded is still right
             clean = True
             raise
         finally:
-            self._settle(prompt_tokens, out, clean and cache_prompt and report.prompt_seconds > 0, fast)
+            self.engine.release(lane, keep_cache=clean)
 
-    def _drafter(self, counts: CountModel) -> Drafter:
+    def drafter(self, counts: CountModel) -> Drafter:
         """The Drafter of ``counts``: for the count models this Model keeps (``draft_counts``), kept
         with them, so that forced texts and calibration carry over from one generation to the next."""
         drafter = self._drafters.get(id(counts))
         if drafter is None or drafter.counts is not counts:
-            drafter = Drafter(self.vocabulary, self._tokenize_text, counts)
+            drafter = Drafter(self.vocabulary, self.tokenize_plain, counts)
             if any(c is counts for c in self._counts.values()):
                 with self._counts_lock:
                     self._drafters[id(counts)] = drafter
         return drafter
 
-    def _tokenize_text(self, text: bytes) -> list[int]:
+    def tokenize_plain(self, text: bytes) -> list[int]:
         """``text`` as the model's tokenizer writes it, alone (no BOS, no special tokens)."""
         return self.llama.tokenize(text, add_bos=False, special=False)
+
+    _tokenize_text = tokenize_plain
 
     def _decode(self, ctx, tokens: list[int]) -> None:
         loop.decode(ctx, tokens)
 
+    # (the KV cache of the model's own sequence: ``engine``)
     def _reset(self) -> int:
-        """Empty the KV cache, and tell llama_cpp.Llama so, so both stay consistent (0: nothing cached)."""
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
-        self.llama.reset()
-        self._kv = []
-        self._kv_fast = 0
+        self.engine.reset()
         return 0
 
     def _reuse(self, prompt_tokens: list[int], fast: int = 0) -> int:
-        """How many leading tokens of ``prompt_tokens`` the KV cache holds already, as a cold
-        decode of them would (it decodes its first ``fast`` on the fastest kernels, ``fast_layout``);
-        everything after them is removed from it. The last prompt token is always decoded again
-        (its logits give the first sample)."""
-        kv = self._kv
-        n = min(len(kv), len(prompt_tokens) - 1)
-        same = 0
-        if n > 0:
-            diff = np.flatnonzero(np.asarray(kv[:n]) != np.asarray(prompt_tokens[:n]))
-            same = int(diff[0]) if len(diff) else n
-        if self._kernels is not None:
-            same = reusable(same, self._kv_fast, fast, self._chunk)
-        mem = llama_cpp.llama_get_memory(self.llama.ctx)
-        # (always: whatever the cache holds past the prefix goes, drafts included)
-        if same == 0 or not llama_cpp.llama_memory_seq_rm(mem, 0, same, -1):
-            return self._reset()  # (a recurrent model's memory cannot drop a tail)
-        self._kv = kv[:same]
-        self._kv_fast = min(self._kv_fast, same)
-        return same
+        return self.engine.reuse(0, prompt_tokens, fast)
 
-    def _settle(self, prompt_tokens: list[int], out: list[int], keep_cache: bool, fast: int = 0) -> None:
-        """After a generation: the KV cache keeps the prompt (its first ``fast`` decoded on the
-        fastest kernels) and every generated token but the last (which may not have been
-        decoded), and nothing else (no rejected drafts); it is emptied when ``keep_cache`` is
-        False (an error, or caching off)."""
-        if not keep_cache:
-            self._reset()
-            return
-        keep = len(prompt_tokens) + max(0, len(out) - 1)
-        if not llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self.llama.ctx), 0, keep, -1):
-            self._reset()
-            return
-        self._kv = (list(prompt_tokens) + out)[:keep]
-        self._kv_fast = fast
+    @property
+    def _kv(self) -> list[int]:
+        return self.engine.kv[0]
+
+    @property
+    def _kv_fast(self) -> int:
+        return self.engine.kv_fast[0]
 
     def __repr__(self) -> str:
         return f"Model({self.path.name!r}, {self.vocabulary.size} tokens)"

@@ -44,7 +44,7 @@ def _rows(model, tokens, sizes) -> list[bytes]:
     """A digest of every position's logits, ``tokens`` decoded from an empty KV cache in batches of
     ``sizes`` (with logits at every position)."""
     ctx, n = model.llama.ctx, model.vocabulary.size
-    batch = loop._Batch(max(sizes))
+    batch = loop.Batch(max(sizes))
     model._reset()
     out, pos = [], 0
     try:
