@@ -95,6 +95,7 @@ def test_no_module_of_the_package_imports_itself_back():
 # The layers, top to bottom: a module imports from its own layer and those below it, never above.
 LAYERS = [
     ("the package and its commands", ["localguide", "localguide.cli", "localguide.llama"]),
+    ("batch jobs", ["localguide.jobs"]),
     ("the server", ["localguide.server"]),
     ("the llama.cpp engine", ["localguide.engines"]),
     ("conversations", ["localguide.chat"]),
