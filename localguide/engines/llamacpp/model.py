@@ -226,7 +226,8 @@ class Model:
         caches its prompt as ``generate`` does; the prompts' common leading tokens (an instruction,
         few-shot examples, a system prompt) are decoded once and shared. ``n_ctx``: tokens of
         context per sequence (default the model's); with ``parallel`` > 1 the sequences share a
-        context of their own, kept for the next call (``close_engine``)."""
+        context of their own, kept for the next call (``close_engine``), on the fastest kernels:
+        a text may then differ from ``parallel=1``'s where two tokens nearly tie (``engine_for``)."""
         from .batch import run_batch
 
         made = _constraint(constraint, dict(
@@ -239,7 +240,8 @@ class Model:
     def engine_for(self, parallel: int, n_ctx: int | None = None) -> Engine:
         """The engine of ``parallel`` sequences of ``n_ctx`` tokens each (default the model's
         context): 1, the model's own; more, a context of their own, made once and kept until
-        another size is asked for or ``close_engine``."""
+        another size is asked for or ``close_engine``, on the fastest kernels (its texts may differ
+        from one sequence's in the last bits of the logits, whatever ``reproducible``)."""
         if parallel == 1:
             return self.engine
         n_ctx = n_ctx or self.context_size
@@ -248,9 +250,10 @@ class Model:
             return self._shared_engine[1]
         if self._shared_engine is not None:
             self.close_engine(self._shared_engine[1])
-        ctx = context_for(self, parallel, n_ctx)
-        kernels = reference_kernels(ctx)[0] if self._kernels is not None else None
-        engine = Engine(self, ctx, parallel, kernels, owned=True)
+        # On the fastest kernels: sequences that share the KV cache's cells sum a position's
+        # attention in another order than alone anyway, and the reference kernels would cost a
+        # quarter of the speed (BENCHMARKS.md, "Batch extraction").
+        engine = Engine(self, context_for(self, parallel, n_ctx), parallel, None, owned=True)
         self._shared_engine = (key, engine)
         return engine
 
