@@ -288,6 +288,11 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
     # system prompt): decoded once and copied, where they decode alike in every sequence.
     shared = _shared_prefix([item.tokens for item in queue if item.error is None])
     engine = model.engine if parallel == 1 else model.engine_for(parallel, context or model.context_size)
+    for lane in engine.active():
+        if parallel > 1:  # (another batch's lanes: its results would end here)
+            raise LocalguideError(f"another batch is running on this model's {parallel} sequences: "
+                                  "finish it or close its iterator first")
+        engine.release(lane, keep_cache=False)  # (a generation its caller left, as generate does)
     running: dict[int, tuple[_Item, object]] = {}
     counts_used = {}
     try:

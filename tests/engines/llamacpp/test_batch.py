@@ -105,3 +105,14 @@ def test_a_closed_batch_releases_its_sequences(model):
 def test_parallel_must_be_a_whole_number(model, bad):
     with pytest.raises(LocalguideError, match="parallel"):
         list(model.batch(["x"], parallel=bad))
+
+
+def test_one_batch_at_a_time_on_an_engine(model):
+    first = model.batch(prompts(), parallel=4, json_schema=SCHEMA, temperature=0, max_tokens=60)
+    assert next(first).error is None
+    with pytest.raises(LocalguideError, match="another batch is running"):
+        list(model.batch(prompts()[:1], parallel=4))
+    assert all(r.error is None for r in first)  # (the first goes on)
+    # one sequence: a generation inside the loop, as an app does with each result
+    for r in model.batch(prompts()[:2], parallel=1, json_schema=SCHEMA, temperature=0, max_tokens=60):
+        assert r.error is None and model.generate("Say yes:", max_tokens=2, temperature=0)
