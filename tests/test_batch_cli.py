@@ -98,7 +98,7 @@ def test_killed_then_run_again_finishes_every_item_once(smollm2_path, tmp_path):
     check(out, [f"p{i}" for i in range(12)])
 
 
-def test_ctrl_c_ends_the_line_and_says_how_to_resume(smollm2_path, tmp_path):
+def test_ctrl_c_finishes_the_items_in_progress_and_says_how_to_resume(smollm2_path, tmp_path):
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_input(src, 12)
     proc = start(src, out)
@@ -106,8 +106,9 @@ def test_ctrl_c_ends_the_line_and_says_how_to_resume(smollm2_path, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    assert "run the same command again" in stderr
+    assert "run the same command again" in stderr and "finishing the items in progress" in stderr
     assert out.read_bytes().endswith(b"\n")  # (whole lines only)
+    assert 2 <= len(lines(out)) < 12
     r = batch(smollm2_path, src, "-o", out, "--json-schema", json.dumps(SCHEMA), "--raw", "--max-tokens", "60")
     assert r.returncode == 0, r.stderr
     check(out, [f"p{i}" for i in range(12)])
@@ -122,3 +123,16 @@ def test_an_output_that_cannot_be_written_is_a_clear_error(smollm2_path, tmp_pat
     assert r.returncode == 2 and "another file than the input" in r.stderr
     r = batch(smollm2_path, tmp_path / "missing.jsonl", "-o", tmp_path / "o.jsonl")
     assert r.returncode == 1 and "cannot read" in r.stderr
+
+
+def test_ctrl_c_twice_stops_now(smollm2_path, tmp_path):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_input(src, 12)
+    proc = start(src, out, "--max-tokens", "200")
+    wait_for_lines(proc, out, 1)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "run the same command again" in stderr, stderr
+    assert out.read_bytes().endswith(b"\n") and len(lines(out)) < 12

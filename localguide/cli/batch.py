@@ -148,11 +148,24 @@ def _run(model, todo, out, total: int, *, parallel: int, n_ctx: int, constraint,
          output: Path) -> None:
     from ..jobs import JobError
 
+    import signal
+
+    from ..engines.llamacpp.batch import Interrupt, run_batch
+    from ..engines.llamacpp.sampler import Sampling
+
     progress = _Progress(len(todo), total - len(todo), quiet)
     good = [e for e in todo if e.error is None]
-    results = model.batch([e.item for e in good], parallel=parallel, constraint=constraint, chat=chat,
-                          system=system, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                          min_p=min_p, seed=seed, speculate=speculate, n_ctx=n_ctx)
+    interrupt = Interrupt()
+    results = run_batch(model, [e.item for e in good], parallel=parallel, constraint=constraint, chat=chat,
+                        system=system, max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
+                        speculate=speculate, heal=True, stats=False, context=n_ctx, interrupt=interrupt)
+    def on_ctrl_c(*_signal) -> None:
+        first = not interrupt.winding
+        interrupt()
+        if first and not quiet:
+            _say("Ctrl-C: finishing the items in progress (Ctrl-C again: stop now)", "yellow")
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if _main_thread() else None
     try:
         for e in todo:  # (a line that is no item: its error first)
             if e.error is not None:
@@ -170,19 +183,29 @@ def _run(model, todo, out, total: int, *, parallel: int, n_ctx: int, constraint,
                                  "cached_tokens": s.cached_tokens}})
             progress.add(s.tokens, False)
     except KeyboardInterrupt:
-        results.close()
-        progress.close()
-        _say(f"interrupted: {progress.done + progress.before} of {total} items are in {output}; "
-             "run the same command again to finish the rest", "yellow")
-        raise typer.Exit(130)
+        interrupt.now = True
     except JobError:
         results.close()
         progress.close()
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    results.close()
     progress.close()
+    if (interrupt.winding or interrupt.now) and progress.done < len(todo):
+        _say(f"interrupted: {progress.done + progress.before} of {total} items are in {output}; "
+             "run the same command again to finish the rest", "yellow")
+        raise typer.Exit(130)
     if not quiet:
         _say(f"done: {total} of {total} items are in {output}; {progress.done} now, in "
              f"{time.monotonic() - progress.t0:.1f} s, {progress.errors} of them error lines", "dim")
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 class _Progress:

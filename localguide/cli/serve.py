@@ -17,8 +17,9 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="The address to listen on (loopback unless told).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="The port to listen on.")] = 8080,
     parallel: Annotated[int, typer.Option("--parallel", min=1, max=64,
-                                          help="Sequences decoded together (1: one request at a time, with "
-                                               "speculation and the prompt cache; more wait in a queue).")] = 1,
+                                          help="Sequences decoded together, each with speculation, healing "
+                                               "and its prompt cache (1: one request at a time); more wait in "
+                                               "a queue.")] = 1,
     n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="Context of each sequence, in tokens.")] = 4096,
     n_gpu_layers: Annotated[int, typer.Option("--n-gpu-layers", help="Layers offloaded to the GPU (-1: all).")] = 0,
     threads: Annotated[Optional[int], typer.Option(

@@ -137,6 +137,20 @@ class EngineThread:
 
 
 # -- Model.batch ---------------------------------------------------------------------------------
+class Interrupt:
+    """Ctrl-C for a batch run from a signal handler (a ``KeyboardInterrupt`` raised inside a sampler
+    callback llama.cpp makes would be lost): the first asks to wind down (no new item; those in
+    progress finish), the second to stop now."""
+
+    def __init__(self):
+        self.winding = self.now = False
+
+    def __call__(self, *_signal) -> None:
+        if self.winding:
+            self.now = True
+        self.winding = True
+
+
 @dataclass
 class BatchResult:
     """One item's result: ``index`` (its place in the items), ``id`` (its ``"id"`` where a dict
@@ -269,8 +283,9 @@ def _value(item: _Item, text: str, reason: str):
 
 def run_batch(model, items, *, parallel: int, constraint: Constraint | None, chat: bool, system: str | None,
               max_tokens: int, sampling: Sampling, speculate: bool, heal: bool, stats: bool,
-              context: int | None = None) -> Iterator[BatchResult]:
-    """``Model.batch`` (which documents it)."""
+              context: int | None = None, interrupt: "Interrupt | None" = None) -> Iterator[BatchResult]:
+    """``Model.batch`` (which documents it); ``interrupt``: once ``winding`` no item starts, once
+    ``now`` the items in progress end too (without a result)."""
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise ArgumentError(f"parallel must be a whole number, 1 or more, got {parallel!r}")
     if isinstance(items, (str, bytes, dict)):
@@ -297,7 +312,9 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
     counts_used = {}
     try:
         while queue or running:
-            while queue and engine.idle():
+            if interrupt is not None and (interrupt.now or interrupt.winding and not running):
+                return
+            while queue and engine.idle() and not (interrupt is not None and interrupt.winding):
                 item = queue.popleft()
                 if item.error is not None:
                     yield BatchResult(item.index, item.id, error=item.error)
