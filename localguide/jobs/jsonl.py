@@ -103,10 +103,10 @@ class Output:
                 if last or not isinstance(value, dict) or "id" not in value:
                     raise ValueError
             except ValueError:
-                if not last and i < len(lines) - 2:
+                if not last:  # (a line cut short has no newline: it is the file's last)
                     raise JobError(f"{self.path}: line {i + 1} is not an output line of localguide batch: "
                                    "move the file aside or name another -o") from None
-                break  # (the last line, or a last one cut short: done again)
+                break  # (a last line cut short: done again)
             self.done.add(id_key(value["id"]))
             good += len(raw) + 1
         try:

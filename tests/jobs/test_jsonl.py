@@ -100,3 +100,11 @@ def test_a_write_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     out.close()
     assert path.read_bytes() == before
     assert Output(path).open().done == {id_key(1)}
+
+
+def test_a_file_that_is_no_output_of_ours_is_refused_not_cut(tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(b'{"foo": 1}\n')
+    with pytest.raises(JobError, match="line 1 is not an output line"):
+        Output(path).open()
+    assert path.read_bytes() == b'{"foo": 1}\n'

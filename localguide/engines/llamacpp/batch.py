@@ -67,8 +67,11 @@ class EngineThread:
 
     def submit(self, work: Work) -> None:
         with self._cv:
-            self._queue.append(work)
-            self._cv.notify()
+            if not self._closed:
+                self._queue.append(work)
+                self._cv.notify()
+                return
+        work.on_done("stop", LocalguideError("the server is shutting down"), None)
 
     def waiting(self) -> int:
         with self._cv:
@@ -83,6 +86,9 @@ class EngineThread:
             self._cv.notify()
         self._thread.join(timeout=10)
         with self.lock:
+            for work in self._queue:
+                work.on_done("cancelled", None, None)
+            self._queue.clear()
             for lane in self.engine.active():
                 self._end(lane, "cancelled", None)
             if self.parallel > 1:
@@ -96,6 +102,8 @@ class EngineThread:
                 if self._closed:
                     return
             with self.lock:  # (guides are walked here)
+                if self._closed:
+                    return
                 self._admit()
                 for lane in self.engine.active():
                     if self._work[id(lane)][0].cancelled:
@@ -303,17 +311,13 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
     # system prompt): decoded once and copied, where they decode alike in every sequence.
     shared = _shared_prefix([item.tokens for item in queue if item.error is None])
     engine = model.engine if parallel == 1 else model.engine_for(parallel, context or model.context_size)
-    for lane in engine.active():
-        if parallel > 1:  # (another batch's lanes: its results would end here)
-            raise LocalguideError(f"another batch is running on this model's {parallel} sequences: "
-                                  "finish it or close its iterator first")
-        engine.release(lane, keep_cache=False)  # (a generation its caller left, as generate does)
     running: dict[int, tuple[_Item, object]] = {}
     counts_used = {}
     try:
         while queue or running:
             if interrupt is not None and (interrupt.now or interrupt.winding and not running):
                 return
+            _foreign(engine, running, parallel)
             while queue and engine.idle() and not (interrupt is not None and interrupt.winding):
                 item = queue.popleft()
                 if item.error is not None:
@@ -346,6 +350,19 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
             engine.release(lane, keep_cache=False)
         for counts in counts_used.values():
             counts.save()
+
+
+def _foreign(engine, running: dict, parallel: int) -> None:
+    """Lanes on the engine that are not this batch's: with one sequence, a generation its caller
+    left (released, as ``generate`` does); with several, another batch's (refused: its results
+    would end here)."""
+    for lane in engine.active():
+        if id(lane) in running:
+            continue
+        if parallel > 1:
+            raise LocalguideError(f"another batch is running on this model's {parallel} sequences: "
+                                  "finish it or close its iterator first")
+        engine.release(lane, keep_cache=False)
 
 
 def _result(model, item: _Item, lane: Lane) -> BatchResult:

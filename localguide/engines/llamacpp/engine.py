@@ -129,6 +129,11 @@ class Engine:
         self._owned = owned
         self._opened = 0
         self.stop = set(model.vocabulary.stop_ids.tolist())
+        # A recurrent or hybrid model's memory copies a sequence's whole state, whatever the range:
+        # no prefix is taken from another sequence there.
+        llm = model.llama.model
+        self.shares = n_seq > 1 and not (llama_cpp.llama_model_is_recurrent(llm) or llama_cpp.llama_model_is_hybrid(llm))
+        self.closed = False
 
     # -- lanes --------------------------------------------------------------------------------
     def idle(self) -> list[int]:
@@ -141,6 +146,8 @@ class Engine:
         """A lane for ``request`` on sequence ``seq`` (None: the idle one whose cache shares most
         of the prompt; ``take``: a lane left on ``seq`` by a generation its caller abandoned is
         released first). Raises where the request cannot run (its prompt too long, ...)."""
+        if self.closed:
+            raise LocalguideError("this engine was closed")
         r = request
         tokens = list(r.prompt_tokens)
         if not tokens:
@@ -241,6 +248,8 @@ class Engine:
         The last prompt token is always decoded again (its logits give the first sample)."""
         best, src = 0, seq
         for s in range(self.n_seq):  # (a lane's cache holds its prompt's first ``decoded`` tokens)
+            if s != seq and not self.shares:
+                continue
             same = _same(self.kv[s], prompt)
             if self.kernels is not None:
                 same = reusable(same, self.kv_fast[s], fast, self.chunk)
@@ -262,6 +271,8 @@ class Engine:
 
     def _waits(self, lane: Lane) -> bool:
         """Whether ``lane`` waits for a lane opened before it to decode the prompt they share."""
+        if not self.shares:
+            return False
         for other in self.lanes:
             if other is None or other is lane or other.order > lane.order or other.pending is PREFIX:
                 continue
@@ -309,12 +320,9 @@ class Engine:
                 if d.fast:
                     self.kv_fast[lane.seq] = lane.decoded
         cost = None
-        if all(d.timed for _, d in items):
+        if all(d.timed and d.judged for _, d in items):
             cost = self._cost_of(len(items))
-            if cost.width == 1:
-                cost.observe(batch.n - len(items) + 1, seconds)
-            else:
-                cost = None
+            cost.observe(batch.n - len(items) + 1, seconds)
         return [Decoded(o, seconds if timed else 0.0, cost) for o in offsets]
 
     def stream(self, lane: Lane) -> Iterator[int]:
@@ -395,6 +403,7 @@ class Engine:
 
     def close(self) -> None:
         """Release every lane; free the context where the engine owns it."""
+        self.closed = True
         for lane in self.active():
             self.release(lane, keep_cache=False)
         self.batch.free()

@@ -132,8 +132,9 @@ class Batch:
 class Decode:
     """What a sequence asks its engine to decode: ``tokens`` at positions ``pos``.., logits at
     those from index ``logits_from`` on. ``fast``: a prompt chunk for the fastest kernels, decoded
-    alone (``localguide.engines.llamacpp.reproducible``); ``timed``: the sequence judges its drafts by
-    the decode's time; ``prompt``: part of the prompt."""
+    alone (``localguide.engines.llamacpp.reproducible``); ``timed``: the decode is timed; ``judged``:
+    its time goes into the ``DecodeCost`` (lengths chosen per decode, not one width); ``prompt``: part
+    of the prompt."""
 
     tokens: list
     pos: int
@@ -141,6 +142,7 @@ class Decode:
     fast: bool = False
     timed: bool = False
     prompt: bool = False
+    judged: bool = True
 
 
 class Decoded(NamedTuple):
@@ -382,7 +384,7 @@ def _loop(lane, first: int) -> Generator:
         # Padding (a length the machine decodes faster): its logits are computed and never sampled.
         tokens = [token] + forced + drafts + [token] * pads
         # (a GPU backend returns from llama_decode before its kernels end: a timed decode waits for them)
-        reply = yield Decode(tokens, pos, len(forced), timed=cost is not None and not forced)
+        reply = yield Decode(tokens, pos, len(forced), timed=cost is not None and not forced, judged=width == 1)
         # this decode's time and its drafting's, in one-token decodes (every decode with drafts is
         # judged: where another program holds a core, trying the lengths one by one is what costs;
         # with one width, decodes are judged on the steady times instead: ``_judge_width``)

@@ -258,8 +258,12 @@ class Model:
         return engine
 
     def close_engine(self, engine: Engine | None = None) -> None:
-        """Free the context of the engine of several sequences (``engine_for``)."""
+        """Free the context of the engine of several sequences (``engine_for``); refused while it
+        generates (a batch not finished or closed)."""
         if self._shared_engine is not None and engine in (None, self._shared_engine[1]):
+            if self._shared_engine[1].active():
+                raise LocalguideError("the model's engine of several sequences is generating: finish the batch or "
+                                      "close its iterator first")
             self._shared_engine[1].close()
             self._shared_engine = None
 

@@ -116,3 +116,23 @@ def test_one_batch_at_a_time_on_an_engine(model):
     # one sequence: a generation inside the loop, as an app does with each result
     for r in model.batch(prompts()[:2], parallel=1, json_schema=SCHEMA, temperature=0, max_tokens=60):
         assert r.error is None and model.generate("Say yes:", max_tokens=2, temperature=0)
+
+
+def test_the_engine_is_not_closed_under_a_running_batch(model):
+    running = model.batch(prompts(), parallel=4, json_schema=SCHEMA, temperature=0, max_tokens=60)
+    assert next(running).error is None
+    with pytest.raises(LocalguideError, match="is generating"):
+        model.close_engine()
+    with pytest.raises(LocalguideError, match="is generating"):
+        list(model.batch(prompts()[:1], parallel=2))
+    assert all(r.error is None for r in running)
+
+
+def test_a_stream_left_open_inside_a_one_sequence_batch_does_not_hang_it(model):
+    left = []
+    for r in model.batch(prompts()[:3], parallel=1, json_schema=SCHEMA, temperature=0, max_tokens=60):
+        assert r.error is None
+        stream = model.stream("Count: 1, 2,", max_tokens=8, temperature=0)
+        next(stream)
+        left.append(stream)  # (not exhausted, not closed)
+    assert len(left) == 3
