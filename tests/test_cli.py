@@ -386,3 +386,55 @@ def test_stop_strings_never_cut_constrained_output(name, model_paths):
     assert set(json.loads(r.stdout)) == {"name", "city"}
     r = run("run", path, "--raw", "--stop", ",", "--temperature", "0", "--max-tokens", "16", "One, two, three,")
     assert r.exit_code == 0 and "," not in r.stdout, r.output
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_ctrl_c_stops_an_answer_and_the_session_goes_on(chat):
+    import os
+    import signal
+    import sys
+
+    import pexpect
+
+    env = {k: v for k, v in os.environ.items() if k != "LOCALGUIDE_COMPILE"}
+    child = pexpect.spawn(sys.executable, ["-m", "localguide.cli", "run", "--chat" if chat else "--raw",
+                                           "--max-tokens", "600", "--regex", r"[0-9]{1,3}(, [0-9]{1,3}){1,500}"],
+                          env=dict(env, COLUMNS="200"), encoding="utf-8", timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        child.expect("Ctrl-D to leave")
+        child.expect("> ")
+        child.sendline("Count to a thousand.")
+        child.expect("[0-9]+, [0-9]+, [0-9]+")  # (the answer streams; the prompt echoed has no digits)
+        child.sendintr()
+        child.expect(r"\[stopped\]")
+        child.expect("> ")
+        child.sendintr()  # (at the prompt: a fresh line)
+        child.expect("> ")
+        child.sendline("Count again.")  # (the session goes on)
+        child.expect("[0-9]+, [0-9]+, [0-9]+")
+        child.sendintr()
+        child.expect(r"\[stopped\]")
+        child.expect("> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_a_cut_answer_says_so():
+    r = run("run", "--raw", "--max-tokens", "5", "--temperature", "0", "Once upon a time")
+    assert r.exit_code == 0 and "[max tokens: 5]" in r.stderr
+    r = run("run", "--regex", "(yes|no)", "--max-tokens", "5", "Is the sky blue?")
+    assert r.exit_code == 0 and "max tokens" not in r.stderr
+
+
+def test_gpu_layers_on_a_cpu_build_warn_with_the_install_line():
+    import llama_cpp
+
+    if llama_cpp.llama_supports_gpu_offload():
+        pytest.skip("this llama.cpp build offloads to a GPU")
+    r = run("run", "--n-gpu-layers", "-1", "--regex", "(yes|no)", "Is the sky blue?")
+    assert r.exit_code == 0 and r.stdout.strip() in ("yes", "no")
+    assert "warning: n_gpu_layers=-1" in r.stderr and "GGML_CUDA=on" in r.stderr

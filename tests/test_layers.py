@@ -106,6 +106,7 @@ LAYERS = [
     ("regexes", ["localguide.regex"]),
     ("indexes", ["localguide.index"]),
     ("automata", ["localguide.automaton"]),
+    ("model files where users keep them", ["localguide.models"]),
     ("the vocabulary and the protocol", ["localguide.vocabulary", "localguide.vocabulary_kernels",
                                          "localguide.vocabulary_numpy", "localguide.protocol", "localguide.distance",
                                          "localguide.sampling", "localguide.errors"]),

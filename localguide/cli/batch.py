@@ -12,7 +12,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..sampling import DEFAULT
-from .common import CHAT, CONSTRAINTS, SAMPLING, SPEED, _fail, _say, _StatusLine, app, err
+from . import options as O
+from .common import CHAT, SAMPLING, SPEED, _fail, _say, _StatusLine, app, err, load_model
+from .run import _constraint, _has_template
 
 PLAIN_EVERY = 10.0  # seconds between two progress lines where stderr is no terminal
 
@@ -20,69 +22,49 @@ PLAIN_EVERY = 10.0  # seconds between two progress lines where stderr is no term
 @app.command()
 def batch(
     first: Annotated[str, typer.Argument(metavar="[MODEL]", show_default=False,
-                     help="A .gguf model file (default: the embedded SmolLM2), then the input: a JSONL file, "
+                     help="A model (a GGUF file, or a name from `localguide models`; default: the embedded "
+                          "SmolLM2), then the input: a JSONL file, "
                           "one {\"id\": ..., \"prompt\": ...} or {\"id\": ..., \"messages\": [...]} per line.")],
     second: Annotated[Optional[str], typer.Argument(metavar="[INPUT]", show_default=False,
                       help="The input, where a model comes first.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", show_default=False,
                       help="The output JSONL file, appended line by line; run the same command again to "
                            "finish what an interruption left.")] = ...,
-    regex: Annotated[Optional[str], typer.Option("--regex", "-r", rich_help_panel=CONSTRAINTS,
-                     help="Every output matches this regular expression (ECMA-262).")] = None,
-    choice: Annotated[Optional[list[str]], typer.Option("--choice", "-c", rich_help_panel=CONSTRAINTS,
-                      help="Every output is exactly one of these strings (repeat the option).")] = None,
-    grammar: Annotated[Optional[str], typer.Option("--grammar", "-g", rich_help_panel=CONSTRAINTS,
-                       help="A .lark or .gbnf file, or a shipped grammar (see `localguide grammars`).")] = None,
-    json_schema: Annotated[Optional[str], typer.Option("--json-schema", "-j", rich_help_panel=CONSTRAINTS,
-                           help="A JSON Schema, inline JSON or a file: every output is a valid document.")] = None,
-    json_any: Annotated[bool, typer.Option("--json", rich_help_panel=CONSTRAINTS,
-                        help="Every output is a JSON value.")] = False,
-    strict: Annotated[bool, typer.Option("--strict", rich_help_panel=CONSTRAINTS,
-                      help="JSON Schema: objects allow only their listed properties.")] = False,
-    pretty: Annotated[bool, typer.Option("--pretty", rich_help_panel=CONSTRAINTS,
-                      help="JSON: newlines and indentation instead of compact output.")] = False,
-    max_recursion: Annotated[Optional[int], typer.Option(
-        "--max-recursion", min=1, rich_help_panel=CONSTRAINTS, show_default=False,
-        help="JSON Schema: expand recursive $ref N levels deep instead of exactly.")] = None,
-    max_ignored_run: Annotated[Optional[int], typer.Option(
-        "--max-ignored-run", min=0, rich_help_panel=CONSTRAINTS, show_default=False,
-        help="Grammars: the longest run of %ignore'd text, in bytes; 0: no limit (default 32).")] = None,
+    regex: O.Regex = None,
+    choice: O.Choice = None,
+    grammar: O.Grammar = None,
+    json_schema: O.JsonSchema = None,
+    json_any: O.JsonAny = False,
+    strict: O.Strict = False,
+    pretty: O.Pretty = False,
+    max_recursion: O.MaxRecursion = None,
+    max_ignored_run: O.MaxIgnoredRun = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="Token budget of each item (a line may give its own).",
                                             rich_help_panel=SAMPLING)] = 256,
-    temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = DEFAULT.temperature,
-    top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.top_k,
-    top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.top_p,
-    min_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.min_p,
+    temperature: O.Temperature = DEFAULT.temperature,
+    top_k: O.TopK = DEFAULT.top_k,
+    top_p: O.TopP = DEFAULT.top_p,
+    min_p: O.MinP = DEFAULT.min_p,
     seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING,
                     help="The seed of every item (a line may give its own).")] = None,
     parallel: Annotated[int, typer.Option("--parallel", min=1, max=64, rich_help_panel=SPEED,
                                           help="Items decoded together.")] = 4,
-    n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
-    n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="Context of each sequence, in tokens.")] = 4096,
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", min=1, rich_help_panel=SPEED, show_default=False,
-        help="Threads of one-token decodes (default: see `localguide info`).")] = None,
-    threads_batch: Annotated[Optional[int], typer.Option(
-        "--threads-batch", min=1, rich_help_panel=SPEED, show_default=False,
-        help="Threads of batches: prompts, several sequences, verified drafts.")] = None,
+    n_gpu_layers: O.NGpuLayers = 0,
+    n_ctx: O.NCtx = 4096,
+    threads: O.Threads = None,
+    threads_batch: O.ThreadsBatch = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels", rich_help_panel=SPEED,
         help="Kernels that compute each position alike in every batch; --fastest-kernels: texts may differ "
              "with --parallel.")] = True,
-    speculate: Annotated[bool, typer.Option("--speculate/--no-speculate", rich_help_panel=SPEED,
-                                            help="Drafts from the constraint, verified by the model.")] = True,
-    chat: Annotated[bool, typer.Option("--chat", rich_help_panel=CHAT,
-                                       help="Prompts go through the model's chat template (the default where "
-                                            "it has one).")] = False,
-    raw: Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT,
-                                      help="Prompts are completed as written, no chat template.")] = False,
+    speculate: O.Speculate = True,
+    chat: O.Chat = False,
+    raw: O.Raw = False,
     system: Annotated[Optional[str], typer.Option("--system", rich_help_panel=CHAT, show_default=False,
                                                   help="A system message before each prompt (chat).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no summary.")] = False,
 ) -> None:
     """Run every line of a JSONL file through the model under a constraint; rerun to resume."""
-    from .run import _constraint
-
     try:
         model_path, input_path = _split(first, second)
         if output.resolve() == input_path.resolve():
@@ -105,11 +87,9 @@ def batch(
                 if not quiet:
                     _say(f"nothing to do: every item of {input_path} is in {output}", "dim")
                 return
-            import localguide
-
             with _StatusLine():
-                model = localguide.load(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
-                                        n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
+                model = load_model(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
+                                   n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
                 use_chat = not raw and (chat or _has_template(model))
                 if system is not None and not use_chat:
                     raise typer.BadParameter("--system needs a chat template (not --raw)")
@@ -127,20 +107,14 @@ def batch(
         _fail(e)
 
 
-def _split(first: str, second: str | None) -> tuple[Path | None, Path]:
+def _split(first: str, second: str | None) -> tuple[str | None, Path]:
     if second is None:
-        if first.lower().endswith(".gguf"):
+        from ..models import is_gguf
+
+        if first.lower().endswith(".gguf") or is_gguf(Path(first)):
             raise typer.BadParameter("give the input file after the model", param_hint="INPUT")
         return None, Path(first)
-    if not first.lower().endswith(".gguf"):
-        raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {first!r}", param_hint="MODEL")
-    return Path(first), Path(second)
-
-
-def _has_template(model) -> bool:
-    from .run import _has_template as has
-
-    return has(model)
+    return first, Path(second)
 
 
 def _run(model, todo, out, total: int, *, parallel: int, n_ctx: int, constraint, chat: bool, system, max_tokens: int,

@@ -212,3 +212,21 @@ def _read_json(path: Path):
         raise OSError(f"cannot read the schema file {path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+
+
+def load_model(path, **kwargs):
+    """``localguide.load`` with its warnings (GPU layers asked of a CPU build) as lines on stderr."""
+    import warnings
+
+    import localguide
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        model = localguide.load(path, **kwargs)
+    for w in caught:
+        if issubclass(w.category, RuntimeWarning):
+            close_status()
+            _error_line("warning", str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,77 +11,75 @@ from typing import Annotated, Optional
 import typer
 
 from ..sampling import DEFAULT
-from .common import (CHAT, CONSTRAINTS, SAMPLING, SPEED, _end_line, _error_line, _fail, _out, _quality_table, _read_json,
-                     _read_schema, _say, _StatusLine, app, close_status, err)
+from . import options as O
+from .common import (CHAT, SAMPLING, SPEED, _end_line, _error_line, _fail, _out, _quality_table, _read_json,
+                     _read_schema, _say, _StatusLine, app, close_status, err, load_model)
 
 
-def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Optional[Path], Optional[str]]:
-    """A first argument naming a .gguf file is the model; otherwise it is the prompt."""
-    if first is not None and first.lower().endswith(".gguf"):
-        return Path(first), second
+def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """With two arguments the first is the model; alone, it is the model where it names a .gguf
+    file, a file on disk or a model in a store (``localguide models``), else the prompt."""
     if second is not None:
-        raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {first!r}", param_hint="MODEL")
+        return first, second
+    if first is not None and (first.lower().endswith(".gguf") or _is_model(first)):
+        return first, None
     return None, first
+
+
+def _is_model(text: str) -> bool:
+    from ..errors import ModelFileError
+    from ..models import NotFound, resolve
+
+    if "\n" in text or len(text) > 1024 or not text.strip():
+        return False
+    try:
+        resolve(text)
+    except NotFound:
+        return False
+    except ModelFileError:  # (a file that is no model, an ambiguous name: meant as a model)
+        return True
+    return True
 
 
 @app.command()
 def run(
     first: Annotated[Optional[str], typer.Argument(metavar="[MODEL]", show_default=False,
-                     help="A .gguf model file (default: the embedded SmolLM2), or the prompt.")] = None,
+                     help="A model: a GGUF file, an Ollama, LM Studio or Hugging Face cache name (see "
+                          "`localguide models`; default: the embedded SmolLM2); or the prompt.")] = None,
     second: Annotated[Optional[str], typer.Argument(metavar="[PROMPT]", show_default=False,
                       help="The prompt; without one, an interactive session starts.")] = None,
-    regex: Annotated[Optional[str], typer.Option("--regex", "-r", rich_help_panel=CONSTRAINTS,
-                     help="The whole output matches this regular expression (ECMA-262).")] = None,
-    choice: Annotated[Optional[list[str]], typer.Option("--choice", "-c", rich_help_panel=CONSTRAINTS,
-                      help="The output is exactly one of these strings (repeat the option).")] = None,
-    grammar: Annotated[Optional[str], typer.Option("--grammar", "-g", rich_help_panel=CONSTRAINTS,
-                       help="A .lark or .gbnf file, or a shipped grammar (see `localguide grammars`).")] = None,
-    json_schema: Annotated[Optional[str], typer.Option("--json-schema", "-j", rich_help_panel=CONSTRAINTS,
-                           help="A JSON Schema, inline JSON or a file: the output is a valid JSON "
-                                "document.")] = None,
-    json_any: Annotated[bool, typer.Option("--json", rich_help_panel=CONSTRAINTS,
-                        help="The output is any JSON value.")] = False,
-    strict: Annotated[bool, typer.Option("--strict", rich_help_panel=CONSTRAINTS,
-                      help="JSON Schema: objects allow only their listed properties.")] = False,
-    pretty: Annotated[bool, typer.Option("--pretty", rich_help_panel=CONSTRAINTS,
-                      help="JSON: newlines and indentation instead of compact output.")] = False,
-    max_recursion: Annotated[Optional[int], typer.Option(
-        "--max-recursion", min=1, rich_help_panel=CONSTRAINTS, show_default=False,
-        help="JSON Schema: expand recursive $ref N levels deep (an automaton; free values nest 3 levels) "
-             "instead of exactly, to any depth (a grammar: the default).")] = None,
+    regex: O.Regex = None,
+    choice: O.Choice = None,
+    grammar: O.Grammar = None,
+    json_schema: O.JsonSchema = None,
+    json_any: O.JsonAny = False,
+    strict: O.Strict = False,
+    pretty: O.Pretty = False,
+    max_recursion: O.MaxRecursion = None,
     exact_recursion: Annotated[bool, typer.Option("--exact-recursion", hidden=True)] = False,
-    max_ignored_run: Annotated[Optional[int], typer.Option(
-        "--max-ignored-run", min=0, rich_help_panel=CONSTRAINTS, show_default=False,
-        help="Grammars: the longest run of %ignore'd text (whitespace), in bytes; 0: no limit "
-             "(default 32).")] = None,
+    max_ignored_run: O.MaxIgnoredRun = None,
     max_tokens: Annotated[int, typer.Option(help="Token budget; a constrained output still completes.",
                                             rich_help_panel=SAMPLING)] = 256,
     stop: Annotated[Optional[list[str]], typer.Option(
         "--stop", rich_help_panel=SAMPLING, show_default=False,
         help="End the output before this text (repeat the option); inside constrained text only "
              "where the text is complete there.")] = None,
-    temperature: Annotated[float, typer.Option(help="0 is greedy.", rich_help_panel=SAMPLING)] = DEFAULT.temperature,
-    top_k: Annotated[int, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.top_k,
-    top_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.top_p,
-    min_p: Annotated[float, typer.Option(rich_help_panel=SAMPLING)] = DEFAULT.min_p,
+    temperature: O.Temperature = DEFAULT.temperature,
+    top_k: O.TopK = DEFAULT.top_k,
+    top_p: O.TopP = DEFAULT.top_p,
+    min_p: O.MinP = DEFAULT.min_p,
     seed: Annotated[Optional[int], typer.Option(rich_help_panel=SAMPLING)] = None,
-    n_gpu_layers: Annotated[int, typer.Option(help="Layers to offload to the GPU (-1: all).")] = 0,
+    n_gpu_layers: O.NGpuLayers = 0,
     n_ctx: Annotated[int, typer.Option(help="Context size in tokens.")] = 4096,
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", min=1, rich_help_panel=SPEED, show_default=False,
-        help="Threads of one-token decodes (default: half the CPUs; `localguide info` says why).")] = None,
-    threads_batch: Annotated[Optional[int], typer.Option(
-        "--threads-batch", min=1, rich_help_panel=SPEED, show_default=False,
-        help="Threads of batches: the prompt, verified drafts (default: see `localguide info`).")] = None,
+    threads: O.Threads = None,
+    threads_batch: O.ThreadsBatch = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels", rich_help_panel=SPEED,
         help="llama.cpp's kernels that compute each position alike in every batch (a prompt's whole chunks "
              "of 128 on the fastest ones), so the same seed gives the same text whatever the prompt cache held "
              "and with speculation on or off; --fastest-kernels: the text may differ.")] = True,
-    chat: Annotated[bool, typer.Option("--chat", rich_help_panel=CHAT,
-                                       help="Use the model's chat template (the default where it has one).")] = False,
-    raw: Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT,
-                                      help="Plain completion of the prompt, no chat template.")] = False,
+    chat: O.Chat = False,
+    raw: O.Raw = False,
     system: Annotated[Optional[str], typer.Option("--system", rich_help_panel=CHAT, show_default=False,
                                                   help="The system message.")] = None,
     tools: Annotated[Optional[Path], typer.Option("--tools", rich_help_panel=CHAT, show_default=False,
@@ -99,10 +98,7 @@ def run(
         help="With --after: the free part's budget; then the trigger is forced.")] = None,
     opportunistic: Annotated[bool, typer.Option(
         "--opportunistic", help="Grammars: check the model's own token first, mask only on a rejection.")] = False,
-    speculate: Annotated[bool, typer.Option(
-        "--speculate/--no-speculate", rich_help_panel=SPEED,
-        help="Drafts from the constraint, checked by the model several tokens per decode (exact: the "
-             "same output distribution).")] = True,
+    speculate: O.Speculate = True,
     fast_forward: Annotated[bool, typer.Option(
         "--fast-forward", rich_help_panel=SPEED,
         help="Take forced text (a JSON key, a bracket) as the model's own tokens without sampling it: "
@@ -208,12 +204,10 @@ def _run(o: RunOptions) -> None:
     try:
         model_path, prompt = _split_model_prompt(o.first, o.second)
         constraint = _constraint(o)
-        import localguide
-
         if o.chat and o.raw:
             raise typer.BadParameter("give --chat or --raw, not both")
-        model = localguide.load(model_path, n_gpu_layers=o.n_gpu_layers, n_ctx=o.n_ctx, n_threads=o.threads,
-                                n_threads_batch=o.threads_batch, reproducible=o.reproducible)
+        model = load_model(model_path, n_gpu_layers=o.n_gpu_layers, n_ctx=o.n_ctx, n_threads=o.threads,
+                           n_threads_batch=o.threads_batch, reproducible=o.reproducible)
         use_chat = not o.raw and (o.chat or _has_template(model))
         if not use_chat and (o.system is not None or o.tools is not None or o.after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")
@@ -229,30 +223,40 @@ def _run(o: RunOptions) -> None:
                                parallel_tool_calls=o.parallel_tool_calls)
         else:
             options.update(heal=o.heal)
-        session = _Session(model, options, o.system, use_chat, o.stats)
+        interactive = prompt is None and sys.stdin.isatty()
+        session = _Session(model, options, o.system, use_chat, o.stats, stoppable=interactive)
         if prompt is not None:
             session.answer(prompt)
             return
-        interactive = sys.stdin.isatty()
         if interactive:
             try:
                 import readline  # noqa: F401 - line editing and history for input()
             except ImportError:
                 pass
-        _say(f"{model.path.name}: type a prompt, Ctrl-D to leave"
+        _say(f"{model.path.name}: type a prompt, Ctrl-C to stop an answer, Ctrl-D to leave"
              + ("; /reset, /system TEXT, /save FILE" if use_chat else ""), "dim")
         while True:
             try:
                 line = input("> ") if interactive else sys.stdin.readline()
             except EOFError:
                 break
+            except KeyboardInterrupt:  # (at the prompt: a fresh line, as a shell does)
+                if not interactive:
+                    raise
+                print()
+                continue
             if not interactive and line == "":
                 break
             line = line.rstrip("\n")
             if line.strip():
                 try:
                     session.handle(line)
-                except (KeyboardInterrupt, typer.Exit):
+                except KeyboardInterrupt:  # (one that came before the answer could take it)
+                    if not interactive:
+                        raise
+                    _end_line()
+                    _say("[stopped]", "dim")
+                except typer.Exit:
                     raise
                 except Exception as e:  # noqa: BLE001 - one line, and the session goes on
                     _error_line("error", str(e) or type(e).__name__, problems=bool(getattr(e, "problems", None)))
@@ -284,13 +288,37 @@ def _tool_choice(text: str):
     return {"type": "function", "function": {"name": text}}
 
 
-class _Session:
-    """One prompt, or an interactive session: in chat, the history is kept between turns."""
+class _Stop:
+    """While an answer streams in an interactive session, Ctrl-C asks it to stop at its next token
+    (``hit``) instead of ending the session (a ``KeyboardInterrupt`` raised inside llama.cpp's
+    sampler callback could be lost)."""
 
-    def __init__(self, model, options: dict, system, chat: bool, stats: bool):
+    def __init__(self, active: bool):
+        self.active, self.hit = active, False
+
+    def __enter__(self):
+        self.hit = False
+        if self.active:
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.hit = True
+
+    def __exit__(self, *exc) -> None:
+        if self.active:
+            signal.signal(signal.SIGINT, self._old)
+
+
+class _Session:
+    """One prompt, or an interactive session: in chat, the history is kept between turns;
+    ``stoppable``: Ctrl-C stops an answer, and the session goes on."""
+
+    def __init__(self, model, options: dict, system, chat: bool, stats: bool, stoppable: bool = False):
         self.model, self.options, self.chat, self.stats = model, options, chat, stats
         self.system = system
         self.messages = self._start()
+        self.stop = _Stop(stoppable)
 
     def _start(self) -> list:
         return [{"role": "system", "content": self.system}] if self.system else []
@@ -316,14 +344,26 @@ class _Session:
         self.answer(line)
 
     def answer(self, prompt: str) -> None:
-        if not self.chat:
-            for piece in self.model.stream(prompt, **self.options):
-                _out(piece)
-            _out("\n")
-        else:
-            self.messages.append({"role": "user", "content": prompt})
-            self.messages.append(self._chat())
-        if self.stats and self.model.last_stats is not None:
+        with self.stop:
+            if not self.chat:
+                pieces = self.model.stream(prompt, **self.options)
+                for piece in pieces:
+                    _out(piece)
+                    if self.stop.hit:
+                        pieces.close()
+                        break
+                _out("\n")
+            else:
+                self.messages.append({"role": "user", "content": prompt})
+                message = self._chat()
+                if message is not None:
+                    self.messages.append(message)
+        last = self.model.last_stats
+        if self.stop.hit:
+            _say("[stopped]" + (" (the turn is not kept)" if self.chat else ""), "dim")
+        elif last is not None and last.finish_reason == "length":
+            _say(f"[max tokens: {last.tokens}]", "dim")
+        if self.stats and last is not None:
             print(f"localguide: {self.model.last_stats}", file=sys.stderr, flush=True)
             _quality_table(self.model.last_stats)
 
@@ -334,7 +374,8 @@ class _Session:
 
         content, reasoning, calls = [], [], []
         try:
-            for d in self.model.chat_stream(self.messages, **self.options):
+            stream = self.model.chat_stream(self.messages, **self.options)
+            for d in stream:
                 if d.reasoning:
                     close_status()
                     reasoning.append(d.reasoning)
@@ -349,8 +390,14 @@ class _Session:
                         {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])},
                         ensure_ascii=False))
                     calls.append(c)
+                if self.stop.hit:
+                    stream.close()
+                    break
         except BaseException:
             self.messages.pop()  # (the turn did not happen)
             raise
         _out("\n")
+        if self.stop.hit:
+            self.messages.pop()
+            return None
         return ChatMessage(content="".join(content) or None, tool_calls=calls or None).to_dict()

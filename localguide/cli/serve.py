@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from .common import _StatusLine, _fail, app, err
+from . import options as O
+from .common import _StatusLine, _fail, app, err, load_model
 
 
 @app.command()
 def serve(
-    model: Annotated[Optional[Path], typer.Argument(help="A .gguf model (default: the embedded SmolLM2).",
-                                                    show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Argument(
+        help="A model: a GGUF file, or a name from `localguide models` (default: the embedded SmolLM2).",
+        show_default=False)] = None,
     host: Annotated[str, typer.Option("--host", help="The address to listen on (loopback unless told).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="The port to listen on.")] = 8080,
     parallel: Annotated[int, typer.Option("--parallel", min=1, max=64,
                                           help="Sequences decoded together, each with speculation, healing "
                                                "and its prompt cache (1: one request at a time); more wait in "
                                                "a queue.")] = 1,
-    n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="Context of each sequence, in tokens.")] = 4096,
-    n_gpu_layers: Annotated[int, typer.Option("--n-gpu-layers", help="Layers offloaded to the GPU (-1: all).")] = 0,
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", min=1, show_default=False,
-        help="Threads of one-token decodes (default: half the CPUs; `localguide info` says why).")] = None,
-    threads_batch: Annotated[Optional[int], typer.Option(
-        "--threads-batch", min=1, show_default=False,
-        help="Threads of batches: prompts, several sequences, verified drafts (default: see `localguide info`).")] = None,
+    n_ctx: O.NCtx = 4096,
+    n_gpu_layers: O.NGpuLayers = 0,
+    threads: O.Threads = None,
+    threads_batch: O.ThreadsBatch = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels",
         help="llama.cpp's kernels that compute each position alike in every batch (the same seed, the same "
@@ -41,6 +40,15 @@ def serve(
     grammar_dir: Annotated[Optional[Path], typer.Option("--grammar-dir", show_default=False,
                                                         help="A folder of .lark/.gbnf grammars requests may name "
                                                              "and %import (besides the shipped ones).")] = None,
+    log_level: Annotated[str, typer.Option(
+        "--log-level", help="info: a line per request (route, status, tokens, seconds); warning: problems only; "
+                            "debug: the web server's own lines too; error.")] = "info",
+    drain_timeout: Annotated[float, typer.Option(
+        "--drain-timeout", min=0, help="On SIGTERM or Ctrl-C: seconds the answers under way have to end before "
+                                       "each is cut with an error event.")] = 10.0,
+    cors: Annotated[Optional[list[str]], typer.Option(
+        "--cors", show_default=False, help="An origin whose web pages may call the server (repeat the option; "
+                                           "'*': any), e.g. http://localhost:3000.")] = None,
 ) -> None:
     """An OpenAI-compatible server: chat and completions whose structure is guaranteed."""
     try:
@@ -49,18 +57,23 @@ def serve(
             import starlette  # noqa: F401
         except ImportError:
             raise typer.BadParameter('the server needs its extra: pip install "localguide[server]"') from None
-        import localguide
         from ..server import serve as run_server
 
-        if model is not None and not str(model).lower().endswith(".gguf"):
-            raise typer.BadParameter(f"expected MODEL to be a .gguf file, got {str(model)!r}", param_hint="MODEL")
+        if log_level.lower() not in ("debug", "info", "warning", "error"):
+            raise typer.BadParameter(f"expected debug, info, warning or error, got {log_level!r}",
+                                     param_hint="--log-level")
+        for origin in cors or ():
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise typer.BadParameter(f"expected an origin as a browser sends it (http://host:port, no path) "
+                                         f"or '*', got {origin!r}", param_hint="--cors")
         with _StatusLine():
             # (--parallel N decodes in a context of its own: the model's is then only for tokens)
-            m = localguide.load(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
-                                n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
+            m = load_model(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
+                           n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
-                   max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir)
+                   max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir, cors=cors,
+                   log_level=log_level.lower(), drain_timeout=drain_timeout)
     except (typer.BadParameter, Exception) as e:  # noqa: BLE001 - one line, no traceback
         _fail(e)

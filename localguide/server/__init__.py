@@ -17,12 +17,13 @@ from ..runtime import oldpaths as _oldpaths
 def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: str | None = None,
                 max_tokens: int = 4096, default_max_tokens: int = 512, compile_timeout: float = 30.0,
                 cache_entries: int = 64, cache_bytes: int = 1 << 30, name: str | None = None,
-                grammar_dir=None):
+                grammar_dir=None, cors=None):
     """The server's ``Server`` (its Starlette app is ``.app``) over ``model`` (a ``localguide.Model``):
     ``parallel`` sequences decoded together, each with speculation, healing and the prompt cache
     (1: one request at a time, on the model's own context); ``n_ctx`` tokens of context per sequence (default the model's); ``grammar_dir``:
     a folder whose ``.lark``/``.gbnf`` files requests may name and ``%import`` (beside the shipped
-    ones; a request never names a path)."""
+    ones; a request never names a path); ``cors``: origins whose pages may call it from a browser
+    (``["*"]``: any)."""
     from .app import Server
     from ..engines.llamacpp.batch import EngineThread
 
@@ -35,15 +36,29 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
     limits = Limits(max_tokens=min(max_tokens, context), default_max_tokens=min(default_max_tokens, context // 2),
                     context=context, compile_timeout=compile_timeout)
     return Server(model, engine, name=name or model.path.stem, limits=limits, api_key=api_key,
-                  cache_entries=cache_entries, cache_bytes=cache_bytes, grammar_dir=grammar_dir)
+                  cache_entries=cache_entries, cache_bytes=cache_bytes, grammar_dir=grammar_dir, cors=cors)
 
 
 SWITCH_INTERVAL = 0.001  # seconds (Python's default: 0.005)
 
 
-def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning", **options) -> None:
-    """Run the server until interrupted (options as ``make_server``)."""
+def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", drain_timeout: float = 10.0,
+          **options) -> None:
+    """Run the server until interrupted (options as ``make_server``); ``log_level`` "info": a line
+    per request on stderr, "warning": problems only, "debug": uvicorn's own too. On SIGTERM or
+    Ctrl-C it takes no new connection and gives the answers under way ``drain_timeout`` seconds
+    to end, then ends each with an error event (a second Ctrl-C: at once)."""
+    import logging
+
     import uvicorn
+
+    log = logging.getLogger("localguide.server")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(log_level.upper())
 
     server = make_server(model, **options)
     # (a thread that wants the interpreter's lock waits up to this long for each of its turns: the
@@ -51,7 +66,17 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
     sys.setswitchinterval(SWITCH_INTERVAL)
     threading.Thread(target=server.warm_up, name="localguide-warm-up", daemon=True).start()
     try:
-        uvicorn.run(server.app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2)
+        config = uvicorn.Config(server.app, host=host, port=port, log_level="debug" if log_level == "debug" else
+                                "warning", access_log=log_level == "debug",
+                                timeout_graceful_shutdown=drain_timeout + 2)  # (after the cut answers' last events)
+
+        class Draining(uvicorn.Server):
+            def handle_exit(self, sig, frame):
+                if not self.should_exit:
+                    server.drain(drain_timeout)
+                super().handle_exit(sig, frame)
+
+        Draining(config).run()
     finally:
         server.close()
 

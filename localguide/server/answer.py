@@ -19,9 +19,11 @@ class Answer:
     guide, healed bytes, counts key and ``StopText`` of a completion) and the prompt's length;
     ``post(event)`` hands an event to the event loop (called in the engine's thread)."""
 
-    def __init__(self, job, prepared, chat: bool, vocabulary, post):
-        self.chat, self._post, self._vocabulary = chat, post, vocabulary
+    def __init__(self, job, prepared, chat: bool, vocabulary, post, metrics=None, compile_seconds: float = 0.0):
+        self.chat, self._post, self._vocabulary, self._metrics = chat, post, vocabulary, metrics
         self.tokens = 0
+        self.compile_seconds = compile_seconds  # (preparing: the template rendered, the constraint compiled)
+        self.queue_seconds = 0.0
         what, self.prompt_tokens = prepared
         if chat:
             self.run = what
@@ -55,6 +57,12 @@ class Answer:
         return self._text(d.content) if d.content else True
 
     def _on_done(self, reason: str, error, stats) -> None:
+        if self.work.started:
+            self.queue_seconds = self.work.started - self.work.submitted
+        if self._metrics is not None and stats is not None:
+            self._metrics.add(prompt_tokens_total=stats.prompt_tokens, generated_tokens_total=stats.tokens,
+                              queue_seconds_total=self.queue_seconds, prompt_seconds_total=stats.prompt_seconds,
+                              generation_seconds_total=stats.seconds, answers_total=1)
         if reason == "cancelled":
             return
         calls = []

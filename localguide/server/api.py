@@ -52,6 +52,7 @@ class Job:
     after: str | None = None
     max_reasoning_tokens: int | None = None
     max_tokens: int = 512
+    fill: bool = False  # max_tokens is an upper bound: the answer may take the context's room up to it
     sampling: Sampling = field(default_factory=Sampling)
     stop: list = field(default_factory=list)
     stream: bool = False
@@ -78,17 +79,8 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
     _known(body, _CHAT)
     job = Job(messages=_messages(body.get("messages")))
     _common(body, job, limits, ("max_completion_tokens", "max_tokens"))
-    if body.get("tools") is not None:
-        tools = body["tools"]
-        if not isinstance(tools, list) or not tools:
-            raise ApiError("tools: expected a non-empty array of {'type': 'function', 'function': {...}}", "tools")
-        if len(tools) > MAX_TOOLS:
-            raise ApiError(f"tools: {len(tools)} tools, at most {MAX_TOOLS}", "tools")
-        for i, tool in enumerate(tools):
-            if (n := len(json.dumps(tool, ensure_ascii=False))) > MAX_TOOL_CHARS:
-                raise ApiError(f"tools[{i}]: {n:,} characters as JSON, at most {MAX_TOOL_CHARS:,} (serve's bound "
-                               "on one tool)", "tools")
-        job.tools = tools
+    _tools(body, job)
+    if job.tools is not None:
         job.tool_choice = _tool_choice(body.get("tool_choice", "auto"))
         job.parallel_tool_calls = _bool(body, "parallel_tool_calls", True)
         if job.tool_choice != "none" and job.constraint is not None:
@@ -169,14 +161,14 @@ def _deep_path(body) -> str:
 _PROMPT_TEXT = ("messages", "prompt", "tools", "after", "stop")
 
 
-def _texts(body: dict) -> None:
+def _texts(body: dict, prompt_fields: tuple = _PROMPT_TEXT) -> None:
     """Every string of the body (keys too) valid Unicode; the prompt's text without NUL."""
     from ..chat.plain import TextError, check_text
 
     try:
         for key, value in body.items():
             check_text(key, "a field name")
-            check_text(value, key, nul=key in _PROMPT_TEXT)
+            check_text(value, key, nul=key in prompt_fields)
     except TextError as e:
         raise ApiError(str(e), e.field if e.field in body else None) from None
 
@@ -225,7 +217,7 @@ def _common(body: dict, job: Job, limits: Limits, budget_keys: tuple) -> None:
 
 
 def _constraint(body: dict, job: Job) -> None:
-    c = {"regex": None, "choice": None, "grammar": None, "json_schema": None}
+    c = {"json_schema": None}
     strict = False
     rf = body.get("response_format")
     if rf is not None:
@@ -246,6 +238,14 @@ def _constraint(body: dict, job: Job) -> None:
                                "response_format.json_schema.schema")
             c["json_schema"] = schema
             strict = bool(js.get("strict", False))
+    job.constraint = extension_constraint(body, schema=c["json_schema"], schema_field="response_format",
+                                          strict=strict)
+
+
+def extension_constraint(body: dict, *, schema, schema_field: str, strict: bool = False) -> Constraint | None:
+    """The request's one constraint: ``schema`` (read from ``schema_field`` by the caller) or
+    localguide's ``regex``, ``grammar`` or ``choice`` fields; two of them are a 400."""
+    c = {"json_schema": schema, "regex": None, "choice": None, "grammar": None}
     for key in ("regex", "grammar"):
         if body.get(key) is not None:
             c[key] = _text(body, key)
@@ -254,12 +254,10 @@ def _constraint(body: dict, job: Job) -> None:
         if not isinstance(choice, list) or not choice or not all(isinstance(x, str) for x in choice):
             raise ApiError("choice: expected a non-empty array of strings", "choice")
         c["choice"] = choice
-    named = [k for k, v in c.items() if v is not None]
+    named = [schema_field if k == "json_schema" else k for k, v in c.items() if v is not None]
     if len(named) > 1:
-        names = {"json_schema": "response_format"}
-        raise ApiError(f"give one constraint, not {' and '.join(names.get(k, k) for k in named)}",
-                       names.get(named[1], named[1]))
-    job.constraint = Constraint.of(**c, **({"strict": strict} if c["json_schema"] is not None else {}))
+        raise ApiError(f"give one constraint, not {' and '.join(named)}", named[1])
+    return Constraint.of(**c, **({"strict": strict} if schema is not None else {}))
 
 
 def _messages(messages) -> list:
@@ -285,6 +283,22 @@ def _characters(value) -> int:
         elif isinstance(v, list):
             stack.extend(v)
     return n
+
+
+def _tools(body: dict, job: Job) -> None:
+    """``body["tools"]`` (OpenAI's form, which Ollama's shares) into ``job.tools``, bounded."""
+    tools = body.get("tools")
+    if tools is None:
+        return
+    if not isinstance(tools, list) or not tools:
+        raise ApiError("tools: expected a non-empty array of {'type': 'function', 'function': {...}}", "tools")
+    if len(tools) > MAX_TOOLS:
+        raise ApiError(f"tools: {len(tools)} tools, at most {MAX_TOOLS}", "tools")
+    for i, tool in enumerate(tools):
+        if (n := len(json.dumps(tool, ensure_ascii=False))) > MAX_TOOL_CHARS:
+            raise ApiError(f"tools[{i}]: {n:,} characters as JSON, at most {MAX_TOOL_CHARS:,} (serve's bound "
+                           "on one tool)", "tools")
+    job.tools = tools
 
 
 def _tool_choice(value):

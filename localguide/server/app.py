@@ -16,15 +16,19 @@ import asyncio
 import contextlib
 import functools
 import gc
+import logging
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .compile_workers import CompileTimeout, CompileWorkers
@@ -38,11 +42,16 @@ from ..guides.stops import StopText
 from ..chat.template import ChatTemplateError
 from ..chat.tools import ToolError
 from ..runtime.lru import BoundedCache
+from . import ollama
 from .api import ApiError, Job, Limits, parse_chat, parse_completion
 from .body import plain_text, read_body
 from .answer import Answer
+from .metrics import Metrics
+from .ollama_wire import OllamaAnswer, describe_model
+from .ollama_wire import error_response as ollama_error
 from .wire import OpenAIAnswer, error_response
 
+LOG = logging.getLogger("localguide.server")
 MAX_BODY = 4 * 1024 * 1024
 # (bodies past this many bytes are read one at a time: reading one takes a core for up to a second,
 # and a flood of them would otherwise take every core from the requests beside it)
@@ -114,12 +123,48 @@ def _api_error(e: BaseException, job: Job | None) -> ApiError:
     return ApiError(f"internal error ({type(e).__name__})", None, status=500, type="server_error")
 
 
+class RequestLog:
+    """ASGI middleware: once a request's response has ended, it is counted (``metrics``) and, at
+    INFO, logged as one line on the ``localguide.server`` logger: method, route, status, the
+    answer's tokens, seconds."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), [0]
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            seconds = time.perf_counter() - started
+            self.metrics.request(scope["path"], status[0], seconds)
+            if LOG.isEnabledFor(logging.INFO):
+                answer = scope.get("state", {}).get("answer")
+                tokens = f" {answer.tokens} tokens" if answer is not None else ""
+                LOG.info("%s %s %s%s %.3f s", scope["method"], scope["path"], status[0] or "-", tokens, seconds)
+
+
+class _Refit(Exception):
+    """The prompt leaves ``room`` tokens of the context for an answer whose budget fills it."""
+
+    def __init__(self, room: int):
+        self.room = room
+
+
 class Server:
     """The routes over one model and engine."""
 
     def __init__(self, model, engine, *, name: str, limits: Limits, api_key: str | None = None,
                  cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY,
-                 grammar_dir=None):
+                 grammar_dir=None, cors: list[str] | None = None):
         self.model, self.engine, self.name, self.limits = model, engine, name, limits
         self.api_key, self.max_body = api_key, max_body
         self.confined = Confined(None if grammar_dir is None else Path(grammar_dir))
@@ -133,13 +178,28 @@ class Server:
         self._count = threading.Lock()
         self._large = asyncio.Semaphore(1)
         self.created = int(time.time())
+        self._description = None
+        self._loop = None
+        self._live: weakref.WeakSet = weakref.WeakSet()  # the queues of answers under way (drain)
+        self.metrics = Metrics()
         self.app = Starlette(routes=[
             Route("/", self.playground, methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
+            Route("/metrics", self.metrics_text, methods=["GET"]),
             Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/models/{model:path}", self.model_entry, methods=["GET"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
-        ], exception_handlers={404: self._not_found, 405: self._not_allowed}, lifespan=self._lifespan)
+            Route("/api/chat", self.ollama_chat, methods=["POST"]),
+            Route("/api/generate", self.ollama_generate, methods=["POST"]),
+            Route("/api/tags", self.ollama_tags, methods=["GET"]),
+            Route("/api/ps", self.ollama_tags, methods=["GET"]),
+            Route("/api/show", self.ollama_show, methods=["POST"]),
+            Route("/api/version", self.ollama_version, methods=["GET"]),
+        ], exception_handlers={404: self._not_found, 405: self._not_allowed}, lifespan=self._lifespan,
+            middleware=[Middleware(RequestLog, metrics=self.metrics)] + ([Middleware(
+                CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["*"],
+                max_age=600)] if cors else []))
 
     # -- plain routes -------------------------------------------------------------------------
     async def playground(self, request: Request) -> Response:
@@ -150,11 +210,63 @@ class Server:
         return JSONResponse({"status": "ok", "model": self.name, "parallel": self.engine.parallel,
                              "active": self.engine.active(), "waiting": self.engine.waiting()})
 
+    async def metrics_text(self, request: Request) -> Response:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        text = self.metrics.render({
+            "sequences_active": ("Requests generating now.", self.engine.active()),
+            "requests_waiting": ("Requests waiting for a sequence.", self.engine.waiting()),
+            "compiles_running": ("Constraints compiling or waiting to.", self._compiling),
+            "parallel": ("Sequences decoded together (serve --parallel).", self.engine.parallel)})
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
     async def models(self, request: Request) -> Response:
         if (denied := self._auth(request)) is not None:
             return denied
-        return JSONResponse({"object": "list", "data": [
-            {"id": self.name, "object": "model", "created": self.created, "owned_by": "localguide"}]})
+        return JSONResponse({"object": "list", "data": [self._entry()]})
+
+    async def model_entry(self, request: Request) -> Response:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        asked = request.path_params["model"]
+        if asked != self.name:
+            return error_response(ApiError(f"no model {asked!r}: this server serves {self.name!r}", "model",
+                                           status=404, code="model_not_found"))
+        return JSONResponse(self._entry())
+
+    def _entry(self) -> dict:
+        return {"id": self.name, "object": "model", "created": self.created, "owned_by": "localguide"}
+
+    async def ollama_tags(self, request: Request) -> Response:
+        if (denied := self._auth(request, ollama_error)) is not None:
+            return denied
+        d = await self._described()
+        return JSONResponse({"models": [{k: v for k, v in d.items() if k not in ("model_info", "template")}]})
+
+    async def ollama_show(self, request: Request) -> Response:
+        if (denied := self._auth(request, ollama_error)) is not None:
+            return denied
+        try:
+            body = read_body(await self._read(request))
+            if not isinstance(body, dict) or not isinstance(body.get("model", body.get("name")), str):
+                raise ApiError("expected {\"model\": NAME}", "model")
+        except ApiError as e:
+            return ollama_error(e)
+        d = await self._described()
+        return JSONResponse({"modelfile": "", "parameters": "", "template": d["template"], "details": d["details"],
+                             "model_info": d["model_info"], "capabilities": ["completion", "tools"],
+                             "modified_at": d["modified_at"]})
+
+    async def ollama_version(self, request: Request) -> Response:
+        from .._version import __version__
+
+        return JSONResponse({"version": __version__})
+
+    async def _described(self) -> dict:
+        if self._description is None:  # (the file's sha256: once, off the event loop)
+            self._description = await asyncio.get_running_loop().run_in_executor(
+                self._pool, describe_model, self.model, self.name)
+        return self._description
 
     async def _not_found(self, request: Request, exc) -> Response:
         return error_response(ApiError(f"no route {request.url.path}", status=404))
@@ -162,17 +274,30 @@ class Server:
     async def _not_allowed(self, request: Request, exc) -> Response:
         return error_response(ApiError(f"{request.method} is not allowed on {request.url.path}", status=405))
 
-    def _auth(self, request: Request) -> Response | None:
+    def _auth(self, request: Request, respond=error_response) -> Response | None:
         if self.api_key is None:
             return None
         given = request.headers.get("authorization", "")
         if given != f"Bearer {self.api_key}":
-            return error_response(ApiError("a valid API key is needed: Authorization: Bearer KEY", status=401,
+            return respond(ApiError("a valid API key is needed: Authorization: Bearer KEY", status=401,
                                    code="invalid_api_key"))
         return None
 
+    def drain(self, timeout: float) -> None:
+        """Shutting down (any thread): answers under way have ``timeout`` seconds to end; then each
+        ends with an error (a stream: its error event and end marker; a whole body: a 503)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.call_later, timeout, self._cut)
+
+    def _cut(self) -> None:
+        for queue in list(self._live):
+            queue.put_nowait(("error", ApiError("the server is shutting down: the answer was cut (serve "
+                                                "--drain-timeout)", status=503, type="server_error",
+                                                code="shutting_down")))
+
     @contextlib.asynccontextmanager
     async def _lifespan(self, app):
+        self._loop = asyncio.get_running_loop()
         yield
         # (here, not only in serve()'s finally: uvicorn ends on SIGTERM by raising it again, after this)
         await asyncio.get_running_loop().run_in_executor(None, self.workers.close)
@@ -258,23 +383,31 @@ class Server:
                 self._compiling -= 1
 
     async def chat(self, request: Request) -> Response:
-        return await self._generate(request, parse_chat, self._prepare_chat, chat=True)
+        return await self._generate(request, parse_chat, "openai")
 
     async def completions(self, request: Request) -> Response:
-        return await self._generate(request, parse_completion, self._prepare_completion, chat=False)
+        return await self._generate(request, parse_completion, "openai")
 
-    async def _generate(self, request: Request, parse, prepare, chat: bool) -> Response:
-        if (denied := self._auth(request)) is not None:
+    async def ollama_chat(self, request: Request) -> Response:
+        return await self._generate(request, ollama.parse_chat, "ollama")
+
+    async def ollama_generate(self, request: Request) -> Response:
+        return await self._generate(request, ollama.parse_generate, "ollama-generate")
+
+    async def _generate(self, request: Request, parse, wire: str) -> Response:
+        if (denied := self._auth(request, error_response if wire == "openai" else ollama_error)) is not None:
             return denied
         self._requests += 1  # (on the event loop only)
         try:
-            return await self._answer(request, parse, prepare, chat)
+            return await self._answer(request, parse, wire)
         finally:
             self._requests -= 1
 
-    async def _answer(self, request: Request, parse, prepare, chat: bool) -> Response:
+    async def _answer(self, request: Request, parse, wire: str) -> Response:
         job = None
+        started = time.perf_counter()
         loop = asyncio.get_running_loop()
+        respond = error_response if wire == "openai" else ollama_error
         try:
             data = await self._read(request)
             # (reading the JSON, checking and preparing it: in a thread, the event loop free meanwhile)
@@ -284,19 +417,44 @@ class Server:
                     job = await loop.run_in_executor(self._pool, read)
             else:
                 job = await loop.run_in_executor(self._pool, read)
-            prepared = await loop.run_in_executor(self._pool, prepare, job)
+            t = time.perf_counter()
+            try:
+                prepared = await loop.run_in_executor(self._pool, self._prepare, job)
+            finally:
+                compile_seconds = time.perf_counter() - t
+                self.metrics.add(compile_seconds_total=compile_seconds)
         except Exception as e:  # noqa: BLE001 - every fault is the request's answer
-            return error_response(_api_error(e, job))
+            return respond(_api_error(e, job))
+        chat = job.messages is not None
         queue: asyncio.Queue = asyncio.Queue()
+        self._live.add(queue)
         answer = Answer(job, prepared, chat, self.model.vocabulary,
-                        lambda event: loop.call_soon_threadsafe(queue.put_nowait, event))
-        stream = OpenAIAnswer(queue, answer, chat=chat, model=self.name, job=job,
-                              api_error=lambda e: _api_error(e, job))
+                        lambda event: loop.call_soon_threadsafe(queue.put_nowait, event), metrics=self.metrics,
+                        compile_seconds=compile_seconds)
+        if wire == "openai":
+            stream = OpenAIAnswer(queue, answer, chat=chat, model=self.name, job=job,
+                                  api_error=lambda e: _api_error(e, job))
+            media = "text/event-stream"
+        else:
+            stream = OllamaAnswer(queue, answer, generate=wire == "ollama-generate", job=job,
+                                  model=job.options.get("model") or self.name,
+                                  api_error=lambda e: _api_error(e, job), started=started)
+            media = "application/x-ndjson"
+        request.state.answer = answer  # (the request log's tokens)
         self.engine.submit(answer.work)
         if job.stream:
-            return StreamingResponse(stream.events(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            return StreamingResponse(stream.events(), media_type=media, headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
+
+    def _prepare(self, job: Job):
+        """The job's prompt and guide (a chat's or a completion's); a budget that fills the context
+        (``Job.fill``) cut to the room the prompt leaves, the guide made again for it."""
+        prepare = self._prepare_chat if job.messages is not None else self._prepare_completion
+        try:
+            return prepare(job)
+        except _Refit as e:
+            job.max_tokens, job.fill = e.room, False
+            return prepare(job)
 
     def _parse(self, parse, data: bytes) -> Job:
         return parse(read_body(data), self.limits, texts=not plain_text(data))
@@ -321,6 +479,11 @@ class Server:
         return (tokens, guide, healed, key, StopText(job.stop, complete)), len(tokens) + bool(healed)
 
     def _check_context(self, n: int, job: Job, param: str) -> None:
+        if job.fill and n < self.limits.context and n + job.max_tokens > self.limits.context:
+            raise _Refit(self.limits.context - n)
+        if job.fill and n + job.max_tokens > self.limits.context:
+            raise ApiError(f"the prompt ({n} tokens) leaves no room for an answer in the context of "
+                           f"{self.limits.context} tokens per sequence (serve --n-ctx)", param)
         if n + job.max_tokens > self.limits.context:
             raise ApiError(f"the prompt ({n} tokens) plus max_tokens ({job.max_tokens}) exceeds the context of "
                            f"{self.limits.context} tokens per sequence (serve --n-ctx)", param)

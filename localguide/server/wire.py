@@ -17,6 +17,16 @@ STATS_KEYS = ("prompt_tokens", "cached_tokens", "tokens", "decode_calls", "draft
               "nll", "measured_tokens")
 
 
+def stats_fields(stats, answer) -> dict:
+    """A request's ``stats``: the generation's (``tokens_per_second`` after the prompt, over the
+    generation alone), and apart from it the seconds it waited to compile and for a sequence."""
+    out = {k: getattr(stats, k, None) for k in STATS_KEYS}
+    out["compile_seconds"] = round(answer.compile_seconds, 6)
+    out["queue_seconds"] = round(answer.queue_seconds, 6)
+    out["prompt_seconds"] = getattr(stats, "prompt_seconds", None)
+    return out
+
+
 def error_response(e) -> JSONResponse:
     """An ``ApiError`` as OpenAI's error body and status."""
     return JSONResponse(e.body(), status_code=e.status)
@@ -48,7 +58,7 @@ class OpenAIAnswer:
     def _extra(self, stats) -> dict:
         if not self.job.stats or stats is None:
             return {}
-        return {"localguide": {k: getattr(stats, k, None) for k in STATS_KEYS}}
+        return {"localguide": stats_fields(stats, self.answer)}
 
     def _chunk(self, delta: dict | None, finish=None, **extra) -> str:
         if self.chat:
@@ -88,39 +98,48 @@ class OpenAIAnswer:
 
     async def whole(self, request: Request) -> Response:
         """The answer as one body, once it is done (499 where the client went away first)."""
-        content, reasoning, calls = [], [], []
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(self.queue.get(), 0.5)
-                except asyncio.TimeoutError:
-                    if await request.is_disconnected():
-                        return Response(status_code=499)
-                    continue
-                if item[0] == "error":
-                    return error_response(self._api_error(item[1]))
-                if item[0] == "done":
-                    break
-                if item[0] == "reasoning":
-                    reasoning.append(item[1])
-                elif item[0] == "calls":
-                    calls += item[1]
-                else:
-                    content.append(item[1])
-        finally:
-            self.answer.work.cancelled = True
+        got = await collect(self.queue, request, self.answer.work)
+        if got is None:
+            return Response(status_code=499)
+        item, content, reasoning, calls = got
+        if item[0] == "error":
+            return error_response(self._api_error(item[1]))
         _, finish, stats = item
         if self.chat:
-            message = {"role": "assistant", "content": "".join(content) if not calls or any(content) else None}
-            if any(reasoning):
-                message["reasoning_content"] = "".join(reasoning)
+            message = {"role": "assistant", "content": content if not calls or content else None}
+            if reasoning:
+                message["reasoning_content"] = reasoning
             if calls:
                 message["tool_calls"] = calls
             choice = {"index": 0, "message": message, "finish_reason": finish}
             body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
                     "choices": [choice], "usage": self._usage(), **self._extra(stats)}
         else:
-            choice = {"index": 0, "text": "".join(content), "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": finish}
             body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
                     "choices": [choice], "usage": self._usage(), **self._extra(stats)}
         return JSONResponse(body)
+
+
+async def collect(queue: asyncio.Queue, request: Request, work):
+    """An answer's events until its last: (the "done" or "error" event, the content, the reasoning,
+    the tool calls); None where the client went away first. ``work`` is cancelled either way."""
+    content, reasoning, calls = [], [], []
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), 0.5)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    return None
+                continue
+            if item[0] in ("done", "error"):
+                return item, "".join(content), "".join(reasoning), calls
+            if item[0] == "reasoning":
+                reasoning.append(item[1])
+            elif item[0] == "calls":
+                calls += item[1]
+            else:
+                content.append(item[1])
+    finally:
+        work.cancelled = True

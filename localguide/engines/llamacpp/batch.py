@@ -47,6 +47,7 @@ class Work:
     fast_limit: int | None = None  # (a chat's first turn's prompt: Model.generate_tokens)
     cancelled: bool = False
     submitted: float = field(default_factory=time.perf_counter)
+    started: float = 0.0  # (when a sequence took it: ``started - submitted`` it waited in the queue)
 
 
 class EngineThread:
@@ -131,6 +132,7 @@ class EngineThread:
             except Exception as e:  # noqa: BLE001 - the request's error
                 work.on_done("stop", e, None)
                 continue
+            work.started = time.perf_counter()
             self._work[id(lane)] = (work, counts)
 
     def _end(self, lane: Lane, reason: str, error) -> None:

@@ -341,7 +341,7 @@ class Engine:
                 item = gen.send(reply)
             except StopIteration:
                 lane.done = True
-                lane.reason = lane.finish_reason()
+                lane.reason = lane.stats.finish_reason = lane.finish_reason()
                 return
 
     def step(self) -> list[Lane]:
@@ -399,6 +399,7 @@ class Engine:
         if lane.gen is not None:
             lane.gen.close()
         lane.done, lane.reason, lane.error, lane.pending = True, reason, error, None
+        lane.stats.finish_reason = reason
         finished.append(lane)
 
     def close(self) -> None:
@@ -439,17 +440,14 @@ def _close_chains(lane: Lane) -> None:
 
 def _same(kv: list, prompt: list) -> int:
     """How many leading tokens of ``prompt`` but its last ``kv`` holds."""
-    n = min(len(kv), len(prompt) - 1)
-    if n <= 0:
-        return 0
-    diff = np.flatnonzero(np.asarray(kv[:n]) != np.asarray(prompt[:n]))
-    return int(diff[0]) if len(diff) else n
+    return _common(kv, prompt[:-1])
 
 
 def _common(a: list, b: list) -> int:
+    """The length of the longest common prefix of ``a`` and ``b``."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if n <= 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if len(diff) else n
 

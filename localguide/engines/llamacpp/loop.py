@@ -46,6 +46,7 @@ class GenerationStats:
     ``seconds`` runs from the end of the prompt's decode to the last token;
     ``tokens_per_second`` is ``tokens / seconds``.
     ``healed_bytes``: the prompt bytes the first token re-made (token healing).
+    ``finish_reason``: "length" where ``max_tokens`` ended the text before it ended itself.
     ``cached_tokens``: the prompt's leading tokens the KV cache already held from the last
     generation (not decoded again); ``prompt_tokens - cached_tokens`` were decoded.
 
@@ -75,6 +76,7 @@ class GenerationStats:
     mass_removed_max: float | None = None
     nll: float | None = None
     measured_tokens: int = 0
+    finish_reason: str = ""  # once it ended: "stop", or "length" where the budget cut the text
 
     @property
     def tokens_per_second(self) -> float:

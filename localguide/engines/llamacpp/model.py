@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import importlib.util
 import threading
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -13,6 +15,7 @@ import llama_cpp
 
 from ...runtime import cache
 from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
+from ...models import resolve
 from ...runtime.progress import stage
 from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN
 from .quiet import quiet_llama
@@ -30,6 +33,9 @@ from .sampler import SamplerChain, Sampling
 from ...guides.stops import Complete, StopText, check_stops
 
 DEFAULT_MAX_TOKENS = 256
+GPU_IGNORED = ("n_gpu_layers={n} asks for layers on a GPU, but this build of llama-cpp-python has no GPU backend: "
+               "the model runs on the CPU. A CUDA build: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall "
+               "--no-cache-dir llama-cpp-python (Metal on a Mac: -DGGML_METAL=on)")
 _BUILTIN_TEMPLATES = {"gemma": b"gemma", "gemma2": b"gemma", "gemma3": b"gemma", "llama": b"llama3",
                       "phi3": b"phi3", "qwen2": b"chatml", "mistral": b"mistral-v7"}
 
@@ -48,7 +54,9 @@ def default_model_path() -> Path:
 
 
 def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
-    """Load a GGUF model (the default model when ``path`` is None).
+    """Load a GGUF model (the default model when ``path`` is None): ``path`` is a file (any name,
+    GGUF's magic bytes inside) or a name in Ollama's, LM Studio's or the Hugging Face cache's
+    store (``llama3.2:1b``, ``org/repo``: ``localguide.models.resolve``).
 
     ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
     (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
@@ -60,7 +68,7 @@ def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     (not with layers on a GPU). False: the fastest kernels for each batch, whose logits differ in
     their last bits with the batch.
     """
-    return Model(default_model_path() if path is None else Path(path), reproducible=reproducible, **llama_kwargs)
+    return Model(default_model_path() if path is None else resolve(path), reproducible=reproducible, **llama_kwargs)
 
 
 class Model:
@@ -104,6 +112,8 @@ class Model:
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         # (llama.cpp's GPU backends replay a captured graph for a decode of the shape before)
         offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and llama_cpp.llama_supports_gpu_offload()
+        if llama_kwargs.get("n_gpu_layers", 0) != 0 and not offloaded:
+            warnings.warn(GPU_IGNORED.format(n=llama_kwargs["n_gpu_layers"]), RuntimeWarning, stacklevel=3)
         self._cost = DecodeCost(probe=offloaded)
         # A recurrent or hybrid model's memory (Mamba, RWKV, Jamba) cannot drop its last positions:
         # rejected drafts would stay in it, so verified speculation is off for such a model.
@@ -441,6 +451,21 @@ class Model:
     def token_text(self, token: int) -> str:
         """How the vocabulary writes ``token`` (a control token's name, where its bytes are none)."""
         return self.llama._model.token_get_text(token)
+
+    def details(self) -> dict:
+        """What the GGUF file says of the model: ``architecture``, ``parameters`` (a count),
+        ``quantization`` (llama.cpp's name of its file type, e.g. Q4_1), ``trained_context``
+        (tokens) and ``chat_template`` (its text, "" where it has none)."""
+        meta = self.llama.metadata
+        arch = meta.get("general.architecture", "")
+        buf = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(self.llama.model, buf, len(buf))
+        desc = buf.value.decode("utf-8", "replace").split()
+        trained = meta.get(f"{arch}.context_length")
+        return {"architecture": arch, "parameters": int(llama_cpp.llama_model_n_params(self.llama.model)),
+                "quantization": desc[-1] if desc else "",
+                "trained_context": int(trained) if trained and str(trained).isdigit() else None,
+                "chat_template": meta.get("tokenizer.chat_template", "")}
 
     @property
     def context_size(self) -> int:
