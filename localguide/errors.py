@@ -123,5 +123,14 @@ class UnsupportedSchemaError(SchemaError):
 
     def __init__(self, problems: list[tuple[str, str, str]]):
         self.problems = list(problems)
+        invalid = sum(r.startswith("invalid") for _, _, r in self.problems)
+        if len(self.problems) == 1:  # (one problem: one line, invalid or unsupported as it is)
+            (p, k, r), = self.problems
+            what = "the schema is invalid" if invalid else "the schema uses a construct localguide does not support"
+            super().__init__(f"{what} at {json_pointer(p, k)}: {r}")
+            return
         lines = [f"  {json_pointer(p, k)}: {r}" for p, k, r in self.problems]
-        super().__init__(f"the schema uses {len(self.problems)} unsupported construct(s):\n" + "\n".join(lines))
+        what = (f"the schema is invalid in {invalid} places" if invalid == len(self.problems) else
+                f"the schema uses {len(self.problems)} constructs localguide does not support" if not invalid else
+                f"the schema has {len(self.problems)} problems ({invalid} invalid, the others not supported)")
+        super().__init__(what + ":\n" + "\n".join(lines))

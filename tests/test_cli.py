@@ -326,8 +326,13 @@ def test_error_messages_keep_the_users_text(tmp_path):
     path.write_text(json.dumps(schema))
     r = run("run", "hi", "--json-schema", str(path))
     lines = said(r.stderr)
-    assert lines[0].startswith("error: the schema uses 2 unsupported")
+    assert lines[0].startswith("error: the schema uses 2 constructs localguide does not support")
     assert "#/properties/a/$dynamicRef" in lines[1] and "#/properties/b/$dynamicRef" in lines[2]
+    r = run("run", "hi", "--json-schema", '{"type": "objekt"}')
+    assert said(r.stderr) == ["error: the schema is invalid at #/type: invalid value \"objekt\" (unknown type 'objekt')"]
+    path.write_bytes(b'\xff\xfe{"type": "object"}')
+    r = run("run", "hi", "--json-schema", str(path))
+    assert r.exit_code == 1 and str(path) in r.stderr and "not UTF-8" in r.stderr
 
 
 def test_usage_errors_are_one_line_from_the_command():
@@ -438,3 +443,34 @@ def test_gpu_layers_on_a_cpu_build_warn_with_the_install_line():
     r = run("run", "--n-gpu-layers", "-1", "--regex", "(yes|no)", "Is the sky blue?")
     assert r.exit_code == 0 and r.stdout.strip() in ("yes", "no")
     assert "warning: n_gpu_layers=-1" in r.stderr and "GGML_CUDA=on" in r.stderr
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_help_is_readable_at_the_terminals_width(columns):
+    import os
+    import subprocess
+    import sys
+
+    import typing
+
+    from localguide.cli.run import run as run_command
+
+    env = dict(os.environ, COLUMNS=str(columns))
+    r = subprocess.run([sys.executable, "-m", "localguide.cli", "run", "--help"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0
+    assert "…" not in r.stdout and "<bool>" not in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= columns
+    names = []
+    for param, hint in typing.get_type_hints(run_command, include_extras=True).items():
+        for meta in getattr(hint, "__metadata__", ()):
+            if type(meta).__name__ != "OptionInfo":
+                continue
+            decls = [d for d in (meta.default, *(meta.param_decls or ())) if isinstance(d, str) and d.startswith("--")]
+            names += decls or ["--" + param.replace("_", "-")]
+    assert len(names) > 30
+    flat = r.stdout.replace("\n", " ")
+    for decl in names:
+        for name in decl.split("/"):
+            if name != "--exact-recursion":  # (hidden)
+                assert name in flat, name

@@ -143,3 +143,29 @@ def test_the_readme_commands_in_order_leave_a_working_localguide(tmp_path):
         out[command] = proc.stdout
     assert "json" in out["localguide grammars"] and "sql" in out["localguide grammars"]
     assert re.fullmatch(r"[0-9]{3}", out["localguide run --regex '[0-9]{3}' 'Three digits:'"].strip())
+
+
+def test_two_installs_of_the_same_sources_share_their_kernels(tmp_path):
+    """``pip install .`` then ``pip install -e .`` (two folders of the same sources) compile once; a
+    copy whose kernel sources differ keeps its own entries."""
+    import shutil
+
+    for name in ("a", "b", "c"):
+        shutil.copytree(ROOT / "localguide", tmp_path / name / "localguide",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / "c" / "localguide" / "index" / "build_kernels.py", "a") as f:
+        f.write("\n# another version of the sources\n")
+    env = dict(os.environ, LOCALGUIDE_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("_LOCALGUIDE_KERNELS_DIR", None)
+    where = {}
+    for name in ("a", "b", "c"):
+        code = ("import localguide, pathlib; from localguide.index import build_kernels as k; "
+                "assert pathlib.Path(localguide.__file__).parent.parent.name == %r; "
+                "print(k.distances._cache._cache_path)" % name)
+        out = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=str(tmp_path / name)),
+                             capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert out.returncode == 0, out.stderr
+        where[name] = out.stdout.strip()
+    assert where["a"] == where["b"] and where["a"] != where["c"]
+    assert where["a"].startswith(str(tmp_path / "cache" / "numba"))

@@ -12,9 +12,12 @@ import typer
 
 # (each registers its command, in the order --help lists them)
 from . import run, batch, inspect, info, serve, models, cache, grammars  # noqa: F401, I001
-from .common import _end_line, _error_line, _say, app
+from .common import _end_line, _error_line, _say, app, readable_help
 
 def main() -> None:
+    import shutil
+
+    readable_help(shutil.get_terminal_size().columns)
     usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")  # (click's, as typer has it)
     try:
         code = app(standalone_mode=False)

@@ -16,6 +16,30 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Structured generation for local LLMs: text guaranteed to match a constraint.")
 
 
+RICH_HELP_COLUMNS = 100  # (narrower, Typer's panels cut the options' names short: click's plain help)
+
+
+def readable_help(columns: int) -> None:
+    """Help readable at ``columns``: Typer's panels where they fit, else click's plain layout; a flag
+    shows no type either way (``--stats <bool>`` says nothing and takes a column)."""
+    if columns < RICH_HELP_COLUMNS:
+        app.rich_markup_mode = None
+        for group in app.registered_groups:
+            if group.typer_instance is not None:
+                group.typer_instance.rich_markup_mode = None
+    try:
+        from typer.core import TyperOption
+    except ImportError:
+        return
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is not None and not getattr(shown, "_flags_bare", False):
+        def display_type_rich(self, ctx):
+            return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+        display_type_rich._flags_bare = True
+        TyperOption.display_type_rich = display_type_rich
+
+
 err = Console(stderr=True)
 
 
@@ -209,7 +233,10 @@ def _read_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise OSError(f"cannot read the schema file {path}: {e.strerror}") from None
+        raise OSError(f"cannot read the file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}); JSON files "
+                         "are UTF-8") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
 

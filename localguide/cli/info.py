@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def report() -> list[tuple[str, str]]:
 
     import localguide
     from ..runtime.cache import cache_dir
-    from ..runtime.numba_cache import kernels_dir
+    from ..runtime.numba_cache import kernel_folders, kernels_dir
 
     try:
         model = str(localguide.default_model_path())
@@ -84,7 +85,9 @@ def report() -> list[tuple[str, str]]:
         ("numba", numba.__version__),
         ("default model", model),
         ("cache", f"{cd} ({folder_size(cd) / mb:.1f} MB, the compiled kernels included)"),
-        ("compiled kernels", f"{kd} ({folder_size(kd) / mb:.1f} MB)"),
+        ("compiled kernels", f"{os.environ['NUMBA_CACHE_DIR']} (NUMBA_CACHE_DIR; "
+                             f"{sum(folder_size(d) for d in kernel_folders()) / mb:.1f} MB of localguide's)"
+         if os.environ.get("NUMBA_CACHE_DIR") else f"{kd} ({folder_size(kd) / mb:.1f} MB)"),
         ("kernels compiled for this CPU", f"{done} of {total}" + ("" if done == total else
                                                                  ": the others compile on first use, once")),
     ]

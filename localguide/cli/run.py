@@ -206,6 +206,10 @@ def _run(o: RunOptions) -> None:
         constraint = _constraint(o)
         if o.chat and o.raw:
             raise typer.BadParameter("give --chat or --raw, not both")
+        if o.tools is not None and constraint is not None and o.tool_choice != "none":
+            raise typer.BadParameter("--tools takes no --regex, --choice, --grammar, --json-schema or --json: the "
+                                     "calls' arguments follow the tools' schemas (--after may come first; "
+                                     "--tool-choice none constrains the text instead)")
         model = load_model(model_path, n_gpu_layers=o.n_gpu_layers, n_ctx=o.n_ctx, n_threads=o.threads,
                            n_threads_batch=o.threads_batch, reproducible=o.reproducible)
         use_chat = not o.raw and (o.chat or _has_template(model))
@@ -336,7 +340,13 @@ class _Session:
             elif cmd == "/save":
                 import json
 
-                Path(arg).write_text(json.dumps(self.messages, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+                if not arg:
+                    raise ValueError("/save needs a file name: /save FILE")
+                try:
+                    Path(arg).write_text(json.dumps(self.messages, ensure_ascii=False, indent=2) + "\n",
+                                         encoding="utf-8")
+                except OSError as e:
+                    raise OSError(f"cannot write {arg}: {e.strerror}") from None
                 _say(f"saved {len(self.messages)} messages to {arg}", "dim")
             else:
                 _say("commands: /reset, /system TEXT, /save FILE", "dim")

@@ -281,8 +281,7 @@ def info() -> dict:
         k = kinds.setdefault(p.name.split("-")[0], [0, 0])
         k[0] += 1
         k[1] += size
-    kernels = sum(f.stat().st_size for f in (folder / "numba").rglob("*") if f.is_file()) \
-        if (folder / "numba").is_dir() else 0
+    kernels = sum(f.stat().st_size for d in _kernel_folders(folder) for f in d.rglob("*") if f.is_file())
     return {"dir": folder, "files": sum(k[0] for k in kinds.values()), "bytes": sum(k[1] for k in kinds.values()),
             "kinds": kinds, "max_bytes": max_bytes(), "kernel_bytes": kernels}
 
@@ -304,10 +303,21 @@ def clear(kernels: bool = False) -> tuple[int, int]:
             p.unlink()
         except OSError:
             pass
-    if kernels and (folder / "numba").is_dir():
+    if kernels:
         size += info()["kernel_bytes"]
-        shutil.rmtree(folder / "numba", ignore_errors=True)
+        for d in _kernel_folders(folder):
+            shutil.rmtree(d, ignore_errors=True)
     return n, size
+
+
+def _kernel_folders(folder: Path) -> list[Path]:
+    """The folders of localguide's compiled kernels: every version's under ``folder``, or with
+    ``NUMBA_CACHE_DIR`` set, numba's folders of localguide's sources there."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        from .numba_cache import kernel_folders
+
+        return [d for d in kernel_folders() if d.is_dir()]
+    return [folder / "numba"] if (folder / "numba").is_dir() else []
 
 
 def read(path: Path) -> dict[str, np.ndarray]:

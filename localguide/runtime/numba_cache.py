@@ -3,8 +3,9 @@
 numba's default keeps machine code in ``__pycache__`` beside each source file: inside
 ``site-packages`` for an installed localguide, where a later install does not remove it and
 a leftover folder can shadow a checkout. Here every kernel of localguide is cached under
-``<cache dir>/numba/<localguide version>-numba<version>-<CPU>/<source folder>_<hash of its path>/``,
-so two localguide versions, numba versions, CPUs or installs never share entries. When the user sets ``NUMBA_CACHE_DIR``,
+``<cache dir>/numba/<localguide version>-numba<version>-<CPU>/<source folder>_<stamp of the sources>/``,
+so two localguide versions, numba versions, CPUs or differing sources never share entries, and two
+installs of the same sources do. When the user sets ``NUMBA_CACHE_DIR``,
 numba's own rule applies (that directory). Kernels of other packages are left alone.
 """
 
@@ -36,11 +37,27 @@ def kernels_dir() -> Path:
     return cache_dir() / "numba" / f"{__version__}-numba{numba.__version__}-{llvm.get_host_cpu_name()}"
 
 
+def kernel_folders() -> list[Path]:
+    """Where this localguide's kernels are (or will be) cached: ``kernels_dir()``, or with
+    ``NUMBA_CACHE_DIR`` set, numba's folders there for each package folder holding kernels."""
+    import os
+
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if not user:
+        return [kernels_dir()]
+    from numba.core import caching
+
+    sources = {f.parent for f in _PACKAGE.rglob("*_kernels.py")} | {_PACKAGE / "runtime"}
+    return sorted(Path(user) / caching._CacheLocator.get_suitable_cache_subpath(str(d / "x.py")) for d in sources)
+
+
 def kernels_stamp() -> str:
-    """A stamp of every kernel module (``*_kernels.py``) and of the package modules they import
-    (helpers and constants that numba compiles into them), taken once. numba's own stamp is of a
-    kernel's file alone: a helper inlined from another file stayed in the cache as it was compiled,
-    and an install of a newer localguide of the same version ran it."""
+    """A stamp of the contents of every kernel module (``*_kernels.py``) and of the package modules
+    they import (helpers and constants that numba compiles into them), taken once. numba's own
+    stamp is of a kernel's file alone: a helper inlined from another file stayed in the cache as it
+    was compiled, and an install of a newer localguide of the same version ran it. Of contents, not
+    times: two installs of the same sources (``pip install .``, then ``pip install -e .``) share
+    one compile."""
     global _stamp
     if _stamp is None:
         import hashlib
@@ -61,10 +78,11 @@ def kernels_stamp() -> str:
         h = hashlib.blake2b(digest_size=12)
         for f in sorted(files):
             try:
-                st = f.stat()
+                data = f.read_bytes()
             except OSError:
                 continue
-            h.update(f"{f.relative_to(_PACKAGE)}:{st.st_mtime_ns}:{st.st_size}\n".encode())
+            h.update(f"{f.relative_to(_PACKAGE).as_posix()}:{len(data)}\n".encode())
+            h.update(data)
         _stamp = h.hexdigest()
     return _stamp
 
@@ -90,9 +108,12 @@ def install() -> None:
         def __init__(self, py_func, py_file):
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
-            # Keyed by the source folder too (as numba's NUMBA_CACHE_DIR rule does): two checkouts
-            # or installs of one version must not overwrite each other's entries.
-            self._cache_path = str(_installed / self.get_suitable_cache_subpath(py_file))
+            # Keyed by the sources' contents, not their path: installs of the same sources share the
+            # entries (compiled once per machine and version), and two checkouts of different
+            # sources keep apart instead of overwriting each other's.
+            rel = _relative(py_file)
+            folder = "_".join(rel.parent.parts) if rel is not None and rel.parent.parts else "localguide"
+            self._cache_path = str(_installed / f"{folder}_{kernels_stamp()}")
 
         def get_cache_path(self):
             return self._cache_path
