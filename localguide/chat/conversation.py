@@ -15,6 +15,7 @@ import codecs
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from .call_stream import CallStream
 from ..constraint import as_constraint
 from ..errors import LocalguideError
 from ..guides.stops import StopText
@@ -48,11 +49,14 @@ class ChatMessage:
 
 @dataclass
 class ChatDelta:
-    """A piece of a streamed answer: text of the ``reasoning`` or of the ``content``."""
+    """A piece of a streamed answer: text of the ``reasoning`` or of the ``content``; the calls
+    as they are generated (``tool_call_deltas``, OpenAI's streamed form: a call's id and name
+    first, then its arguments' text piece by piece); the complete ``tool_calls`` at the end."""
 
     content: str = ""
     reasoning: str = ""
     tool_calls: list = field(default_factory=list)
+    tool_call_deltas: list = field(default_factory=list)
 
 
 def normalize_messages(messages) -> list[dict]:
@@ -208,6 +212,7 @@ class ChatRun:
         # (text before the calls is the content; the calls' text is held and parsed at the end)
         self._calls = None if mode == "none" else _Splitter(fmt.open) if fmt.open else _LeadSplit()
         self._held: list[str] = []
+        self._call_stream = CallStream(fmt.args_key) if mode != "none" else None
 
     @staticmethod
     def _first_prompt(model, template, msgs: list[dict], tools, variables) -> int:
@@ -228,8 +233,8 @@ class ChatRun:
         if self._calls is not None:
             c = self._calls.feed(d.content, final)
             self._held.append(c.content)
-            d = ChatDelta(content=c.reasoning, reasoning=d.reasoning)
-        return d if d.content or d.reasoning else None
+            d = ChatDelta(content=c.reasoning, reasoning=d.reasoning, tool_call_deltas=self._call_stream.feed(c.content))
+        return d if d.content or d.reasoning or d.tool_call_deltas else None
 
     def stop_text(self, stops: list[str]) -> StopText:
         """The content's stop strings: where the content is constrained, they count only where it is
@@ -251,7 +256,8 @@ class ChatRun:
             out.append(d)
         held = "".join(self._held)
         if held.strip():
-            out.append(ChatDelta(tool_calls=self._tools.parse_calls(held, self._fmt)))
+            calls = self._call_stream.calls() or self._tools.parse_calls(held, self._fmt)
+            out.append(ChatDelta(tool_calls=calls))
         elif self.mode == "required":
             raise LocalguideError(f"the call did not complete within max_tokens ({self.max_tokens})")
         return out

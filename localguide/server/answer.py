@@ -3,8 +3,10 @@
 In the engine's thread, token by token: the text (a completion's bytes decoded whole, or a chat's
 content), its stop strings applied, a chat's reasoning and tool calls, and how it ended. Each
 comes out as an event for the request's event loop, which a wire format (``wire.py``) writes:
-``("text", str)``, ``("reasoning", str)``, ``("calls", [call, ...])``, ``("error", exception)``,
-``("done", finish_reason, stats)``.
+``("text", str)``, ``("reasoning", str)``, ``("call_deltas", [delta, ...])`` (the calls as they are
+generated, OpenAI's streamed form), ``("calls", [call, ...])`` (complete, at the end),
+``("error", exception)``, ``("done", finish_reason, stats)``; ``("started",)`` when a sequence
+takes it (until then it waits in the queue).
 """
 
 from __future__ import annotations
@@ -29,13 +31,17 @@ class Answer:
             self.run = what
             self.stop = what.stop_text(job.stop)
             self.work = Work(what.prompt_tokens, what.guide, job.sampling, job.max_tokens, self._on_token,
-                             self._on_done, counts_key=what.counts_key, stats=job.stats, fast_limit=what.settled)
+                             self._on_done, counts_key=what.counts_key, stats=job.stats, fast_limit=what.settled,
+                             on_start=self._on_start)
         else:
             tokens, guide, healed, key, self.stop = what
             self.skip = len(healed)
             self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             self.work = Work(tokens, guide, job.sampling, job.max_tokens, self._on_token, self._on_done,
-                             counts_key=key, healed=healed, stats=job.stats)
+                             counts_key=key, healed=healed, stats=job.stats, on_start=self._on_start)
+
+    def _on_start(self) -> None:
+        self._post(("started",))
 
     def _text(self, text: str, final: bool = False) -> bool:
         out = self.stop.feed(text, final)
@@ -54,6 +60,8 @@ class Answer:
             return True
         if d.reasoning:
             self._post(("reasoning", d.reasoning))
+        if d.tool_call_deltas:
+            self._post(("call_deltas", d.tool_call_deltas))
         return self._text(d.content) if d.content else True
 
     def _on_done(self, reason: str, error, stats) -> None:
@@ -73,6 +81,8 @@ class Answer:
                 for d in ([] if self.stop.hit else self.run.finish()):
                     if d.reasoning:
                         self._post(("reasoning", d.reasoning))
+                    if d.tool_call_deltas:
+                        self._post(("call_deltas", d.tool_call_deltas))
                     if d.content:
                         self._text(d.content)
                     calls += d.tool_calls

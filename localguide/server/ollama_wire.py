@@ -100,6 +100,8 @@ class OllamaAnswer:
                 if item[0] == "error":
                     yield json.dumps({"error": error_text(self._api_error(item[1]))}, ensure_ascii=False) + "\n"
                     return
+                if item[0] in ("call_deltas", "started"):  # (Ollama's streams carry each call whole)
+                    continue
                 if item[0] != "done":
                     yield json.dumps(self._event(item), ensure_ascii=False) + "\n"
                     continue

@@ -42,13 +42,18 @@ class OpenAIAnswer:
         self._api_error = api_error
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
+        self._streamed = 0  # calls whose deltas were streamed
 
-    def _delta(self, event) -> dict:
+    def _delta(self, event) -> dict | None:
         kind, value = event[0], event[1]
         if kind == "reasoning":
             return {"reasoning_content": value}
-        if kind == "calls":
-            return {"tool_calls": [{"index": i, **c} for i, c in enumerate(value)]}
+        if kind == "call_deltas":
+            self._streamed = max([self._streamed, *(d["index"] + 1 for d in value)])
+            return {"tool_calls": value}
+        if kind == "calls":  # (whole, those not streamed already)
+            rest = [{"index": i, **c} for i, c in enumerate(value) if i >= self._streamed]
+            return {"tool_calls": rest} if rest else None
         return {"content": value} if self.chat else {"text": value}
 
     def _usage(self) -> dict:
@@ -74,16 +79,22 @@ class OpenAIAnswer:
     async def events(self):
         """The answer as server-sent events, ``[DONE]`` last."""
         try:
+            yield ": queued\n\n"  # (an SSE comment, which clients skip: the playground shows it)
             if self.chat:
                 yield self._chunk({"role": "assistant", "content": ""})
             while True:
                 item = await self.queue.get()
+                if item[0] == "started":
+                    yield ": generating\n\n"
+                    continue
                 if item[0] == "error":
                     yield f"data: {json.dumps(self._api_error(item[1]).body(), ensure_ascii=False)}\n\n"
                     yield "data: [DONE]\n\n"
                     return
                 if item[0] != "done":
-                    yield self._chunk(self._delta(item))
+                    delta = self._delta(item)
+                    if delta is not None:
+                        yield self._chunk(delta)
                     continue
                 _, finish, stats = item
                 yield self._chunk(None, finish, **self._extra(stats))
@@ -135,6 +146,8 @@ async def collect(queue: asyncio.Queue, request: Request, work):
                 continue
             if item[0] in ("done", "error"):
                 return item, "".join(content), "".join(reasoning), calls
+            if item[0] in ("call_deltas", "started"):
+                continue
             if item[0] == "reasoning":
                 reasoning.append(item[1])
             elif item[0] == "calls":

@@ -135,6 +135,29 @@ def test_tool_call_arguments_validate(served):
     assert [c.function.name for c in r.choices[0].message.tool_calls] == ["get_weather"]
 
 
+def test_tool_call_arguments_stream_as_they_are_generated(served):
+    ask = dict(messages=[{"role": "user", "content": "What is the weather in Oslo, and in Rome?"}], tools=TOOLS,
+               tool_choice="required", max_tokens=96, temperature=1.0, seed=4)
+    whole = _chat(served, **ask).choices[0].message.tool_calls
+    calls: dict[int, dict] = {}
+    pieces = 0
+    for chunk in _chat(served, stream=True, **ask):
+        for d in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            c = calls.setdefault(d.index, {"id": None, "name": None, "arguments": ""})
+            if d.id:
+                assert c["id"] is None and d.function.name  # (the first delta: id and name, no arguments)
+                c["id"], c["name"] = d.id, d.function.name
+            if d.function and d.function.arguments:
+                assert c["id"] is not None
+                c["arguments"] += d.function.arguments
+                pieces += 1
+    assert [(c["name"], c["arguments"]) for _, c in sorted(calls.items())] == \
+        [(c.function.name, c.function.arguments) for c in whole]
+    for c in calls.values():
+        jsonschema.validate(json.loads(c["arguments"]), ARGS[c["name"]])
+    assert pieces > len(calls)  # (the arguments came in pieces, not whole at the end)
+
+
 def test_extension_fields_regex_choice_grammar(served):
     r = _chat(served, messages=[{"role": "user", "content": "A year?"}], max_tokens=8,
               extra_body={"regex": r"(19|20)\d{2}"})
@@ -445,7 +468,20 @@ def test_the_playground_streams_a_valid_answer_in_a_browser(smollm2_path, tmp_pa
         jsonschema.validate(json.loads(text), PERSON)
         stats = browser.evaluate("document.getElementById('stats').textContent")
         assert "finish_reason" in stats and "tokens_per_second" in stats
+        assert "compile_seconds" in stats and "queue_seconds" in stats
+        assert browser.evaluate("document.getElementById('state').textContent") == "done"
         assert "json_schema" in browser.evaluate("document.getElementById('constraint-shown').textContent")
+        # tools: the calls drawn as their deltas come, name first, arguments joined
+        query = urllib.parse.urlencode({"prompt": "Weather in Oslo?", "kind": "tools", "constraint": json.dumps(TOOLS),
+                                        "max_tokens": "64", "run": "1"})
+        browser.evaluate("document.body.dataset.done = ''")
+        browser.open(f"{s.url}/?{query}")
+        browser.wait_for("document.body.dataset.done === '1'")
+        text = browser.evaluate("document.getElementById('output').textContent").strip()
+        for line in text.splitlines():  # (one line a call)
+            name, _, args = line.partition("(")
+            assert name in ARGS and args.endswith(")"), text
+            jsonschema.validate(json.loads(args[:-1]), ARGS[name])
         browser.screenshot(tmp_path / "playground.png")
         assert (tmp_path / "playground.png").stat().st_size > 10_000
     finally:

@@ -46,6 +46,7 @@ class Work:
     stats: bool = False
     fast_limit: int | None = None  # (a chat's first turn's prompt: Model.generate_tokens)
     cancelled: bool = False
+    on_start: Callable[[], None] | None = None  # (in the engine's thread, when a sequence takes it)
     submitted: float = field(default_factory=time.perf_counter)
     started: float = 0.0  # (when a sequence took it: ``started - submitted`` it waited in the queue)
 
@@ -134,6 +135,11 @@ class EngineThread:
                 continue
             work.started = time.perf_counter()
             self._work[id(lane)] = (work, counts)
+            if work.on_start is not None:
+                try:
+                    work.on_start()
+                except Exception:  # noqa: BLE001 - (the request's own code: the engine goes on)
+                    pass
 
     def _end(self, lane: Lane, reason: str, error) -> None:
         work, counts = self._work.pop(id(lane))
