@@ -11,7 +11,7 @@ import sys
 import typer
 
 # (each registers its command, in the order --help lists them)
-from . import run, batch, inspect, info, serve, models, cache, grammars  # noqa: F401, I001
+from . import run, batch, inspect, info, serve, worker, models, cache, grammars  # noqa: F401, I001
 from .common import _end_line, _error_line, _say, app, readable_help
 
 def main() -> None:

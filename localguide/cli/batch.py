@@ -13,7 +13,7 @@ import typer
 
 from ..sampling import DEFAULT
 from . import options as O
-from .common import CHAT, SAMPLING, SPEED, _fail, _say, _StatusLine, app, err, load_model
+from .common import CHAT, SAMPLING, SPEED, _fail, _say, _StatusLine, app, err, load_model, placement
 from .run import _constraint, _has_template
 
 PLAIN_EVERY = 10.0  # seconds between two progress lines where stderr is no terminal
@@ -53,6 +53,8 @@ def batch(
     n_ctx: O.NCtx = 4096,
     threads: O.Threads = None,
     threads_batch: O.ThreadsBatch = None,
+    workers: O.Workers = None,
+    tensor_split: O.TensorSplit = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels", rich_help_panel=SPEED,
         help="Kernels that compute each position alike in every batch; --fastest-kernels: texts may differ "
@@ -88,8 +90,9 @@ def batch(
                     _say(f"nothing to do: every item of {input_path} is in {output}", "dim")
                 return
             with _StatusLine():
-                model = load_model(model_path, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
-                                   n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
+                model = load_model(model_path, n_ctx=n_ctx if parallel == 1 else 256, n_threads=threads,
+                                   n_threads_batch=threads_batch, reproducible=reproducible,
+                                   **placement(n_gpu_layers, workers, tensor_split))
                 use_chat = not raw and (chat or _has_template(model))
                 if system is not None and not use_chat:
                     raise typer.BadParameter("--system needs a chat template (not --raw)")

@@ -257,3 +257,31 @@ def load_model(path, **kwargs):
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return model
+
+
+def placement(n_gpu_layers: int, workers: str | None, tensor_split: str | None) -> dict:
+    """``load``'s arguments for ``--n-gpu-layers``, ``--workers`` and ``--tensor-split`` (checked: a
+    usage error naming the option); with workers, every layer goes to them unless told."""
+    out: dict = {"n_gpu_layers": -1 if workers and n_gpu_layers == 0 else n_gpu_layers}
+    if workers:
+        from ..engines.llamacpp.rpc import parse_endpoint
+
+        names = [w.strip() for w in workers.split(",") if w.strip()]
+        for w in names:
+            try:
+                parse_endpoint(w)
+            except ValueError as e:
+                raise typer.BadParameter(str(e), param_hint="--workers") from None
+        out["workers"] = names
+    if tensor_split:
+        if not workers:
+            raise typer.BadParameter("--tensor-split needs --workers", param_hint="--tensor-split")
+        try:
+            split = [float(x) for x in tensor_split.split(",")]
+        except ValueError:
+            split = []
+        if not split or any(x < 0 for x in split) or not any(split):
+            raise typer.BadParameter(f"expected proportions such as 3,1, got {tensor_split!r}",
+                                     param_hint="--tensor-split")
+        out["tensor_split"] = split
+    return out

@@ -7,14 +7,22 @@ import os
 import pkgutil
 from pathlib import Path
 
+from typing import Annotated, Optional
+
+import typer
+
 from .common import app
 from ..runtime import oldpaths as _oldpaths
 
 
 @app.command()
-def info() -> None:
+def info(workers: Annotated[Optional[str], typer.Option(
+        "--workers", show_default=False, help="host:port,... of `localguide worker` processes: each one's "
+                                              "devices and free memory.")] = None) -> None:
     """Versions, llama.cpp's backend, the default model, the caches, and whether the kernels are compiled here."""
     rows = report()
+    if workers:
+        rows += worker_rows([w.strip() for w in workers.split(",") if w.strip()])
     width = max(len(what) for what, _ in rows)
     for what, value in rows:  # plain text: paths are never cut or styled
         print(f"{what:<{width}}  {value}")
@@ -90,7 +98,33 @@ def report() -> list[tuple[str, str]]:
          if os.environ.get("NUMBA_CACHE_DIR") else f"{kd} ({folder_size(kd) / mb:.1f} MB)"),
         ("kernels compiled for this CPU", f"{done} of {total}" + ("" if done == total else
                                                                  ": the others compile on first use, once")),
+        ("workers (RPC)", rpc_row()),
     ]
+
+
+def rpc_row() -> str:
+    from ..engines.llamacpp import rpc
+
+    why = rpc.available()
+    return f"no: {why}" if why else f"yes, RPC protocol {'.'.join(map(str, rpc.PROTOCOL))} (`localguide worker`)"
+
+
+def worker_rows(endpoints: list[str]) -> list[tuple[str, str]]:
+    """Each worker's devices and memory, or why it cannot be used."""
+    from ..engines.llamacpp import rpc
+    from ..errors import LocalguideError
+
+    rows = []
+    try:
+        rpc.add_workers(endpoints)
+    except (LocalguideError, ValueError) as e:
+        return [("workers", f"error: {e}")]
+    gb = 1 << 30
+    for d in rpc.devices():
+        if d["name"].startswith("RPC"):
+            rows.append((f"worker device {d['name']}", f"{d['description']}: {d['free'] / gb:.1f} GB free of "
+                                                       f"{d['total'] / gb:.1f} GB"))
+    return rows
 
 
 __getattr__ = _oldpaths.getattr_of(__name__)  # (names that moved elsewhere)

@@ -54,3 +54,10 @@ Speculate = Annotated[bool, typer.Option(
 Chat = Annotated[bool, typer.Option(
     "--chat", rich_help_panel=CHAT, help="Use the model's chat template (the default where it has one).")]
 Raw = Annotated[bool, typer.Option("--raw", rich_help_panel=CHAT, help="Plain completion of the prompt, no chat template.")]
+
+Workers = Annotated[Optional[str], typer.Option(
+    "--workers", rich_help_panel=SPEED, show_default=False,
+    help="host:port,... of `localguide worker` processes whose devices take the model's layers.")]
+TensorSplit = Annotated[Optional[str], typer.Option(
+    "--tensor-split", rich_help_panel=SPEED, show_default=False,
+    help="With --workers: the layers' proportions per device, e.g. 3,1 (default: by free memory).")]

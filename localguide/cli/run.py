@@ -13,7 +13,7 @@ import typer
 from ..sampling import DEFAULT
 from . import options as O
 from .common import (CHAT, SAMPLING, SPEED, _end_line, _error_line, _fail, _out, _quality_table, _read_json,
-                     _read_schema, _say, _StatusLine, app, close_status, err, load_model)
+                     _read_schema, _say, _StatusLine, app, close_status, err, load_model, placement)
 
 
 def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Optional[str], Optional[str]]:
@@ -73,6 +73,8 @@ def run(
     n_ctx: Annotated[int, typer.Option(help="Context size in tokens.")] = 4096,
     threads: O.Threads = None,
     threads_batch: O.ThreadsBatch = None,
+    workers: O.Workers = None,
+    tensor_split: O.TensorSplit = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels", rich_help_panel=SPEED,
         help="llama.cpp's kernels that compute each position alike in every batch (a prompt's whole chunks "
@@ -149,6 +151,8 @@ class RunOptions:
     n_ctx: int
     threads: int | None
     threads_batch: int | None
+    workers: str | None
+    tensor_split: str | None
     reproducible: bool
     chat: bool
     raw: bool
@@ -210,8 +214,8 @@ def _run(o: RunOptions) -> None:
             raise typer.BadParameter("--tools takes no --regex, --choice, --grammar, --json-schema or --json: the "
                                      "calls' arguments follow the tools' schemas (--after may come first; "
                                      "--tool-choice none constrains the text instead)")
-        model = load_model(model_path, n_gpu_layers=o.n_gpu_layers, n_ctx=o.n_ctx, n_threads=o.threads,
-                           n_threads_batch=o.threads_batch, reproducible=o.reproducible)
+        model = load_model(model_path, n_ctx=o.n_ctx, n_threads=o.threads, n_threads_batch=o.threads_batch,
+                           reproducible=o.reproducible, **placement(o.n_gpu_layers, o.workers, o.tensor_split))
         use_chat = not o.raw and (o.chat or _has_template(model))
         if not use_chat and (o.system is not None or o.tools is not None or o.after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")

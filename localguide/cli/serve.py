@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options as O
-from .common import _StatusLine, _fail, app, err, load_model
+from .common import _StatusLine, _fail, app, err, load_model, placement
 
 
 @app.command()
@@ -27,6 +27,8 @@ def serve(
     n_gpu_layers: O.NGpuLayers = 0,
     threads: O.Threads = None,
     threads_batch: O.ThreadsBatch = None,
+    workers: O.Workers = None,
+    tensor_split: O.TensorSplit = None,
     reproducible: Annotated[bool, typer.Option(
         "--reproducible/--fastest-kernels",
         help="llama.cpp's kernels that compute each position alike in every batch (the same seed, the same "
@@ -68,8 +70,9 @@ def serve(
                                          f"or '*', got {origin!r}", param_hint="--cors")
         with _StatusLine():
             # (--parallel N decodes in a context of its own: the model's is then only for tokens)
-            m = load_model(model, n_gpu_layers=n_gpu_layers, n_ctx=n_ctx if parallel == 1 else 256,
-                           n_threads=threads, n_threads_batch=threads_batch, reproducible=reproducible)
+            m = load_model(model, n_ctx=n_ctx if parallel == 1 else 256, n_threads=threads,
+                           n_threads_batch=threads_batch, reproducible=reproducible,
+                           **placement(n_gpu_layers, workers, tensor_split))
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,

@@ -332,7 +332,7 @@ def _loop(lane, first: int) -> Generator:
         cost.width = choose_width(seconds) if 1 in seconds else 1
         cost.one_seconds = seconds.get(1, 0.0)
         cost.width_ratio = seconds.get(cost.width, 1.0) / cost.one_seconds if cost.one_seconds else 1.0
-    width = cost.width if cost is not None and not fast_forward else 1
+    width = (cost.width or 1) if cost is not None and not fast_forward else 1  # (None: widths not probed here)
     n_ctx = e.n_ctx
     # With one width, a generation drafts throughout or not at all: a decode of another shape
     # than the last one runs uncaptured, and the next captures anew, so pausing and resuming

@@ -56,7 +56,10 @@ def default_model_path() -> Path:
 def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     """Load a GGUF model (the default model when ``path`` is None): ``path`` is a file (any name,
     GGUF's magic bytes inside) or a name in Ollama's, LM Studio's or the Hugging Face cache's
-    store (``llama3.2:1b``, ``org/repo``: ``localguide.models.resolve``).
+    store (``llama3.2:1b``, ``org/repo``: ``localguide.models.resolve``). ``workers``: ``host:port``
+    of ``localguide worker`` processes (a list, or one comma-separated string) whose devices take
+    the layers (``n_gpu_layers`` -1 unless given; ``tensor_split`` for the proportions);
+    ``localguide.engines.llamacpp.rpc``.
 
     ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
     (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
@@ -80,6 +83,17 @@ class Model:
             raise ModelFileError(path, "model file not found")
         self.path = path
         self.vocabulary = Vocabulary.from_gguf(path)  # validates the file before the weights load
+        workers = llama_kwargs.pop("workers", None) or []
+        if isinstance(workers, str):
+            workers = [w for w in workers.split(",") if w.strip()]
+        if workers:  # (their devices registered first: llama.cpp places layers on them as on GPUs)
+            from .rpc import add_workers
+
+            self.worker_devices = add_workers(list(workers))
+            llama_kwargs.setdefault("n_gpu_layers", -1)
+        else:
+            self.worker_devices = []
+        self.workers = list(workers)
         llama_kwargs.setdefault("n_ctx", 4096)
         llama_kwargs.setdefault("verbose", False)
         # Flash attention: each position's attention row by row on the reference kernels
