@@ -362,6 +362,14 @@ def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
     assert_kv_clean(model, prompt, tokens, logits)
 
 
+def test_free_text_where_a_gpu_would_be_decodes_one_token_at_a_time(model):
+    # (no drafter, so no probe: the width was never timed, and a decode is one token wide)
+    with costing(model, DecodeCost(probe=True)) as cost:
+        text = model.generate("Once upon a time", max_tokens=12, temperature=0)
+        assert cost.width is None and model.last_stats.tokens > 0 and text
+        assert model.last_stats.drafted == 0
+
+
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
 def test_budget_is_kept_with_drafts_near_its_end(eager, trained, kind):
     constraint, prompt = CONSTRAINTS[kind]
