@@ -129,6 +129,8 @@ def _ollama_blob(root: Path, manifest: Path) -> Path | None:
         layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
     except (OSError, ValueError, AttributeError):
         return None
+    if not isinstance(layers, list):
+        return None
     for layer in layers:
         if isinstance(layer, dict) and layer.get("mediaType") == _OLLAMA_MODEL_LAYER:
             digest = str(layer.get("digest", ""))
@@ -188,7 +190,9 @@ def _lmstudio(text: str) -> tuple[Path | None, list[str]]:
             if is_gguf(path):
                 return path, looked
         elif len(parts) == 2 and all(parts):
-            return _only_gguf(root / parts[0] / parts[1], text), looked
+            found = _only_gguf(root / parts[0] / parts[1], text)
+            if found is not None:
+                return found, looked
     return None, looked
 
 
@@ -268,6 +272,8 @@ def _only_gguf(folder: Path, text: str, quant: str | None = None) -> Path | None
     files = sorted(p for p in folder.rglob("*.gguf") if is_gguf(p) and "mmproj" not in p.name.lower())
     if quant is not None:
         files = [p for p in files if quant.lower() in p.name.lower()]
+    # (a model split in parts, name-00001-of-00003.gguf: llama.cpp loads it from its first part)
+    files = [p for p in files if not re.search(r"-\d{5}-of-\d{5}\.gguf$", p.name) or "-00001-of-" in p.name]
     if len(files) == 1:
         return files[0]
     if not files:

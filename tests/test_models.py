@@ -159,3 +159,19 @@ def test_any_text_resolves_or_says_why(text):
         assert str(e)
     except OSError as e:  # (a name the file system refuses: too long, and the like)
         assert e.errno is not None
+
+
+def test_a_split_model_resolves_to_its_first_part_and_a_bad_manifest_is_no_model(home, smollm2_path):
+    snap = hf_cache(home / "hub", "org", "big-GGUF", {"big-Q4-00001-of-00002.gguf": smollm2_path,
+                                                      "big-Q4-00002-of-00002.gguf": smollm2_path})
+    assert resolve("org/big-GGUF") == snap / "big-Q4-00001-of-00002.gguf"
+    manifest = home / "ollama" / "manifests" / "registry.ollama.ai" / "library" / "odd" / "latest"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text('{"layers": null}')
+    with pytest.raises(ModelFileError, match="no model layer"):
+        resolve("odd")
+    old = home / "home" / ".cache" / "lm-studio" / "models" / "pub" / "Old-GGUF"
+    old.mkdir(parents=True)
+    (old / "old.gguf").symlink_to(smollm2_path)
+    (home / "home" / ".lmstudio" / "models").mkdir(parents=True)  # (the newer folder, without it)
+    assert resolve("pub/Old-GGUF") == old / "old.gguf"

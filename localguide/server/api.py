@@ -268,6 +268,14 @@ def _messages(messages) -> list:
     if (n := _characters(messages)) > MAX_MESSAGES_CHARS:
         raise ApiError(f"messages: {n:,} characters of text, at most {MAX_MESSAGES_CHARS:,} (serve's bound)",
                        "messages")
+    for i, m in enumerate(messages):
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if calls is not None and not (isinstance(calls, list) and all(
+                isinstance(c, dict) and isinstance(c.get("function"), dict)
+                and isinstance(c["function"].get("name"), str)
+                and isinstance(c["function"].get("arguments", {}), (dict, str)) for c in calls)):
+            raise ApiError(f"messages[{i}].tool_calls: expected [{{'function': {{'name': ..., 'arguments': ...}}}}, "
+                           "...]", "messages")
     return messages
 
 

@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import functools
 import gc
+import hmac
+import json
 import logging
 import threading
 import time
@@ -149,7 +151,8 @@ class RequestLog:
             if LOG.isEnabledFor(logging.INFO):
                 answer = scope.get("state", {}).get("answer")
                 tokens = f" {answer.tokens} tokens" if answer is not None else ""
-                LOG.info("%s %s %s%s %.3f s", scope["method"], scope["path"], status[0] or "-", tokens, seconds)
+                path = json.dumps(scope["path"], ensure_ascii=True)[1:-1]  # (a request's newlines and escapes, as text)
+                LOG.info("%s %s %s%s %.3f s", scope["method"], path, status[0] or "-", tokens, seconds)
 
 
 class _Refit(Exception):
@@ -179,6 +182,8 @@ class Server:
         self._large = asyncio.Semaphore(1)
         self.created = int(time.time())
         self._description = None
+        self._describing: asyncio.Lock | None = None
+        self._cut_done = False
         self._loop = None
         self._live: weakref.WeakSet = weakref.WeakSet()  # the queues of answers under way (drain)
         self.metrics = Metrics()
@@ -247,7 +252,9 @@ class Server:
         if (denied := self._auth(request, ollama_error)) is not None:
             return denied
         try:
-            body = read_body(await self._read(request))
+            data = await self._read(request)
+            async with self._large:  # (read off the event loop, one at a time: nothing here needs more)
+                body = await asyncio.get_running_loop().run_in_executor(self._pool, read_body, data)
             if not isinstance(body, dict) or not isinstance(body.get("model", body.get("name")), str):
                 raise ApiError("expected {\"model\": NAME}", "model")
         except ApiError as e:
@@ -263,9 +270,13 @@ class Server:
         return JSONResponse({"version": __version__})
 
     async def _described(self) -> dict:
-        if self._description is None:  # (the file's sha256: once, off the event loop)
-            self._description = await asyncio.get_running_loop().run_in_executor(
-                self._pool, describe_model, self.model, self.name)
+        if self._description is None:  # (the file's sha256: once, off the event loop, one reader at a time)
+            if self._describing is None:
+                self._describing = asyncio.Lock()
+            async with self._describing:
+                if self._description is None:
+                    self._description = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, describe_model, self.model, self.name)
         return self._description
 
     async def _not_found(self, request: Request, exc) -> Response:
@@ -278,7 +289,7 @@ class Server:
         if self.api_key is None:
             return None
         given = request.headers.get("authorization", "")
-        if given != f"Bearer {self.api_key}":
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), f"Bearer {self.api_key}".encode()):
             return respond(ApiError("a valid API key is needed: Authorization: Bearer KEY", status=401,
                                    code="invalid_api_key"))
         return None
@@ -290,6 +301,7 @@ class Server:
             self._loop.call_soon_threadsafe(self._loop.call_later, timeout, self._cut)
 
     def _cut(self) -> None:
+        self._cut_done = True
         for queue in list(self._live):
             queue.put_nowait(("error", ApiError("the server is shutting down: the answer was cut (serve "
                                                 "--drain-timeout)", status=503, type="server_error",
@@ -426,6 +438,9 @@ class Server:
         except Exception as e:  # noqa: BLE001 - every fault is the request's answer
             return respond(_api_error(e, job))
         chat = job.messages is not None
+        if self._cut_done:  # (prepared after the answers under way were cut: the server is going)
+            return respond(ApiError("the server is shutting down", status=503, type="server_error",
+                                    code="shutting_down"))
         queue: asyncio.Queue = asyncio.Queue()
         self._live.add(queue)
         answer = Answer(job, prepared, chat, self.model.vocabulary,

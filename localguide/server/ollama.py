@@ -91,7 +91,8 @@ def _start(body, texts: bool, known: set) -> dict:
 
 
 def _chat_messages(messages):
-    """Ollama's messages as the chat code reads them: text only, past calls' arguments as objects."""
+    """Ollama's messages as the chat code reads them: text only (their calls are checked with
+    OpenAI's, ``_messages``: arguments may be objects)."""
     if not isinstance(messages, list):
         return messages  # (``_messages`` says what was expected)
     for i, m in enumerate(messages):
@@ -99,14 +100,6 @@ def _chat_messages(messages):
             continue
         if m.get("images"):
             raise ApiError(f"messages[{i}].images: images are not supported", "messages")
-        calls = m.get("tool_calls")
-        if calls is not None:
-            if not isinstance(calls, list) or not all(
-                    isinstance(c, dict) and isinstance(c.get("function"), dict)
-                    and isinstance(c["function"].get("name"), str)
-                    and isinstance(c["function"].get("arguments", {}), (dict, str)) for c in calls):
-                raise ApiError(f"messages[{i}].tool_calls: expected [{{'function': {{'name': ..., 'arguments': "
-                               "{...}}}}, ...]", "messages")
     return [{k: v for k, v in m.items() if k != "images"} if isinstance(m, dict) else m for m in messages]
 
 
@@ -131,6 +124,7 @@ def _common(body: dict, job: Job, limits: Limits) -> None:
     min_p = o.number("min_p", DEFAULT.min_p, 0.0, 1.0)
     top_k = o.int("top_k", DEFAULT.top_k, 0)
     seed = o.int("seed", None, -(2 ** 63))
+    seed = None if seed is not None and seed < 0 else seed  # (Ollama's -1: a random seed)
     job.sampling = Sampling(temperature, top_k, top_p, min_p, None if seed is None else seed & 0xFFFFFFFF)
     budget = o.int("num_predict", -1, -2)
     if budget == 0:

@@ -59,3 +59,34 @@ def test_deltas_joined_are_the_final_arguments(calls, fmt, cuts):
 def test_any_text_scans_without_error(text):
     for call in scan(text):
         assert isinstance(call["args"], str)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(NAMES, JSON), min_size=1, max_size=3), st.lists(st.integers(1, 7), min_size=1, max_size=20),
+       st.sampled_from(["", " ", "\n  "]))
+def test_scalar_arguments_and_spaces_after_them(calls, cuts, space):
+    """``parameters`` may be any schema: a scalar's deltas hold back the spaces after it."""
+    objs = ['{"name": %s, "arguments": %s%s, "z": 1}' % (json.dumps(n), json.dumps(a), space) for n, a in calls]
+    text = "\n</tool_call>\n<tool_call>\n".join(objs)
+    stream = CallStream()
+    deltas, i, k = [], 0, 0
+    while i < len(text):
+        deltas += stream.feed(text[i:i + cuts[k % len(cuts)]])
+        i, k = i + cuts[k % len(cuts)], k + 1
+    final = stream.calls()
+    assert [json.loads(c["function"]["arguments"]) for c in final] == [a for _, a in calls]
+    joined: dict[int, str] = {}
+    for d in deltas:
+        joined[d["index"]] = joined.get(d["index"], "") + d["function"]["arguments"]
+    assert [joined[i] for i in range(len(final))] == [c["function"]["arguments"] for c in final]
+
+
+def test_long_arguments_stream_in_linear_time():
+    import time
+
+    text = '{"name": "f", "arguments": {"a": [' + ",".join(["1"] * 8000) + '], "s": "' + "x" * 8000 + '"}}'
+    stream = CallStream()
+    t = time.perf_counter()
+    pieces = sum(bool(stream.feed(text[i:i + 4])) for i in range(0, len(text), 4))
+    assert time.perf_counter() - t < 3.0  # (a rescan per piece took 23 s for this)
+    assert pieces > 1000 and json.loads(stream.calls()[0]["function"]["arguments"])["s"] == "x" * 8000

@@ -301,6 +301,8 @@ def test_tools_of_nested_and_recursive_pydantic_models(served):
     ({"messages": ASK, "wibble": 1}, 400, "wibble"),
     ({"messages": ASK, "regex": "a", "choice": ["b"]}, 400, "choice"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, 400, "messages"),
+    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"function": "x"}]}, ASK[0]]}, 400,
+     "messages"),
     ({"messages": ASK, "tools": TOOLS, "regex": "a+"}, 400, "tools"),
     ({"messages": ASK, "max_tokens": 2, "response_format": SCHEMA_FORMAT}, 400, "max_tokens"),
     ({"messages": [{"role": "user", "content": "word " * 3000}]}, 400, "messages"),

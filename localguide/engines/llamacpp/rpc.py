@@ -50,8 +50,8 @@ def _library(name: str):
     folder = Path(llama_cpp.__file__).parent / "lib"
     llama_cpp.llama_backend_init()
     try:
-        with open("/proc/self/maps", encoding="utf-8") as f:
-            mapped = set(re.findall(r"(/\S*/lib" + re.escape(name) + r"\.so\.\d+)\s*$", f.read(), re.M))
+        with open("/proc/self/maps", encoding="utf-8") as f:  # (a path may hold spaces: to the line's end)
+            mapped = {m.strip() for m in re.findall(r" (/.*/lib" + re.escape(name) + r"\.so\.\d+)$", f.read(), re.M)}
     except OSError:
         mapped = set()
     for path in sorted(mapped):
@@ -121,11 +121,13 @@ def available() -> str:
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
-    """``host:port`` (a bare host: the default port) as (host, port); ValueError saying what is wrong."""
-    host, sep, port = text.strip().rpartition(":")
+    """``host:port`` (a bare host: the default port) as (host, port); ValueError saying what is wrong.
+    llama.cpp reads an endpoint up to its first colon and resolves IPv4 names only: so does this."""
+    host, sep, port = text.strip().partition(":")
     if not sep:
-        host, port = text.strip(), str(DEFAULT_PORT)
-    host = host.strip("[]")
+        port = str(DEFAULT_PORT)
+    if host.startswith("[") or ":" in port:
+        raise ValueError(f"{text!r}: llama.cpp's RPC client takes IPv4 addresses and names only (host:port)")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"expected a worker as host:port, got {text!r}")
     return host, int(port)
@@ -136,7 +138,8 @@ def check_worker(endpoint: str, timeout: float = 5.0) -> tuple[int, int, int]:
     it is down, does not answer as a worker, or speaks a version this llama.cpp does not."""
     host, port = parse_endpoint(endpoint)
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        address = socket.gethostbyname(host)  # (IPv4, as llama.cpp resolves it)
+        with socket.create_connection((address, port), timeout=timeout) as sock:
             sock.sendall(bytes([_HELLO]) + struct.pack("<Q", _CAPS) + bytes(_CAPS))
             size = struct.unpack("<Q", _receive(sock, 8))[0]
             if size < 4 or size > 4096:
@@ -211,10 +214,12 @@ def _watch_aborts() -> None:
                 why = "nothing listens there any more" if isinstance(e, ConnectionRefusedError) else str(e)
                 gone.append(f"worker {endpoint} is gone ({why})")
         text = (message or b"").decode("utf-8", "replace")
-        lines = (gone or ["a worker stopped answering"]) + [f"(llama.cpp: {text})"]
-        sys.stderr.write("".join(f"localguide: {line}\n" for line in lines)
-                         + "localguide: llama.cpp lost a worker and ends this process (it cannot go on without "
-                           "it); start the worker again and rerun\n")
+        if gone:
+            tail = "llama.cpp cannot go on without it and ends this process; start the worker again and rerun"
+        else:
+            tail = "llama.cpp ends this process (every worker still listens: not a lost worker, it seems)"
+        sys.stderr.write("".join(f"localguide: {line}\n" for line in gone) + f"localguide: llama.cpp: {text}\n"
+                         + f"localguide: {tail}\n")
         sys.stderr.flush()
 
     _on_abort_ref = _ABORT(on_abort)  # (kept alive: llama.cpp holds the pointer)
