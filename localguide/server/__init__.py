@@ -17,13 +17,14 @@ from ..runtime import oldpaths as _oldpaths
 def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: str | None = None,
                 max_tokens: int = 4096, default_max_tokens: int = 512, compile_timeout: float = 30.0,
                 cache_entries: int = 64, cache_bytes: int = 1 << 30, name: str | None = None,
-                grammar_dir=None, cors=None):
+                grammar_dir=None, cors=None, hosts=None):
     """The server's ``Server`` (its Starlette app is ``.app``) over ``model`` (a ``localguide.Model``):
     ``parallel`` sequences decoded together, each with speculation, healing and the prompt cache
     (1: one request at a time, on the model's own context); ``n_ctx`` tokens of context per sequence (default the model's); ``grammar_dir``:
     a folder whose ``.lark``/``.gbnf`` files requests may name and ``%import`` (beside the shipped
     ones; a request never names a path); ``cors``: origins whose pages may call it from a browser
-    (``["*"]``: any)."""
+    (``["*"]``: any); ``hosts``: the names a request's Host header may give (None: any), against
+    DNS rebinding: a page elsewhere whose name comes to point at 127.0.0.1 is refused."""
     from .app import Server
     from ..engines.llamacpp.batch import EngineThread
 
@@ -36,9 +37,11 @@ def make_server(model, *, parallel: int = 1, n_ctx: int | None = None, api_key: 
     limits = Limits(max_tokens=min(max_tokens, context), default_max_tokens=min(default_max_tokens, context // 2),
                     context=context, compile_timeout=compile_timeout)
     return Server(model, engine, name=name or model.path.stem, limits=limits, api_key=api_key,
-                  cache_entries=cache_entries, cache_bytes=cache_bytes, grammar_dir=grammar_dir, cors=cors)
+                  cache_entries=cache_entries, cache_bytes=cache_bytes, grammar_dir=grammar_dir, cors=cors,
+                  hosts=hosts)
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SWITCH_INTERVAL = 0.001  # seconds (Python's default: 0.005)
 
 
@@ -60,6 +63,8 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
         log.propagate = False
     log.setLevel(log_level.upper())
 
+    if "hosts" not in options and host in LOOPBACK:  # (reached by its loopback names only)
+        options["hosts"] = ["127.0.0.1", "localhost", "::1", "[::1]"]
     server = make_server(model, **options)
     # (a thread that wants the interpreter's lock waits up to this long for each of its turns: the
     # event loop takes several turns to answer /health while threads read and prepare requests)

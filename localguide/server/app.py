@@ -29,6 +29,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -167,7 +168,7 @@ class Server:
 
     def __init__(self, model, engine, *, name: str, limits: Limits, api_key: str | None = None,
                  cache_entries: int = 64, cache_bytes: int = 1 << 30, max_body: int = MAX_BODY,
-                 grammar_dir=None, cors: list[str] | None = None):
+                 grammar_dir=None, cors: list[str] | None = None, hosts: list[str] | None = None):
         self.model, self.engine, self.name, self.limits = model, engine, name, limits
         self.api_key, self.max_body = api_key, max_body
         self.confined = Confined(None if grammar_dir is None else Path(grammar_dir))
@@ -202,7 +203,8 @@ class Server:
             Route("/api/show", self.ollama_show, methods=["POST"]),
             Route("/api/version", self.ollama_version, methods=["GET"]),
         ], exception_handlers={404: self._not_found, 405: self._not_allowed}, lifespan=self._lifespan,
-            middleware=[Middleware(RequestLog, metrics=self.metrics)] + ([Middleware(
+            middleware=[Middleware(RequestLog, metrics=self.metrics)]
+            + ([Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []) + ([Middleware(
                 CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["*"],
                 max_age=600)] if cors else []))
 

@@ -156,3 +156,13 @@ def test_sigterm_lets_a_short_answer_finish(smollm2_path):
     last = json.loads(lines[-2][len("data: "):])
     assert last["choices"][0]["finish_reason"] in ("stop", "length") and "error" not in last
     assert s.proc.wait(30) in (0, -signal.SIGTERM)
+
+
+def test_a_host_name_that_is_not_loopback_is_refused(served):
+    """DNS rebinding: a page whose name comes to point at 127.0.0.1 sends its own name as Host."""
+    status, _, body = _request(served, "POST", "/v1/completions", {"Host": "attacker.example:8080",
+                               "Content-Type": "application/json"}, json.dumps({"prompt": "Hi", "max_tokens": 1}).encode())
+    assert status == 400
+    for host in ("127.0.0.1", "localhost"):
+        status, _, _ = _request(served, "GET", "/health", {"Host": f"{host}:{served.port}"})
+        assert status == 200
