@@ -61,7 +61,8 @@ def report() -> list[tuple[str, str]]:
 
     import localguide
     from ..runtime.cache import cache_dir
-    from ..runtime.numba_cache import kernel_folders, kernels_dir
+    from ..runtime.cache import user_kernel_folders
+    from ..runtime.numba_cache import kernels_dir
 
     try:
         model = str(localguide.default_model_path())
@@ -94,7 +95,7 @@ def report() -> list[tuple[str, str]]:
         ("default model", model),
         ("cache", f"{cd} ({folder_size(cd) / mb:.1f} MB, the compiled kernels included)"),
         ("compiled kernels", f"{os.environ['NUMBA_CACHE_DIR']} (NUMBA_CACHE_DIR; "
-                             f"{sum(folder_size(d) for d in kernel_folders()) / mb:.1f} MB of localguide's)"
+                             f"{sum(folder_size(d) for d in user_kernel_folders()) / mb:.1f} MB of localguide's)"
          if os.environ.get("NUMBA_CACHE_DIR") else f"{kd} ({folder_size(kd) / mb:.1f} MB)"),
         ("kernels compiled for this CPU", f"{done} of {total}" + ("" if done == total else
                                                                  ": the others compile on first use, once")),

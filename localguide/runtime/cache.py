@@ -314,10 +314,19 @@ def _kernel_folders(folder: Path) -> list[Path]:
     """The folders of localguide's compiled kernels: every version's under ``folder``, or with
     ``NUMBA_CACHE_DIR`` set, numba's folders of localguide's sources there."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        from .numba_cache import kernel_folders
-
-        return [d for d in kernel_folders() if d.is_dir()]
+        return [d for d in user_kernel_folders() if d.is_dir()]
     return [folder / "numba"] if (folder / "numba").is_dir() else []
+
+
+def user_kernel_folders() -> list[Path]:
+    """With ``NUMBA_CACHE_DIR`` set, numba's folders there for each package folder holding kernels
+    (numba's rule: the folder's name and a hash of its path)."""
+    from numba.core import caching
+
+    package = Path(__file__).resolve().parents[1]
+    sources = {f.parent for f in package.rglob("*_kernels.py")} | {package / "runtime"}
+    root = Path(os.environ["NUMBA_CACHE_DIR"])
+    return sorted(root / caching._CacheLocator.get_suitable_cache_subpath(str(d / "x.py")) for d in sources)
 
 
 def read(path: Path) -> dict[str, np.ndarray]:

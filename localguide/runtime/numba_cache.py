@@ -37,20 +37,6 @@ def kernels_dir() -> Path:
     return cache_dir() / "numba" / f"{__version__}-numba{numba.__version__}-{llvm.get_host_cpu_name()}"
 
 
-def kernel_folders() -> list[Path]:
-    """Where this localguide's kernels are (or will be) cached: ``kernels_dir()``, or with
-    ``NUMBA_CACHE_DIR`` set, numba's folders there for each package folder holding kernels."""
-    import os
-
-    user = os.environ.get("NUMBA_CACHE_DIR")
-    if not user:
-        return [kernels_dir()]
-    from numba.core import caching
-
-    sources = {f.parent for f in _PACKAGE.rglob("*_kernels.py")} | {_PACKAGE / "runtime"}
-    return sorted(Path(user) / caching._CacheLocator.get_suitable_cache_subpath(str(d / "x.py")) for d in sources)
-
-
 def kernels_stamp() -> str:
     """A stamp of the contents of every kernel module (``*_kernels.py``) and of the package modules
     they import (helpers and constants that numba compiles into them), taken once. numba's own

@@ -206,13 +206,22 @@ def _watch_aborts() -> None:
     def on_abort(message: bytes) -> None:
         import sys
 
+        import time
+
         gone = []
-        for endpoint in _registered:  # (a worker serves one main process at a time: no greeting, a connection)
-            try:
-                socket.create_connection(parse_endpoint(endpoint), timeout=1.0).close()
-            except OSError as e:
-                why = "nothing listens there any more" if isinstance(e, ConnectionRefusedError) else str(e)
-                gone.append(f"worker {endpoint} is gone ({why})")
+        # (a worker serves one main process at a time: no greeting, a connection; tried a few times,
+        # as a killed worker's connection can close a moment before its listening socket does)
+        # A refused connection is a worker gone; one that waits is a worker busy serving this process.
+        for endpoint in _registered:
+            for attempt in range(3):
+                try:
+                    socket.create_connection(parse_endpoint(endpoint), timeout=0.5).close()
+                except ConnectionRefusedError:
+                    gone.append(f"worker {endpoint} is gone (nothing listens there any more)")
+                    break
+                except OSError:
+                    break
+                time.sleep(0.2 * (attempt + 1))
         text = (message or b"").decode("utf-8", "replace")
         if gone:
             tail = "llama.cpp cannot go on without it and ends this process; start the worker again and rerun"
