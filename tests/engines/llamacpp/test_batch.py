@@ -12,6 +12,8 @@ import pytest
 
 from localguide.errors import LocalguideError
 
+from conftest import FreeDecodes
+
 INSTRUCTION = ("Read the text about a person and write their facts as JSON: name, age, city and job. "
                "Answer with the JSON document only, on one line. ") * 4
 PEOPLE = [("Alice", 31, "Paris", "baker"), ("Bob", 45, "Lyon", "nurse"), ("Chen", 28, "Oslo", "pilot"),
@@ -83,9 +85,21 @@ def test_parallel_texts_are_those_of_one_sequence_where_the_logits_allow(model):
 
 
 def test_drafts_of_several_sequences_are_verified_together(model):
+    # Whether drafting pays is the machine's to say (timed: a fast machine and a busy one answer
+    # otherwise): here every decode of any width costs the same, so drafts come and are verified
+    # together; a schema of this test alone, so that no other test's calibration carries over.
     items = prompts()
-    results = list(model.batch(items * 2, parallel=4, json_schema=SCHEMA, temperature=0, max_tokens=60))
+    schema = {**SCHEMA, "required": [*SCHEMA["required"]], "title": "verified together"}
+    schema["properties"] = {**SCHEMA["properties"], "job": {"type": "string", "maxLength": 15}}
+    engine = model.engine_for(4)
+    saved, engine._costs = engine._costs, {n: FreeDecodes() for n in range(1, 5)}
+    try:
+        results = list(model.batch(items * 2, parallel=4, json_schema=schema, temperature=0, max_tokens=60))
+    finally:
+        engine._costs = saved
     assert all(r.error is None for r in results)
+    for r in results:
+        jsonschema.validate(json.loads(r.text), schema)
     assert sum(r.stats.drafted for r in results) > 0
     assert sum(r.stats.accepted for r in results) <= sum(r.stats.drafted for r in results)
 
