@@ -83,7 +83,7 @@ def report() -> list[tuple[str, str]]:
         ("localguide", localguide.__version__),
         ("llama-cpp-python", library_version()),
         ("llama.cpp backend", name),
-        ("GPU offload", "available" if offload else "not available (a CPU build of llama.cpp)"),
+        ("GPU offload", offload),
         ("threads", f"{chosen.n_threads} per token, {chosen.n_threads_batch} per batch ({chosen.why}; "
                     "--threads, --threads-batch)"),
         ("workers wait", f"{'passively' if passive else 'spinning'}: {said}"),

@@ -18,6 +18,7 @@ from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileErro
 from ...models import resolve
 from ...runtime.progress import stage
 from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN
+from . import rpc
 from .quiet import quiet_llama
 from ...runtime import threads
 from ...vocabulary import Vocabulary
@@ -33,9 +34,9 @@ from .sampler import SamplerChain, Sampling
 from ...guides.stops import Complete, StopText, check_stops
 
 DEFAULT_MAX_TOKENS = 256
-GPU_IGNORED = ("n_gpu_layers={n} asks for layers on a GPU, but this build of llama-cpp-python has no GPU backend: "
-               "the model runs on the CPU. A CUDA build: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall "
-               "--no-cache-dir llama-cpp-python (Metal on a Mac: -DGGML_METAL=on)")
+GPU_IGNORED = ("n_gpu_layers={n} asks for layers on a GPU, but llama.cpp finds no GPU (and no RPC worker) here: "
+               "the model runs on the CPU. A CUDA build of llama-cpp-python: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install "
+               "--force-reinstall --no-cache-dir llama-cpp-python (Metal on a Mac: -DGGML_METAL=on)")
 _BUILTIN_TEMPLATES = {"gemma": b"gemma", "gemma2": b"gemma", "gemma3": b"gemma", "llama": b"llama3",
                       "phi3": b"phi3", "qwen2": b"chatml", "mistral": b"mistral-v7"}
 
@@ -125,7 +126,7 @@ class Model:
         self._counts_lock = threading.Lock()
         self._drafters: dict[int, Drafter] = {}  # id of a CountModel in self._counts -> its Drafter
         # (llama.cpp's GPU backends replay a captured graph for a decode of the shape before)
-        offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and llama_cpp.llama_supports_gpu_offload()
+        offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and rpc.offload_devices() > 0
         if llama_kwargs.get("n_gpu_layers", 0) != 0 and not offloaded:
             warnings.warn(GPU_IGNORED.format(n=llama_kwargs["n_gpu_layers"]), RuntimeWarning, stacklevel=3)
         self._cost = DecodeCost(probe=offloaded)

@@ -248,6 +248,19 @@ def devices() -> list[dict]:
     return out
 
 
+GPU_TYPES = (1, 2)  # ggml_backend_dev_type: GGML_BACKEND_DEVICE_TYPE_GPU, _IGPU (an RPC worker's device is a GPU)
+
+
+def offload_devices() -> int:
+    """The devices that can hold a model's layers besides the CPU: GPUs and RPC workers added.
+    (``llama_supports_gpu_offload`` says True for any build with RPC, with no worker and no GPU.)"""
+    try:
+        g = _g()
+        return sum(g.dev_type(g.dev_get(i)) in GPU_TYPES for i in range(g.dev_count()))
+    except (OSError, AttributeError, FileNotFoundError):  # (a build whose libraries cannot be found so)
+        return int(bool(llama_cpp.llama_supports_gpu_offload()))
+
+
 def serve_worker(host: str, port: int, threads: int, cache_dir: str | None = None) -> None:
     """Serve this machine's devices (its accelerators, else its CPU) to main processes until killed:
     llama.cpp's RPC server, in this thread (it never returns)."""
