@@ -62,7 +62,7 @@ class Calibration:
     (a cache). Updated without a lock: a lost update between threads costs nothing."""
 
     __slots__ = ("forced_rate", "hits", "predicted", "lookup", "forced", "gain", "judged", "paused", "pause",
-                 "probing", "width_gain")
+                 "probing", "width_gain", "length")
 
     def __init__(self, forced_rate: float = 0.9, hits=None, predicted=None, lookup=None):
         self.forced_rate = forced_rate
@@ -81,6 +81,11 @@ class Calibration:
         # that width gives against one token, drafted or (not drafting) simulated, as a running
         # average; each generation drafts where it is 1 or more. (Optimistic at first: tried.)
         self.width_gain = 1.5
+        self.length = 0.0  # tokens per generation, a running average (0: none ended yet)
+
+    def ended(self, tokens: int) -> None:
+        """A generation ended after ``tokens`` tokens (``length``: how long the next one likely is)."""
+        self.length = float(tokens) if self.length == 0.0 else 0.8 * self.length + 0.2 * tokens
 
     def scale(self, order: int) -> float:
         """What to multiply the counts' estimate by, for a guess from ``order`` tokens of context

@@ -31,7 +31,7 @@ import localguide
 from localguide.runtime import cache
 from localguide.engines.llamacpp.sampler import SamplerChain, Sampling
 from localguide.speculate import CountModel, DecodeCost
-from localguide.engines.llamacpp import loop
+from localguide.engines.llamacpp import engine, loop
 from localguide.speculate.counts import MIN_PAUSE, PROBE_DRAFTS, Calibration
 from conftest import FreeDecodes, costing
 
@@ -320,7 +320,37 @@ def test_one_width_decodes_sample_as_the_classic_loop_and_leave_nothing_in_the_k
         except localguide.BudgetError:
             continue
         assert len(tokens) <= max_tokens
-        assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
+        if max_tokens < loop.SHORT_TOKENS:  # (a few tokens would not pay for the wide shape's capture)
+            assert stats.drafted == stats.padded == 0
+        else:
+            assert stats.decode_calls + stats.drafted + stats.padded == 8 * stats.decode_calls
+
+
+def test_with_one_width_a_short_generation_does_not_draft(model, trained):
+    # Where every decode with drafts has one width (a GPU), a generation of a few tokens does not
+    # draft: by its budget, or by how long this constraint's generations were. The classic
+    # loop's text all the same; one decode width on the CPU (no probe) drafts as before.
+    constraint, prompt = {"regex": r"[0-9]{4}-[0-9]{2}-[0-9]{2}"}, "The date, as YYYY-MM-DD:"
+    counts = CountModel()
+    with costing(model, one_width(4)):
+        first, _ = run(model, constraint, prompt, speculate=True, seed=1, counts=counts)  # (length not known yet)
+        assert model.last_stats.drafted + model.last_stats.padded > 0
+        assert 0 < counts.calibration.length == len(first) < loop.SHORT_TOKENS
+        for seed in (2, 3):
+            tokens, _ = run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)
+            assert model.last_stats.drafted == model.last_stats.padded == 0
+            assert tokens == run(model, constraint, prompt, speculate=False, seed=seed)[0]
+    schema, schema_prompt = CONSTRAINTS["schema"]
+    long_counts = trained(model, "schema")
+    with costing(model, one_width(4)):
+        run(model, schema, schema_prompt, speculate=True, seed=4, counts=long_counts, max_tokens=14)
+        assert model.last_stats.drafted == model.last_stats.padded == 0  # (its budget: 14 tokens)
+        long_counts.calibration.width_gain = 1.5  # (drafts that pay)
+        run(model, schema, schema_prompt, speculate=True, seed=4, counts=long_counts)
+        assert model.last_stats.drafted > 0
+    with costing(model, FreeDecodes()):
+        run(model, constraint, prompt, speculate=True, seed=5, counts=counts)
+        assert model.last_stats.drafted > 0
 
 
 def test_with_one_width_a_generation_that_does_not_draft_guesses_whether_it_should(model, trained):
@@ -474,6 +504,7 @@ class SlowBatches:
     def __init__(self, times: float):
         self.times = times
         self.one = 0.0
+        self.held = 0  # decodes held up (a wrapper that sees none would test nothing)
 
     def __getattr__(self, name):
         return getattr(llama_cpp, name)
@@ -485,6 +516,7 @@ class SlowBatches:
             self.one = time.perf_counter() - t
         else:
             end = time.perf_counter() + self.times * self.one
+            self.held += self.one > 0
             while time.perf_counter() < end:
                 pass
         return rc
@@ -511,12 +543,14 @@ def test_the_judge_pauses_drafting_where_real_batches_turn_dear(model, trained, 
         judged.append(self.paused > 0)
 
     monkeypatch.setattr(Calibration, "settle", recording)
-    monkeypatch.setattr(loop, "llama_cpp", SlowBatches(2 * (MAX_DRAFT + 1)))
+    slow = SlowBatches(2 * (MAX_DRAFT + 1))
+    monkeypatch.setattr(engine, "llama_cpp", slow)  # (where every decode is made)
     texts = []
     with costing(model, DecodeCost()):
         for seed in range(11, 17):
             texts.append(run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)[0])
     monkeypatch.undo()
+    assert slow.held > 0
     assert True in judged[:JUDGED], judged  # paused within JUDGED decodes with drafts
     assert len(judged) < sum(len(t) for t in texts) / 4, judged
     for seed, text in zip(range(11, 17), texts):

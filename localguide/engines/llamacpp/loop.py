@@ -186,6 +186,8 @@ def run(lane) -> Generator:
     try:
         yield from _loop(lane, reply.offset + len(part) - 1)
         stats.seconds = time.perf_counter() - t1
+        if lane.drafter is not None and lane.speculate and stats.tokens < lane.max_tokens:  # (ended by itself)
+            lane.drafter.calibration.ended(stats.tokens)
     finally:
         if stats.seconds == 0.0 and stats.prompt_seconds:
             stats.seconds = time.perf_counter() - t1
@@ -198,6 +200,10 @@ def decode(ctx, tokens: list[int]) -> None:
 
 
 SIMULATE_EVERY = 4  # decodes, not drafting with one width: how often to guess drafts anyway
+# With one width: a generation likely shorter than this many tokens does not draft. Its few decodes
+# of the wide shape would run uncaptured or be captured for it alone (llama.cpp's CUDA backend
+# captures a shape on its second decode in a row), which a handful of tokens cannot pay back.
+SHORT_TOKENS = 16
 PROBED_WIDTHS = (2, 4, 8, 16)
 PROBE_REPEATS = 8
 
@@ -338,8 +344,10 @@ def _loop(lane, first: int) -> Generator:
     # than the last one runs uncaptured, and the next captures anew, so pausing and resuming
     # within a generation costs more than it saves. Not drafting, it guesses every
     # ``SIMULATE_EVERY`` decodes what drafts would have given, to know when to draft again.
-    wide = width > 1 and drafter is not None and drafter.calibration.width_gain >= 1.0
-    simulate = width > 1 and drafter is not None and not wide
+    short = width > 1 and drafter is not None and \
+        min(max_tokens, drafter.calibration.length or max_tokens) < SHORT_TOKENS
+    wide = width > 1 and drafter is not None and drafter.calibration.width_gain >= 1.0 and not short
+    simulate = width > 1 and drafter is not None and not wide and not short
     while not done():
         if lane.speculate and width == 1:
             cost = e.cost()  # (with several sequences, that of the decodes they share)
@@ -362,7 +370,7 @@ def _loop(lane, first: int) -> Generator:
                 sim[:] = [props, 0, time.perf_counter() - t_draft]
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
                                                     and not guide.is_finished())) \
-                    and not simulate and (wide or not cost.stale() and drafter.calibration.drafting()):
+                    and not simulate and not short and (wide or not cost.stale() and drafter.calibration.drafting()):
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, lane.n_max - 1 - len(forced))
                 if width > 1:
