@@ -46,11 +46,12 @@ SWITCH_INTERVAL = 0.001  # seconds (Python's default: 0.005)
 
 
 def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", drain_timeout: float = 10.0,
-          **options) -> None:
+          sock=None, **options) -> None:
     """Run the server until interrupted (options as ``make_server``); ``log_level`` "info": a line
     per request on stderr, "warning": problems only, "debug": uvicorn's own too. On SIGTERM or
     Ctrl-C it takes no new connection and gives the answers under way ``drain_timeout`` seconds
-    to end, then ends each with an error event (a second Ctrl-C: at once)."""
+    to end, then ends each with an error event (a second Ctrl-C: at once). ``sock``: a listening
+    socket to serve on instead of binding ``host:port`` (``supervise``'s children)."""
     import logging
 
     import uvicorn
@@ -81,7 +82,7 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
                     server.drain(drain_timeout)
                 super().handle_exit(sig, frame)
 
-        Draining(config).run()
+        Draining(config).run(sockets=[sock] if sock is not None else None)
     finally:
         server.close()
 

@@ -33,8 +33,8 @@ def _free_port() -> int:
 class Worker:
     """A ``localguide worker`` process on a free loopback port."""
 
-    def __init__(self, *extra: str):
-        self.port = _free_port()
+    def __init__(self, *extra: str, port: int | None = None):
+        self.port = port or _free_port()
         self.endpoint = f"127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, "-m", "localguide.cli", "worker", "--port", str(self.port),
                                       "--threads", "1", *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -142,6 +142,79 @@ def test_a_worker_lost_mid_generation_is_named(smollm2_path):
     finally:
         a.close()
         b.close()
+
+
+def _call(url: str, body: dict | None = None, timeout: float = 120) -> tuple[int, dict, dict]:
+    """(status, headers, JSON body) of a GET, or of a POST of ``body``."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), json.loads(e.read())
+
+
+def _until(check, seconds: float, what: str):
+    deadline = time.time() + seconds
+    while True:
+        try:
+            got = check()
+            if got:
+                return got
+        except OSError:
+            pass
+        if time.time() > deadline:
+            raise AssertionError(f"{what} within {seconds} s")
+        time.sleep(0.5)
+
+
+def test_serve_answers_503_while_a_worker_is_down_and_serves_again(smollm2_path):
+    # llama.cpp ends the process whose worker is lost: `serve` runs in a child that it starts
+    # again; meanwhile every request gets a 503 naming the worker, in each API's own shape.
+    import http.client
+    import urllib.error
+
+    w = Worker()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    ask = {"messages": [{"role": "user", "content": "Born in which year?"}], "max_tokens": 8,
+           "response_format": {"type": "json_schema", "json_schema": {"name": "y", "schema": {
+               "type": "object", "properties": {"year": {"type": "integer"}}, "required": ["year"]}}}}
+    proc = subprocess.Popen([sys.executable, "-m", "localguide.cli", "serve", str(smollm2_path), "--port", str(port),
+                             "--n-ctx", "512", "--workers", w.endpoint], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    again = None
+    try:
+        _until(lambda: _call(url + "/health", timeout=2)[0] == 200, 120, "the server up")
+        status, _, body = _call(url + "/v1/chat/completions", ask)
+        assert status == 200 and body["choices"][0]["message"]["content"].startswith("{")
+        w.proc.kill()
+        w.proc.wait(10)
+        try:  # (this request's decode finds the worker gone: the child ends, and the connection with it)
+            lost = _call(url + "/v1/chat/completions", ask)[0]
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+            lost = None
+        assert lost in (None, 503), lost
+        status, headers, body = _until(lambda: (r := _call(url + "/v1/chat/completions", ask, 10))[0] == 503 and r,
+                                       60, "a 503")
+        assert headers["Retry-After"] == "5" and w.endpoint in body["error"]["message"], body
+        status, _, body = _call(url + "/api/chat", {"model": "m", "messages": ask["messages"], "stream": False})
+        assert status == 503 and w.endpoint in body["error"], body
+        again = Worker(port=w.port)
+        _until(lambda: _call(url + "/v1/chat/completions", ask, 30)[0] == 200, 180, "serving again")
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=60)[0]
+        w.close()
+        if again is not None:
+            again.close()
+    assert f"worker {w.endpoint} is not reachable" in out and "serving again" in out, out
 
 
 def test_workers_listen_on_loopback_unless_told():

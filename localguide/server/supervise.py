@@ -1,0 +1,177 @@
+"""``serve --workers``: the server in a child process, started again where a worker was lost.
+
+llama.cpp's RPC backend aborts the whole process when a worker's connection breaks during a
+decode. So with workers, ``serve`` binds the listening socket in a parent that loads no model and
+hands it to a child that serves. Where the child dies, the parent answers every request on that
+socket with a 503 and ``Retry-After``, naming the workers that do not answer, greets the workers
+every second, and once all answer starts a child again; that child's first ``/health`` ends the
+503s. The requests under way when a worker went are lost with their connections (their client
+sees the connection close); nothing else is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+FD_VARIABLE = "_LOCALGUIDE_SERVE_FD"  # set in the child: the inherited listening socket's descriptor
+RETRY_AFTER = 5  # seconds, in the 503s
+CHECK_EVERY = 1.0  # seconds between greetings of the workers while one is down
+QUICK_DEATHS = 5  # children that die within a minute of their start, in a row: the parent gives up
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The socket the children serve on, bound here so that it outlives each of them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def inherited_socket() -> socket.socket | None:
+    """In a child: the listening socket its parent handed down (None in a server of its own)."""
+    fd = os.environ.get(FD_VARIABLE)
+    return socket.socket(fileno=int(fd)) if fd and fd.isdigit() else None
+
+
+def unavailable(path: str, message: str) -> bytes:
+    """A whole HTTP 503 response, its body in the shape the route's clients read (Ollama's for /api/)."""
+    if path.startswith("/api/"):
+        body = {"error": message}
+    else:
+        body = {"error": {"message": message, "type": "unavailable", "param": None, "code": 503}}
+    data = json.dumps(body).encode()
+    head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: {RETRY_AFTER}\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n")
+    return head.encode() + data
+
+
+class Unavailable:
+    """Answers 503 on ``sock`` from a thread until ``stop``: each connection's request line is
+    read (a few seconds at most), the response written, the connection closed."""
+
+    def __init__(self, sock: socket.socket, message: str):
+        self.sock, self.message = sock, message
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="localguide-unavailable", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self.sock], [], [], 0.2)
+            if not ready or self._stop.is_set():
+                continue
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError, OSError):
+                continue  # (the child took it first, or it went)
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(3.0)
+            data = b""
+            try:
+                while b"\r\n\r\n" not in data and len(data) < 65536:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                parts = data.split(b"\r\n", 1)[0].split(b" ")
+                path = parts[1].decode("latin-1") if len(parts) > 2 else "/"
+                conn.sendall(unavailable(path, self.message))
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def _healthy(port: int, host: str) -> bool:
+    address = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("[::1]" if host in ("::", "::1") else host)
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _down(workers: list[str]) -> list[str]:
+    from ..engines.llamacpp.rpc import WorkerError, check_worker
+
+    out = []
+    for w in workers:
+        try:
+            check_worker(w, timeout=2.0)
+        except WorkerError:
+            out.append(w)
+    return out
+
+
+def supervise(argv: list[str], host: str, port: int, workers: list[str], say) -> int:
+    """Serve ``argv`` (the ``localguide`` command line, ``serve ...``) in children on one socket,
+    answering 503 while workers are down; the exit code. ``say``: a line for the operator."""
+    sock = listening_socket(host, port)
+    env = dict(os.environ, **{FD_VARIABLE: str(sock.fileno())})
+    stopping = threading.Event()
+    child: subprocess.Popen | None = None
+
+    def on_signal(signum, frame):
+        stopping.set()
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGTERM else signal.SIGINT)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    quick = 0  # children in a row that died within a minute of their start
+    responder: Unavailable | None = None
+    served = False
+    try:
+        while not stopping.is_set():
+            started = time.monotonic()
+            child = subprocess.Popen([sys.executable, "-m", "localguide.cli", *argv], env=env,
+                                     pass_fds=(sock.fileno(),))
+            up = False
+            while child.poll() is None and not stopping.is_set():
+                if not up and _healthy(port, host):  # (the 503s answer /health too: this is the child)
+                    up = served = True
+                    if responder is not None:
+                        responder.stop()
+                        responder = None
+                        say("the workers are back: serving again")
+                time.sleep(0.5)
+            code = child.wait()
+            if stopping.is_set() or not served:
+                return code  # (stopped; or the first start failed, and the child said why)
+            quick = quick + 1 if time.monotonic() - started < 60 else 0
+            if quick >= QUICK_DEATHS:
+                say(f"the server stopped {QUICK_DEATHS} times in a row within a minute of its start: giving up")
+                return code or 1
+            down = _down(workers)
+            message = (f"worker {', '.join(down)} is not reachable: the model's layers there are lost; the server "
+                       f"starts again once {'it is' if len(down) == 1 else 'they are'} back"
+                       if down else f"the server stopped (exit code {code}) and is starting again")
+            say(message)
+            if responder is None:
+                responder = Unavailable(sock, message)
+            else:
+                responder.message = message
+            while down and not stopping.is_set():
+                time.sleep(CHECK_EVERY)
+                down = _down(workers)
+        return 0
+    finally:
+        if responder is not None:
+            responder.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)
+        sock.close()
