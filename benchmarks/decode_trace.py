@@ -111,7 +111,14 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--n-gpu-layers", type=int, default=0)
+    ap.add_argument("--short-tokens", type=int, default=None,
+                    help="with one decode width (a GPU): generations likely shorter than this do not draft "
+                         "(default: the library's)")
     args = ap.parse_args()
+    if args.short_tokens is not None:
+        from localguide.engines.llamacpp import loop
+
+        loop.SHORT_TOKENS = args.short_tokens
     selected = [s.strip() for s in args.cases.split(",") if s.strip()]
     head = ["constraint", "mode", "tokens", "decodes", "ms per generation", "tok/s", "first decode ms",
             "later decodes: length: ms (count)", "host ms", "host ms per decode"]

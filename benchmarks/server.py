@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The server under load: aggregate tokens/s of concurrent clients against a lone client.
 
-    python benchmarks/server.py [--models smollm2,gemma] [--parallel 4] [--rounds 3] [--markdown]
+    python benchmarks/server.py [--models smollm2,gemma] [--parallel 4] [--rounds 3] [--n-gpu-layers -1] [--markdown]
 
 For each model a real ``localguide serve`` process on loopback (``--parallel N``); clients are
 threads with the official ``openai`` client, each asking for 64 tokens (temperature 0.8, a seed
@@ -61,12 +61,14 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2,gemma")
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n-gpu-layers", type=int, default=0)
     ap.add_argument("--markdown", action="store_true", help="write the section into BENCHMARKS.md")
     args = ap.parse_args()
+    extra = ("--n-gpu-layers", str(args.n_gpu_layers)) if args.n_gpu_layers else ()
     notes: list = []
     rows = []
     for name, path in model_paths(args.models.split(","), notes).items():
-        serial = Served(path, parallel=1)
+        serial = Served(path, parallel=1, extra=extra)
         try:
             for w in (False, True):  # (warm: the first decode, the schema's compile)
                 burst(serial.client, 1, w, 99)
@@ -74,7 +76,7 @@ def main() -> None:
                            for w in (False, True)}
         finally:
             serial.close()
-        s = Served(path, parallel=args.parallel)
+        s = Served(path, parallel=args.parallel, extra=extra)
         try:
             for w in (False, True):
                 burst(s.client, args.parallel, w, 98)
@@ -90,7 +92,7 @@ def main() -> None:
         finally:
             s.close()
     text = (f"Command: `python benchmarks/server.py --models {args.models} --parallel {args.parallel} "
-            f"--rounds {args.rounds}`. " + " ".join(__doc__.split("\n\n")[2].split()) + " Medians of the rounds.\n\n"
+            f"--rounds {args.rounds}{' --n-gpu-layers ' + str(args.n_gpu_layers) if extra else ''}`. " + " ".join(__doc__.split("\n\n")[2].split()) + " Medians of the rounds.\n\n"
             + md_table(["model", "workload", "lone client, --parallel 1 (tok/s)",
                         f"lone client, --parallel {args.parallel} (tok/s)",
                         f"{args.parallel} clients, --parallel {args.parallel} (tok/s, aggregate)",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ from localguide.speculate.drafts import MAX_DRAFT
 
 N_MASKBENCH = 10
 MAX_ROUNDS = 10  # times --rounds, for --min-tokens
-MASKBENCH_DIR = ROOT.parent / "shared" / "corpora" / "maskbench"
+MASKBENCH_DIR = Path(os.environ.get("LOCALGUIDE_MASKBENCH", ROOT.parent / "shared" / "corpora" / "maskbench"))
 
 
 def fixed_key_schemas(n: int) -> list[tuple[str, dict]]:
@@ -236,8 +237,15 @@ def main() -> None:
                     help="also off and on with llama.cpp's candidate array of the whole vocabulary at every sample")
     ap.add_argument("--not-reproducible", action="store_true",
                     help="load(reproducible=False): llama.cpp's fastest kernels for each batch")
+    ap.add_argument("--short-tokens", type=int, default=None,
+                    help="with one decode width (a GPU): generations likely shorter than this do not draft "
+                         "(default: the library's)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
+    if args.short_tokens is not None:
+        from localguide.engines.llamacpp import loop
+
+        loop.SHORT_TOKENS = args.short_tokens
     notes: list[str] = []
     selected = [s.strip() for s in args.cases.split(",") if s.strip()]
     out = []
