@@ -476,3 +476,14 @@ def test_help_is_readable_at_the_terminals_width(columns):
         for name in decl.split("/"):
             if name != "--exact-recursion":  # (hidden)
                 assert name in flat, name
+
+
+def test_smc_samples_a_valid_text_with_its_particles_and_says_what_it_needs():
+    r = run("run", "--raw", "--smc", "4", "--choice", " no", "--choice", " yes!", "--seed", "1", "--temperature",
+            "1", "--stats", "The answer is")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.strip() in ("no", "yes!") and "4 particles" in r.stderr and "log marginal likelihood" in r.stderr
+    r = run("run", "--raw", "--smc", "4", "The answer is")
+    assert r.exit_code != 0 and "--smc needs a constraint" in r.stderr
+    r = run("run", "--raw", "--smc", "0", "--choice", "a", "x")
+    assert r.exit_code != 0 and "--smc" in r.stderr

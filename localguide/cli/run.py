@@ -109,6 +109,11 @@ def run(
         "--stats", rich_help_panel=SPEED, help="After the output, print tokens, decode calls, drafts "
                                                "accepted, tokens per second and how much the constraint "
                                                "changed the model's choices to stderr.")] = False,
+    smc: Annotated[Optional[int], typer.Option(
+        "--smc", min=1, max=256, rich_help_panel=SAMPLING, show_default=False,
+        help="Sequential Monte Carlo with N particles: a sample of the model's own distribution over valid "
+             "texts (masking over-samples a first token that leads only to unlikely text); no top-k/top-p/"
+             "min-p, healing or speculation.")] = None,
     heal: Annotated[bool, typer.Option(
         "--heal/--no-heal", rich_help_panel=SAMPLING,
         help="Token healing: a prompt ending inside a word lets the model choose the word's token "
@@ -167,6 +172,7 @@ class RunOptions:
     speculate: bool
     fast_forward: bool
     stats: bool
+    smc: int | None
     heal: bool
 
 
@@ -204,6 +210,26 @@ def _constraint(o: RunOptions):
         raise typer.BadParameter(text) from None
 
 
+def _run_smc(model, prompt: str | None, constraint, o: RunOptions, chat: bool) -> None:
+    if prompt is None:
+        raise typer.BadParameter("--smc generates for a PROMPT (not an interactive chat)", param_hint="--smc")
+    if constraint is None:
+        raise typer.BadParameter("--smc needs a constraint (--regex, --choice, --grammar, --json-schema or --json)",
+                                 param_hint="--smc")
+    if o.tools is not None or o.after is not None or o.system is not None or o.stop:
+        raise typer.BadParameter("--smc takes no --tools, --after, --system or --stop", param_hint="--smc")
+    text = model.generate(prompt, constraint=constraint, max_tokens=o.max_tokens, temperature=o.temperature,
+                          seed=o.seed, chat=chat, sampling="smc", particles=o.smc)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    if o.stats:
+        st = model.last_stats.smc
+        err.print(f"[{model.last_stats.tokens} tokens, {st.particles} particles, smallest effective sample size "
+                  f"{min(st.ess):.1f}, {len(st.resampled)} resamplings, {st.distinct} distinct texts at the end, "
+                  f"log marginal likelihood {st.log_marginal:.2f}, {model.last_stats.seconds:.2f} s]",
+                  markup=False, highlight=False)
+
+
 def _run(o: RunOptions) -> None:
     try:
         model_path, prompt = _split_model_prompt(o.first, o.second)
@@ -231,6 +257,9 @@ def _run(o: RunOptions) -> None:
                                parallel_tool_calls=o.parallel_tool_calls)
         else:
             options.update(heal=o.heal)
+        if o.smc is not None:
+            _run_smc(model, prompt, constraint, o, use_chat)
+            return
         interactive = prompt is None and sys.stdin.isatty()
         session = _Session(model, options, o.system, use_chat, o.stats, stoppable=interactive)
         if prompt is not None:

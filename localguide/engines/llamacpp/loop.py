@@ -77,6 +77,7 @@ class GenerationStats:
     nll: float | None = None
     measured_tokens: int = 0
     finish_reason: str = ""  # once it ended: "stop", or "length" where the budget cut the text
+    smc: object = None  # sampling="smc": its ``SMCStats`` (effective sample size, resamplings, log marginal)
 
     @property
     def tokens_per_second(self) -> float:

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import importlib.util
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -14,7 +15,7 @@ from typing import Iterator
 import llama_cpp
 
 from ...runtime import cache
-from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError
+from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError, as_token, check_max_tokens
 from ...models import resolve
 from ...runtime.progress import stage
 from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN
@@ -159,7 +160,8 @@ class Model:
                  top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                  chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                  fast_forward: bool = False, heal: bool = True, stats: bool = False,
-                 cache_prompt: bool = True, stop=None, constraint: Constraint | None = None) -> str:
+                 cache_prompt: bool = True, stop=None, constraint: Constraint | None = None,
+                 sampling: str = "mask", particles: int = 16) -> str:
         """Generate text for ``prompt``; with a constraint the whole text satisfies it
         (``regex=``, ``choice=``, ``grammar=``, ``json_schema=`` or a ``Constraint`` as ``constraint=``).
 
@@ -180,7 +182,19 @@ class Model:
         again, up to a multiple of 128 tokens where they end inside the prompt's fast chunks
         (``localguide.engines.llamacpp.reproducible``; ``last_stats.cached_tokens``); False empties the
         cache first.
+        ``sampling="smc"``: sequential Monte Carlo with ``particles`` particles, a sample of the
+        model's own distribution at ``temperature`` conditioned on the text being valid (masking,
+        the default, over-samples a first token the model likes that leads only to unlikely
+        completions): top-k, top-p and min-p are off, and healing, speculation and stop strings
+        do not apply (``localguide.engines.llamacpp.smc``; ``last_stats.smc`` says how it went).
         """
+        if sampling not in ("mask", "smc"):
+            raise ArgumentError(f"sampling must be 'mask' or 'smc', got {sampling!r}")
+        if sampling == "smc":
+            return self._generate_smc(prompt, constraint, dict(
+                regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+                whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run),
+                max_tokens=max_tokens, temperature=temperature, seed=seed, chat=chat, stop=stop, particles=particles)
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
                                    constraint=constraint, strict=strict, whitespace=whitespace, max_recursion=max_recursion,
                                    max_ignored_run=max_ignored_run,
@@ -422,6 +436,56 @@ class Model:
                 path = cache.key_path("draft-counts", COUNTS_FORMAT, self._identity, key)
                 counts = self._counts[key] = CountModel(path)
         return counts
+
+    def _generate_smc(self, prompt: str, constraint, options: dict, *, max_tokens: int, temperature: float,
+                      seed, chat: bool, stop, particles: int) -> str:
+        from .smc import run_smc
+
+        if stop:
+            raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
+        if isinstance(particles, bool) or not isinstance(particles, int) or not 1 <= particles <= 256:
+            raise ArgumentError(f"particles must be an int from 1 to 256, got {particles!r}")
+        check_max_tokens(max_tokens)
+        made = _constraint(constraint, options)
+        if made is None:
+            raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
+        index = self.compile(made)
+        prompt_tokens = self.tokenize_prompt(prompt, chat=chat)
+        started = time.perf_counter()
+        tokens, smc = run_smc(self, prompt_tokens, lambda: index.guide(max_tokens=max_tokens), max_tokens,
+                              particles, float(temperature), seed)
+        guide = index.guide(max_tokens=max_tokens)
+        for t in tokens:
+            guide.advance(t)
+        self.last_stats = GenerationStats(prompt_tokens=len(prompt_tokens), tokens=len(tokens),
+                                          seconds=time.perf_counter() - started, smc=smc,
+                                          finish_reason="stop" if guide.is_accepting() else "length")
+        return self.vocabulary.decode(tokens).decode("utf-8", "replace")
+
+    def score(self, prompt: str, text, *, constraint: Constraint | None = None, chat: bool = False, **options):
+        """The log-probability of ``text`` after ``prompt`` under the model alone (natural log,
+        temperature 1): a ``Score`` with each token's, their ``total`` and ``end`` (that the model
+        stops after it). ``text``: a str (its tokenization), a list of token ids, or a list of
+        either (a list of ``Score``, the prompt decoded once). With a constraint (``constraint=``
+        or ``regex=``, ``json_schema=``, ...): ``Score.masked``, the log-probability that masking
+        writes those tokens and ends there; a text it refuses is a ``TokenNotAllowedError``."""
+        from .smc import score as _score
+
+        many = isinstance(text, list) and (not text or not isinstance(text[0], int))
+        texts = text if many else [text]
+        token_lists = []
+        for t in texts:
+            if isinstance(t, str):
+                token_lists.append(self.tokenize_plain(t.encode("utf-8")))
+            elif isinstance(t, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in t):
+                token_lists.append([as_token(x, self.vocabulary.size) for x in t])
+            else:
+                raise ArgumentError(f"text must be a str or a list of token ids, got {type(t).__name__}")
+        made = _constraint(constraint, options) if (constraint is not None or options) else None
+        index = self.compile(made) if made is not None else None
+        out = _score(self, self.tokenize_prompt(prompt, chat=chat), token_lists,
+                     (lambda: index.guide()) if index is not None else None)
+        return out if many else out[0]
 
     def generate_json(self, prompt: str, *, json_schema=True, **kwargs):
         """Generate a JSON document valid for ``json_schema`` and return it parsed.
