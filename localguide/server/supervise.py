@@ -40,7 +40,16 @@ def listening_socket(host: str, port: int) -> socket.socket:
 def inherited_socket() -> socket.socket | None:
     """In a child: the listening socket its parent handed down (None in a server of its own)."""
     fd = os.environ.get(FD_VARIABLE)
-    return socket.socket(fileno=int(fd)) if fd and fd.isdigit() else None
+    if not (fd and fd.isdigit()):
+        return None
+    if sys.platform.startswith("linux"):  # (ended with its parent, even a killed one: no orphan keeps serving)
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    return socket.socket(fileno=int(fd))
 
 
 def unavailable(path: str, message: str) -> bytes:
@@ -86,10 +95,22 @@ class Unavailable:
                     if not chunk:
                         break
                     data += chunk
-                parts = data.split(b"\r\n", 1)[0].split(b" ")
+                head, _, body = data.partition(b"\r\n\r\n")
+                parts = head.split(b"\r\n", 1)[0].split(b" ")
                 path = parts[1].decode("latin-1") if len(parts) > 2 else "/"
+                length = next((int(v) for k, _, v in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+                               if k.strip().lower() == b"content-length" and v.strip().isdigit()), 0)
+                # (the body read first, up to 4 MiB: a socket closed on unread data resets the connection,
+                # and the client would see that instead of the 503)
+                left = min(length, 4 << 20) - len(body)
+                while left > 0:
+                    chunk = conn.recv(min(left, 65536))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
                 conn.sendall(unavailable(path, self.message))
-            except OSError:
+                conn.shutdown(socket.SHUT_WR)
+            except (OSError, ValueError):
                 pass
 
     def stop(self) -> None:
@@ -98,7 +119,12 @@ class Unavailable:
 
 
 def _healthy(port: int, host: str) -> bool:
-    address = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("[::1]" if host in ("::", "::1") else host)
+    if host in ("0.0.0.0", "", "localhost"):
+        address = "127.0.0.1"
+    elif ":" in host:
+        address = "[::1]" if host in ("::", "::1") else f"[{host}]"
+    else:
+        address = host
     try:
         with urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2) as r:
             return r.status == 200
@@ -122,6 +148,7 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
     """Serve ``argv`` (the ``localguide`` command line, ``serve ...``) in children on one socket,
     answering 503 while workers are down; the exit code. ``say``: a line for the operator."""
     sock = listening_socket(host, port)
+    port = sock.getsockname()[1]  # (--port 0: the one the system gave)
     env = dict(os.environ, **{FD_VARIABLE: str(sock.fileno())})
     stopping = threading.Event()
     child: subprocess.Popen | None = None
@@ -138,8 +165,12 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
     try:
         while not stopping.is_set():
             started = time.monotonic()
+            # (a session of its own: a terminal's Ctrl-C reaches the parent alone, which passes it on once;
+            # uvicorn reads a second as "stop now, no draining")
             child = subprocess.Popen([sys.executable, "-m", "localguide.cli", *argv], env=env,
-                                     pass_fds=(sock.fileno(),))
+                                     pass_fds=(sock.fileno(),), start_new_session=True)
+            if stopping.is_set():  # (a signal while it started)
+                child.send_signal(signal.SIGTERM)
             up = False
             while child.poll() is None and not stopping.is_set():
                 if not up and _healthy(port, host):  # (the 503s answer /health too: this is the child)

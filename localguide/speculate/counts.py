@@ -83,8 +83,11 @@ class Calibration:
         self.width_gain = 1.5
         self.length = 0.0  # tokens per generation, a running average (0: none ended yet)
 
-    def ended(self, tokens: int) -> None:
-        """A generation ended after ``tokens`` tokens (``length``: how long the next one likely is)."""
+    def ended(self, tokens: int, cut: bool = False) -> None:
+        """A generation ended after ``tokens`` tokens (``length``: how long the next one likely is);
+        ``cut`` by its budget, it was at least that long: it only raises a length known already."""
+        if cut and (self.length == 0.0 or tokens <= self.length):
+            return
         self.length = float(tokens) if self.length == 0.0 else 0.8 * self.length + 0.2 * tokens
 
     def scale(self, order: int) -> float:

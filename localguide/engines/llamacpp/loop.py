@@ -187,8 +187,8 @@ def run(lane) -> Generator:
     try:
         yield from _loop(lane, reply.offset + len(part) - 1)
         stats.seconds = time.perf_counter() - t1
-        if lane.drafter is not None and lane.speculate and stats.tokens < lane.max_tokens:  # (ended by itself)
-            lane.drafter.calibration.ended(stats.tokens)
+        if lane.drafter is not None and lane.speculate:
+            lane.drafter.calibration.ended(stats.tokens, cut=stats.tokens >= lane.max_tokens)
     finally:
         if stats.seconds == 0.0 and stats.prompt_seconds:
             stats.seconds = time.perf_counter() - t1

@@ -453,7 +453,7 @@ class Model:
         prompt_tokens = self.tokenize_prompt(prompt, chat=chat)
         started = time.perf_counter()
         tokens, smc = run_smc(self, prompt_tokens, lambda: index.guide(max_tokens=max_tokens), max_tokens,
-                              particles, float(temperature), seed)
+                              particles, temperature, seed)
         guide = index.guide(max_tokens=max_tokens)
         for t in tokens:
             guide.advance(t)
@@ -466,7 +466,7 @@ class Model:
         """The log-probability of ``text`` after ``prompt`` under the model alone (natural log,
         temperature 1): a ``Score`` with each token's, their ``total`` and ``end`` (that the model
         stops after it). ``text``: a str (its tokenization), a list of token ids, or a list of
-        either (a list of ``Score``, the prompt decoded once). With a constraint (``constraint=``
+        either (a list of ``Score``, the prompt decoded once; an empty list: none). With a constraint (``constraint=``
         or ``regex=``, ``json_schema=``, ...): ``Score.masked``, the log-probability that masking
         writes those tokens and ends there; a text it refuses is a ``TokenNotAllowedError``."""
         from .smc import score as _score

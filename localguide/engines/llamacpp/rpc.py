@@ -257,7 +257,7 @@ def offload_devices() -> int:
     try:
         g = _g()
         return sum(g.dev_type(g.dev_get(i)) in GPU_TYPES for i in range(g.dev_count()))
-    except (OSError, AttributeError, FileNotFoundError):  # (a build whose libraries cannot be found so)
+    except (OSError, AttributeError, RuntimeError):  # (a build whose libraries cannot be found so)
         return int(bool(llama_cpp.llama_supports_gpu_offload()))
 
 

@@ -10,8 +10,10 @@ them a step, each weighted by the product of its kept masses; where the effectiv
 particles still writing falls below half their number, systematic resampling copies them (their KV
 cells shared through ``llama_memory_seq_cp``; a finished text keeps its final weight and its place),
 and the text returned is drawn from the weighted particles at the end (Lew et al. 2023; Loula et
-al. 2025). The target counts the model's stopping: p_T(text, then a stop token | valid), so a text
-that can only end still draws its stop token, and its probability weighs in.
+al. 2025). The target counts the model's stopping: p_T(text, then a stop token | valid, ended within
+``max_tokens``), so a text that can only end still draws its stop token, and its probability weighs
+in. The draw is that distribution's only as the particles grow: with few of them, a text that
+masking almost never proposes is seldom among them (BENCHMARKS.md, "Fidelity").
 """
 
 from __future__ import annotations
@@ -93,17 +95,30 @@ def ess(log_w: np.ndarray) -> float:
 def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
             seed: int | None) -> tuple[list[int], SMCStats]:
     """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide."""
-    if particles < 1:
-        raise ArgumentError(f"particles must be at least 1, got {particles}")
-    if not temperature > 0:
-        raise ArgumentError(f"SMC samples at a temperature above 0, got {temperature} (greedy has one text)")
-    n_ctx = len(prompt) + max_tokens + 1
-    engine = model.engine_for(particles, max(model.context_size, n_ctx)) if particles > 1 else model.engine
-    if engine.active():
-        raise LocalguideError("the model's engine of several sequences is generating: finish that first")
-    if n_ctx > engine.n_ctx:
-        raise ArgumentError(f"the prompt ({len(prompt)} tokens) and max_tokens ({max_tokens}) exceed the context "
-                            f"({engine.n_ctx} tokens a sequence)")
+    if isinstance(particles, bool) or not isinstance(particles, int) or particles < 1:
+        raise ArgumentError(f"particles must be an int of at least 1, got {particles!r}")
+    if not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
+        raise ArgumentError(f"SMC samples at a temperature above 0, got {temperature!r} (greedy has one text)")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ArgumentError(f"max_tokens must be an int of at least 1, got {max_tokens!r}")
+    if particles == 1:
+        engine, own = model.engine, None
+        if engine.active():
+            raise LocalguideError("the model is generating (a stream not read to its end): finish or close it first")
+        if len(prompt) + max_tokens + 1 > engine.n_ctx:
+            raise ArgumentError(f"the prompt ({len(prompt)} tokens) and max_tokens ({max_tokens}) exceed the "
+                                f"context ({engine.n_ctx} tokens)")
+    else:
+        # A context of its own, freed after: the prompt's cells are shared by every particle (the KV
+        # cache is unified), each particle needs room for its own tokens only.
+        from .engine import Engine, context_for
+
+        need = len(prompt) + particles * (max_tokens + 1)
+        if need > particles * model.context_size:
+            raise ArgumentError(f"the prompt ({len(prompt)} tokens) and {particles} particles of up to {max_tokens} "
+                                f"tokens need {need} cells, over {particles} x the context ({model.context_size})")
+        own = Engine(model, context_for(model, particles, -(-need // particles)), particles, None, owned=True)
+        engine = own
     rng = np.random.default_rng(seed)
     ctx, mem, n_vocab = engine.ctx, engine.mem, model.vocabulary.size
     stop = set(model.vocabulary.stop_ids.tolist())
@@ -158,7 +173,7 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
                 logits = [logits[j] for j in ancestors]
                 log_w[live] = logsumexp(log_w[live]) - math.log(len(live))
                 stats.resampled.append(len(stats.ess) - 1)
-            if not live:
+            if not live or len(stats.ess) > max_tokens:  # (the last step's decode would go unread)
                 break
             batch.clear()
             for i in live:  # (every live particle is one token further, all at one position)
@@ -166,6 +181,11 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
             check(llama_cpp.llama_decode(ctx, batch.b))
             logits = _gather(ctx, live, logits, n_vocab)
             pos += 1
+        for i in range(particles):  # (a text not ended within the budget is not one of the target's)
+            if alive[i]:
+                log_w[i] = float("-inf")
+        if not np.isfinite(log_w).any():
+            raise LocalguideError(f"no particle's text ended within max_tokens ({max_tokens}): give it more")
         stats.log_marginal = logsumexp(log_w) - math.log(particles)
         stats.log_weights = log_w.tolist()
         stats.texts = [list(t) for t in texts]
@@ -175,7 +195,10 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         return texts[choice], stats
     finally:
         batch.free()
-        engine.reset()
+        if own is not None:
+            own.close()
+        else:
+            engine.reset()
 
 
 def _gather(ctx, live: list[int], logits: list, n_vocab: int) -> list:
@@ -283,6 +306,8 @@ def exact(model, prompt: str, **constraint) -> dict[str, tuple[float, float]]:
     probability that masking writes it), summed over its tokenizations: the reference SMC is
     measured against (a finite constraint only, ``token_paths``)."""
     index = model.compile(**constraint)
+    if index is None:
+        raise ArgumentError("exact() needs a finite constraint (choice=, regex=, ...)")
     paths = token_paths(index.guide(), model.vocabulary.stop_ids)
     scores = model.score(prompt, paths, **constraint)
     joint: dict[str, list] = {}
