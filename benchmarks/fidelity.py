@@ -63,7 +63,7 @@ def main() -> None:
             freq = {t: counts.get(t, 0) / args.samples for t in target}
             tv_smc = 0.5 * sum(abs(target[t] - freq[t]) for t in target)
             show = lambda d: ", ".join(f"{t!r}: {d[t]:.3f}" for t in choice)  # noqa: E731
-            rows.append([name, f"{prompt!r} → {' | '.join(map(repr, choice))}", show(target), show(masking),
+            rows.append([name, f"{prompt!r} → {' or '.join(map(repr, choice))}", show(target), show(masking),
                          f"{tv_mask:.3f}", show(freq), f"**{tv_smc:.3f}**",
                          f"{t_smc * 1e3:.0f} ms / {t_mask * 1e3:.0f} ms = {t_smc / t_mask:.1f}× "
                          f"({t_smc / t_mask / args.particles:.2f} × N)"])
