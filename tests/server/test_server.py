@@ -416,11 +416,14 @@ def test_twenty_concurrent_clients(batched):
     assert h["status"] == "ok" and h["active"] == 0 and h["waiting"] == 0
 
 
-def test_batched_greedy_answers_match_a_lone_one(batched):
-    """Two sequences decoded together give each the answer it gets alone (greedy; a position's
-    logits do not depend on the batch it is decoded in)."""
+def test_batched_greedy_answers_keep_to_their_own_sequence(batched):
+    """Two sequences decoded together each get an answer of their own request: the JSON one valid
+    for its schema, the story free text. (Not always the text a lone request gets: with several
+    sequences llama.cpp's fastest kernels round a position's logits by the batch, and greedy text
+    parts where two tokens nearly tie: ``tests/engines/llamacpp/test_batch.py`` counts how often.)"""
     kw = dict(max_tokens=16, temperature=0, response_format=SCHEMA_FORMAT)
     alone = _chat(batched, messages=ASK, **kw).choices[0].message.content
+    jsonschema.validate(json.loads(alone), PERSON)
     out = {}
 
     def ask(i):
@@ -432,7 +435,8 @@ def test_batched_greedy_answers_match_a_lone_one(batched):
         t.start()
     for t in threads:
         t.join()
-    assert out[0] == alone
+    jsonschema.validate(json.loads(out[0]), PERSON)
+    assert not out[1].lstrip().startswith("{") and len(out[1]) > 20, out[1]
 
 
 def test_a_client_that_goes_away_frees_its_sequence(batched):
