@@ -47,6 +47,11 @@ def lark_judge(name: str):
     return lambda text: parser.parse(text) is not None
 
 
+def _parses(text: str) -> bool:
+    json.loads(text)  # (a parse error: not valid)
+    return True
+
+
 def judge_for(constraint: dict):
     """text -> bool, the constraint's judge outside localguide, or None (replay the tokens)."""
     if "regex" in constraint:
@@ -55,10 +60,10 @@ def judge_for(constraint: dict):
     if "json_schema" in constraint:
         schema = constraint["json_schema"]
         if schema is True:
-            return lambda text: json.loads(text) is not None or True
+            return _parses
         return lambda text: jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
     if constraint.get("grammar") == "json":
-        return lambda text: json.loads(text) is not None or True
+        return _parses
     return lark_judge(constraint["grammar"])
 
 

@@ -15,7 +15,7 @@ from typing import Iterator
 import llama_cpp
 
 from ...runtime import cache
-from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError, as_token, check_max_tokens
+from ...errors import ArgumentError, BudgetError, LocalguideError, ModelFileError, as_token
 from ...models import resolve
 from ...runtime.progress import stage
 from ...grammar.sources import DEFAULT_MAX_IGNORED_RUN
@@ -443,9 +443,6 @@ class Model:
 
         if stop:
             raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
-        if isinstance(particles, bool) or not isinstance(particles, int) or not 1 <= particles <= 256:
-            raise ArgumentError(f"particles must be an int from 1 to 256, got {particles!r}")
-        check_max_tokens(max_tokens)
         made = _constraint(constraint, options)
         if made is None:
             raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
@@ -454,12 +451,9 @@ class Model:
         started = time.perf_counter()
         tokens, smc = run_smc(self, prompt_tokens, lambda: index.guide(max_tokens=max_tokens), max_tokens,
                               particles, temperature, seed)
-        guide = index.guide(max_tokens=max_tokens)
-        for t in tokens:
-            guide.advance(t)
         self.last_stats = GenerationStats(prompt_tokens=len(prompt_tokens), tokens=len(tokens),
                                           seconds=time.perf_counter() - started, smc=smc,
-                                          finish_reason="stop" if guide.is_accepting() else "length")
+                                          finish_reason="stop")  # (only ended texts carry weight)
         return self.vocabulary.decode(tokens).decode("utf-8", "replace")
 
     def score(self, prompt: str, text, *, constraint: Constraint | None = None, chat: bool = False, **options):

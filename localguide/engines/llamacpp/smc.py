@@ -95,8 +95,8 @@ def ess(log_w: np.ndarray) -> float:
 def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
             seed: int | None) -> tuple[list[int], SMCStats]:
     """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide."""
-    if isinstance(particles, bool) or not isinstance(particles, int) or particles < 1:
-        raise ArgumentError(f"particles must be an int of at least 1, got {particles!r}")
+    if isinstance(particles, bool) or not isinstance(particles, int) or not 1 <= particles <= 256:
+        raise ArgumentError(f"particles must be an int from 1 to 256, got {particles!r}")
     if not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
         raise ArgumentError(f"SMC samples at a temperature above 0, got {temperature!r} (greedy has one text)")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
