@@ -13,7 +13,7 @@ store="${2:-/tmp/lg-gpu}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 site=/tmp/lg-site
-steps="${STEPS:-setup check speculation short trace server graphs}"
+steps="${STEPS:-setup logits check speculation short trace server graphs}"
 export PYTHONPATH="$site:$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export LOCALGUIDE_CACHE_DIR=/tmp/lg-cache NUMBA_CACHE_DIR=/tmp/lg-numba
 export LOCALGUIDE_MASKBENCH="$store/maskbench"
@@ -27,14 +27,14 @@ step() {  # name, seconds, command...: stdout and stderr into OUTDIR/name.txt
   local name="$1" limit="$2"; shift 2
   case " $steps " in *" $name "*) ;; *) return 0 ;; esac
   local t0=$SECONDS
-  { echo "\$ $*"; timeout "$limit" "$@"; echo "rc=$? after $((SECONDS - t0)) s"; } > "$out/$name.txt" 2>&1
+  { echo "\$ $*"; if declare -F "$1" >/dev/null; then "$@"; else timeout "$limit" "$@"; fi; echo "rc=$? after $((SECONDS - t0)) s"; } > "$out/$name.txt" 2>&1
   echo "$name: $(tail -1 "$out/$name.txt")"
 }
 
 setup() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
     "$store"/wheels/*.whl
-  for t in "$store"/wheels/llama_cpp-*.tar.xz; do  # (build_wheel.sh's: shared libraries linked, not copied)
+  for t in "$store"/wheels/llama_cpp-*.tar; do  # (build_wheel.sh's: shared libraries linked, not copied)
     rm -rf "$site/llama_cpp" && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$t" "$site"
   done
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
@@ -48,6 +48,7 @@ setup() {
 }
 
 step setup 30 setup
+step logits 30 python3 benchmarks/gpu/batch_logits.py --models "$models" --n-gpu-layers -1 --width 4
 step check 130 python3 benchmarks/gpu/check.py --models "$models" --n-gpu-layers -1 --seeds 2
 step speculation 200 python3 benchmarks/speculation.py --models "$models" --rounds 3 --warmup 3 --min-tokens 100 \
   --n-gpu-layers -1
