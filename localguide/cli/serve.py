@@ -70,7 +70,7 @@ def serve(
             if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
                 raise typer.BadParameter(f"expected an origin as a browser sends it (http://host:port, no path) "
                                          f"or '*', got {origin!r}", param_hint="--cors")
-        from ..server.supervise import FD_VARIABLE, inherited_socket, supervise
+        from ..server.supervise import FD_VARIABLE, inherited_socket, ready, supervise
 
         if workers and FD_VARIABLE not in os.environ:
             # (llama.cpp aborts a process whose worker is lost: the server runs in a child started again)
@@ -78,7 +78,8 @@ def serve(
                 raise typer.BadParameter("serving with workers runs from the command line (localguide serve)",
                                          param_hint="--workers")
             names = placement(n_gpu_layers, workers, tensor_split)["workers"]
-            say = lambda line: err.print(f"localguide: {line}", markup=False, highlight=False)  # noqa: E731
+            say = lambda line: err.print(f"localguide: {line}", markup=False, highlight=False,  # noqa: E731
+                                         soft_wrap=True)
             raise typer.Exit(supervise(sys.argv[sys.argv.index("serve"):], host, port, names, say))
         with _StatusLine():
             # (--parallel N decodes in a context of its own: the model's is then only for tokens)
@@ -89,7 +90,7 @@ def serve(
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
                    max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir, cors=cors,
-                   log_level=log_level.lower(), drain_timeout=drain_timeout, sock=inherited_socket())
+                   log_level=log_level.lower(), drain_timeout=drain_timeout, sock=inherited_socket(), ready=ready)
     except typer.Exit:
         raise
     except (typer.BadParameter, Exception) as e:  # noqa: BLE001 - one line, no traceback

@@ -46,12 +46,13 @@ SWITCH_INTERVAL = 0.001  # seconds (Python's default: 0.005)
 
 
 def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", drain_timeout: float = 10.0,
-          sock=None, **options) -> None:
+          sock=None, ready=None, **options) -> None:
     """Run the server until interrupted (options as ``make_server``); ``log_level`` "info": a line
     per request on stderr, "warning": problems only, "debug": uvicorn's own too. On SIGTERM or
     Ctrl-C it takes no new connection and gives the answers under way ``drain_timeout`` seconds
     to end, then ends each with an error event (a second Ctrl-C: at once). ``sock``: a listening
-    socket to serve on instead of binding ``host:port`` (``supervise``'s children)."""
+    socket to serve on instead of binding ``host:port`` (``supervise``'s children); ``ready``: called
+    once it serves."""
     import logging
 
     import uvicorn
@@ -77,6 +78,11 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
                                 timeout_graceful_shutdown=drain_timeout + 2)  # (after the cut answers' last events)
 
         class Draining(uvicorn.Server):
+            async def startup(self, sockets=None):
+                await super().startup(sockets=sockets)
+                if ready is not None and not self.should_exit:
+                    ready()
+
             def handle_exit(self, sig, frame):
                 if not self.should_exit:
                     server.drain(drain_timeout)

@@ -4,8 +4,8 @@ llama.cpp's RPC backend aborts the whole process when a worker's connection brea
 decode. So with workers, ``serve`` binds the listening socket in a parent that loads no model and
 hands it to a child that serves. Where the child dies, the parent answers every request on that
 socket with a 503 and ``Retry-After``, naming the workers that do not answer, greets the workers
-every second, and once all answer starts a child again; that child's first ``/health`` ends the
-503s. The requests under way when a worker went are lost with their connections (their client
+every second, and once all answer starts a child again; that child's word that it serves (a byte
+on a pipe, ``ready``) ends the 503s. The requests under way when a worker went are lost with their connections (their client
 sees the connection close); nothing else is.
 """
 
@@ -20,10 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 FD_VARIABLE = "_LOCALGUIDE_SERVE_FD"  # set in the child: the inherited listening socket's descriptor
+READY_VARIABLE = "_LOCALGUIDE_READY_FD"  # ... and the pipe it writes a byte to once it serves
 RETRY_AFTER = 5  # seconds, in the 503s
 CHECK_EVERY = 1.0  # seconds between greetings of the workers while one is down
 QUICK_DEATHS = 5  # children that die within a minute of their start, in a row: the parent gives up
@@ -118,18 +117,22 @@ class Unavailable:
         self._thread.join(timeout=2)
 
 
-def _healthy(port: int, host: str) -> bool:
-    if host in ("0.0.0.0", "", "localhost"):
-        address = "127.0.0.1"
-    elif ":" in host:
-        address = "[::1]" if host in ("::", "::1") else f"[{host}]"
-    else:
-        address = host
-    try:
-        with urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+def ready() -> None:
+    """In a child: tell the parent it serves now (nothing in a server of its own)."""
+    fd = os.environ.pop(READY_VARIABLE, "")
+    if fd.isdigit():
+        try:
+            os.write(int(fd), b"1")
+            os.close(int(fd))
+        except OSError:
+            pass
+
+
+def _said_ready(r: int, seconds: float) -> bool:
+    """Whether a child wrote to the pipe ``r`` within ``seconds`` (what it wrote, read)."""
+    if not select.select([r], [], [], seconds)[0]:
         return False
+    return bool(os.read(r, 64))
 
 
 def _down(workers: list[str]) -> list[str]:
@@ -148,8 +151,10 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
     """Serve ``argv`` (the ``localguide`` command line, ``serve ...``) in children on one socket,
     answering 503 while workers are down; the exit code. ``say``: a line for the operator."""
     sock = listening_socket(host, port)
-    port = sock.getsockname()[1]  # (--port 0: the one the system gave)
-    env = dict(os.environ, **{FD_VARIABLE: str(sock.fileno())})
+    # (not the socket's /health: while the 503s answer on it too, a greeting may reach either)
+    ready_r, ready_w = os.pipe()
+    os.set_inheritable(ready_w, True)
+    env = dict(os.environ, **{FD_VARIABLE: str(sock.fileno()), READY_VARIABLE: str(ready_w)})
     stopping = threading.Event()
     child: subprocess.Popen | None = None
 
@@ -168,18 +173,19 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
             # (a session of its own: a terminal's Ctrl-C reaches the parent alone, which passes it on once;
             # uvicorn reads a second as "stop now, no draining")
             child = subprocess.Popen([sys.executable, "-m", "localguide.cli", *argv], env=env,
-                                     pass_fds=(sock.fileno(),), start_new_session=True)
+                                     pass_fds=(sock.fileno(), ready_w), start_new_session=True)
             if stopping.is_set():  # (a signal while it started)
                 child.send_signal(signal.SIGTERM)
             up = False
             while child.poll() is None and not stopping.is_set():
-                if not up and _healthy(port, host):  # (the 503s answer /health too: this is the child)
+                if up:
+                    time.sleep(0.5)
+                elif _said_ready(ready_r, 0.5):
                     up = served = True
                     if responder is not None:
                         responder.stop()
                         responder = None
                         say("the workers are back: serving again")
-                time.sleep(0.5)
             code = child.wait()
             if stopping.is_set() or not served:
                 return code  # (stopped; or the first start failed, and the child said why)
@@ -206,3 +212,5 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
         for s, h in previous.items():
             signal.signal(s, h)
         sock.close()
+        os.close(ready_r)
+        os.close(ready_w)
