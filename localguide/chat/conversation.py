@@ -265,9 +265,13 @@ class ChatRun:
 
 def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, fast_forward: bool,
                 opportunistic: bool, stats: bool, cache_prompt: bool, stop: list[str],
-                **run_args) -> Iterator[ChatDelta]:
-    """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments)."""
+                particles: int | None = None, **run_args) -> Iterator[ChatDelta]:
+    """The deltas of the answer to ``messages`` (``Model.chat_stream`` documents the arguments;
+    ``particles``: the answer drawn by SMC with that many)."""
     run = ChatRun(model, messages, max_tokens=max_tokens, **run_args)
+    if particles is not None:
+        yield from _smc_answer(model, run, max_tokens, sampling, stop, particles)
+        return
     cut = run.stop_text(stop)
     guide = run.guide
     counts = model.draft_counts(run.counts_key) if guide is not None and (speculate or fast_forward) else None
@@ -294,6 +298,28 @@ def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, 
         tokens.close()
         if counts is not None:
             counts.save()
+
+
+def _smc_answer(model, run: ChatRun, max_tokens: int, sampling, stop: list[str],
+                particles: int) -> Iterator[ChatDelta]:
+    """The answer drawn by SMC (``localguide.engines.llamacpp.smc``): the particles follow the
+    conversation's guide (its constraint, tool calls or reasoning trigger), and the text drawn
+    is read as a generated one is."""
+    from ..errors import ArgumentError
+
+    if stop:
+        raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
+    guide = run.guide
+    if guide is None:
+        raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema, tools)")
+    tokens = model.sample_smc(run.prompt_tokens, guide.copy, max_tokens, particles, sampling.temperature,
+                              sampling.seed)
+    for token in tokens:
+        if (d := run.feed(token)) is not None and (d.content or d.reasoning):
+            yield d
+    for d in run.finish():
+        if d.content or d.reasoning or d.tool_calls:
+            yield d
 
 
 def collect(deltas: Iterator[ChatDelta], after: str | None) -> ChatMessage:

@@ -3,7 +3,7 @@ OpenAI's error body, the field named in ``param``), never a silent default or fa
 
 What OpenAI's API cannot say comes as documented extension fields: ``regex``, ``grammar`` (text
 or a shipped name), ``choice``, ``after``, ``max_reasoning_tokens``, ``top_k``, ``min_p``,
-``stats`` (the invasiveness figures).
+``stats`` (the invasiveness figures), ``smc`` (particles: the answer drawn by sequential Monte Carlo).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class Job:
     include_usage: bool = False
     stats: bool = False
     heal: bool = True
+    smc: int | None = None  # particles: the answer drawn by SMC (``localguide.engines.llamacpp.smc``)
 
 
 _IGNORED = {"model", "user", "metadata", "store", "service_tier", "stream_options", "logit_bias",
@@ -66,9 +67,9 @@ _IGNORED = {"model", "user", "metadata", "store", "service_tier", "stream_option
             "suffix", "reasoning_effort", "modalities", "prediction", "audio", "web_search_options"}
 _CHAT = {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stop", "stream",
          "response_format", "tools", "tool_choice", "parallel_tool_calls", "regex", "grammar", "choice", "after",
-         "max_reasoning_tokens", "top_k", "min_p", "stats", "chat_template_kwargs"}
+         "max_reasoning_tokens", "top_k", "min_p", "stats", "chat_template_kwargs", "smc"}
 _COMPLETION = {"prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "stream", "response_format",
-               "regex", "grammar", "choice", "top_k", "min_p", "stats", "heal"}
+               "regex", "grammar", "choice", "top_k", "min_p", "stats", "heal", "smc"}
 
 
 def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
@@ -99,6 +100,7 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ApiError("chat_template_kwargs: expected an object", "chat_template_kwargs")
     job.options["template_variables"] = kwargs
+    smc_field(body, job)
     return job
 
 
@@ -118,7 +120,29 @@ def parse_completion(body, limits: Limits, texts: bool = True) -> Job:
     job = Job(prompt=prompt)
     _common(body, job, limits, ("max_tokens",))
     job.heal = _bool(body, "heal", True)
+    smc_field(body, job)
     return job
+
+
+MAX_PARTICLES = 64  # of one request's SMC (each a sequence of a context of the request's own)
+
+
+def smc_field(body: dict, job: Job) -> None:
+    """The ``smc`` extension (particles, 2 to ``MAX_PARTICLES``), checked against the rest of the job."""
+    n = _int(body, "smc", None, lo=2)
+    if n is None:
+        return
+    if n > MAX_PARTICLES:
+        raise ApiError(f"smc: at most {MAX_PARTICLES} particles, got {n}", "smc")
+    if job.constraint is None and (job.tools is None or job.tool_choice == "none"):
+        raise ApiError("smc samples valid texts: it needs a constraint (a JSON Schema, regex, grammar, choice or "
+                       "tools)", "smc")
+    if job.stop:
+        raise ApiError("stop strings cut the text where they match: they do not apply with smc", "stop")
+    if job.sampling.temperature <= 0:
+        raise ApiError("smc samples at a temperature above 0 (greedy has one text)", "temperature")
+    job.heal = False  # (SMC draws the text after the prompt as written)
+    job.smc = n
 
 
 # -- the parts ------------------------------------------------------------------------------
@@ -177,7 +201,7 @@ def _known(body: dict, known: set) -> None:
     for key in body:
         if key not in known and key not in _IGNORED:
             raise ApiError(f"unknown field {key!r} (localguide's extensions: regex, grammar, choice, after, "
-                           "max_reasoning_tokens, top_k, min_p, stats)", key)
+                           "max_reasoning_tokens, top_k, min_p, stats, smc)", key)
     if body.get("n") not in (None, 1):
         raise ApiError("n: only one choice per request is supported", "n")
     for key in ("frequency_penalty", "presence_penalty"):

@@ -177,6 +177,8 @@ class Server:
         # delays no other request; its time is charged to its own request only)
         self.workers = CompileWorkers(model.path, COMPILE_WORKERS)
         self._pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="localguide-prepare")
+        # (one SMC answer at a time, its particles in a context of its own: the next waits)
+        self._smc = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localguide-smc")
         self._compiling = 0  # compiles running or waiting for a worker
         self._requests = 0  # requests read, prepared or answered (not streams after their answer began)
         self._count = threading.Lock()
@@ -357,6 +359,7 @@ class Server:
     def close(self) -> None:
         """End the compile workers and the engine."""
         self.workers.close()
+        self._smc.shutdown(wait=True, cancel_futures=True)  # (a draw under way holds the model)
         self.engine.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -458,10 +461,38 @@ class Server:
                                   api_error=lambda e: _api_error(e, job), started=started)
             media = "application/x-ndjson"
         request.state.answer = answer  # (the request log's tokens)
-        self.engine.submit(answer.work)
+        if job.smc is not None:
+            self._smc.submit(self._draw_smc, job, prepared, answer)
+        else:
+            self.engine.submit(answer.work)
         if job.stream:
             return StreamingResponse(stream.events(), media_type=media, headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
+
+    def _draw_smc(self, job: Job, prepared, answer: Answer) -> None:
+        """The ``smc`` extension's answer: drawn by SMC (``localguide.engines.llamacpp.smc``) in a
+        context of its own, its tokens then read as the engine's would be."""
+        from ..engines.llamacpp.loop import GenerationStats
+        from ..engines.llamacpp.smc import run_smc
+
+        what, _ = prepared
+        tokens, guide = (what.prompt_tokens, what.guide) if job.messages is not None else what[:2]
+        started = time.perf_counter()
+        try:
+            if self._cut_done:
+                raise ApiError("the server is shutting down", status=503, type="server_error", code="shutting_down")
+            if guide is None:
+                raise ApiError("smc needs a constraint", "smc")
+            out, st = run_smc(self.model, tokens, guide.copy, job.max_tokens, job.smc, job.sampling.temperature,
+                              job.sampling.seed, lock=self.engine.lock)
+        except Exception as e:  # noqa: BLE001 - the request's answer
+            answer._on_done("stop", e, None)
+            return
+        answer._on_start()
+        for t in out:
+            answer._on_token(t)
+        answer._on_done("stop", None, GenerationStats(prompt_tokens=len(tokens), tokens=len(out), smc=st,
+                                                      seconds=time.perf_counter() - started, finish_reason="stop"))
 
     def _prepare(self, job: Job):
         """The job's prompt and guide (a chat's or a completion's); a budget that fills the context

@@ -14,7 +14,8 @@ does, unless ``raw``; a request's own ``template`` is refused (no request reache
 from __future__ import annotations
 
 from ..sampling import DEFAULT, Sampling
-from .api import ApiError, Job, Limits, _bool, _int, _messages, _number, _stop, _texts, _tools, extension_constraint
+from .api import (ApiError, Job, Limits, _bool, _int, _messages, _number, _stop, _texts, _tools, extension_constraint,
+                  smc_field)
 
 # (placement of the model: serve's own options decide it)
 _PLACEMENT = {"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv", "logits_all", "vocab_only",
@@ -24,7 +25,7 @@ _NEUTRAL = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty":
             "tfs_z": 1.0, "typical_p": 1.0, "penalize_newline": False}
 _SAMPLING = {"temperature", "top_k", "top_p", "min_p", "seed", "num_predict", "stop", "num_ctx", "repeat_last_n",
              "mirostat_tau", "mirostat_eta"}
-_EXTENSIONS = {"regex", "grammar", "choice", "stats"}
+_EXTENSIONS = {"regex", "grammar", "choice", "stats", "smc"}
 _CHAT = {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"} | _EXTENSIONS
 _GENERATE = {"model", "prompt", "suffix", "system", "template", "context", "raw", "images", "format", "options",
              "stream", "keep_alive", "think"} | _EXTENSIONS
@@ -41,6 +42,7 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
     if job.tools is not None and job.constraint is not None:
         raise ApiError("tools cannot be combined with format, regex, grammar or choice: the answer is text or "
                        "calls", "tools")
+    smc_field(body, job)
     return job
 
 
@@ -69,6 +71,7 @@ def parse_generate(body, limits: Limits, texts: bool = True) -> Job:
                                      + [{"role": "user", "content": prompt}]))
     _common(body, job, limits)
     job.heal = raw
+    smc_field(body, job)
     return job
 
 
@@ -79,7 +82,7 @@ def _start(body, texts: bool, known: set) -> dict:
         _texts(body, ("messages", "prompt", "system", "tools", "options"))
     for key in body:
         if key not in known:
-            raise ApiError(f"unknown field {key!r} (localguide's extensions: regex, grammar, choice, stats)", key)
+            raise ApiError(f"unknown field {key!r} (localguide's extensions: regex, grammar, choice, stats, smc)", key)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError("model: expected a string", "model")

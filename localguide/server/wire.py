@@ -24,6 +24,10 @@ def stats_fields(stats, answer) -> dict:
     out["compile_seconds"] = round(answer.compile_seconds, 6)
     out["queue_seconds"] = round(answer.queue_seconds, 6)
     out["prompt_seconds"] = getattr(stats, "prompt_seconds", None)
+    smc = getattr(stats, "smc", None)
+    if smc is not None:  # (the smc extension's draw)
+        out["smc"] = {"particles": smc.particles, "ess": [round(x, 3) for x in smc.ess], "resampled": smc.resampled,
+                      "log_marginal": smc.log_marginal, "distinct": smc.distinct}
     return out
 
 

@@ -517,3 +517,30 @@ def test_warm_up_takes_each_path_then_sets_its_objects_aside(model, parallel):
     finally:
         gc.unfreeze()
         server.close()
+
+
+def test_smc_extension_draws_a_valid_answer(served):
+    # ``smc``: the answer drawn by sequential Monte Carlo in a context of its own, streamed or
+    # whole, over the OpenAI and Ollama routes; what it cannot do is refused, naming the field.
+    r = _chat(served, messages=ASK, response_format=SCHEMA_FORMAT, max_tokens=60, temperature=1.0, seed=3,
+              extra_body={"smc": 4, "stats": True})
+    jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
+    st = r.model_extra["localguide"]["smc"]
+    assert st["particles"] == 4 and len(st["ess"]) >= 2 and r.usage.completion_tokens > 0
+    parts = [c.choices[0].delta.content or "" for c in _chat(
+        served, messages=[{"role": "user", "content": "Yes or no?"}], max_tokens=4, stream=True,
+        extra_body={"smc": 3, "choice": ["yes", "no"]}) if c.choices]
+    assert "".join(parts) in ("yes", "no")
+    status, body = served.post("/v1/completions", {"prompt": "The answer is", "choice": [" no", " yes!"], "smc": 2,
+                                                   "max_tokens": 6})
+    assert status == 200 and body["choices"][0]["text"] in (" no", " yes!"), body
+    status, body = served.post("/api/chat", {"model": "m", "messages": ASK, "format": PERSON, "smc": 2, "stream": False,
+                                             "options": {"num_predict": 60}})
+    assert status == 200, body
+    jsonschema.validate(json.loads(body["message"]["content"]), PERSON)
+    for extra, param in (({"smc": 4}, "smc"), ({"smc": 1, "choice": ["a"]}, "smc"), ({"smc": 65, "choice": ["a"]}, "smc"),
+                         ({"smc": "4", "choice": ["a"]}, "smc"), ({"smc": 4, "choice": ["a"], "stop": ["x"]}, "stop"),
+                         ({"smc": 4, "choice": ["a"], "temperature": 0}, "temperature")):
+        status, body = served.post("/v1/chat/completions", {"model": "m", "messages": ASK, **extra})
+        assert status == 400 and body["error"]["param"] == param, (extra, body)
+    assert served.get("/health")["status"] == "ok"

@@ -299,9 +299,11 @@ def _value(item: _Item, text: str, reason: str):
 
 def run_batch(model, items, *, parallel: int, constraint: Constraint | None, chat: bool, system: str | None,
               max_tokens: int, sampling: Sampling, speculate: bool, heal: bool, stats: bool,
-              context: int | None = None, interrupt: "Interrupt | None" = None) -> Iterator[BatchResult]:
+              context: int | None = None, interrupt: "Interrupt | None" = None,
+              particles: int | None = None) -> Iterator[BatchResult]:
     """``Model.batch`` (which documents it); ``interrupt``: once ``winding`` no item starts, once
-    ``now`` the items in progress end too (without a result)."""
+    ``now`` the items in progress end too (without a result); ``particles``: each item drawn by SMC
+    with that many, one item after another."""
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise ArgumentError(f"parallel must be a whole number, 1 or more, got {parallel!r}")
     if isinstance(items, (str, bytes, dict)):
@@ -312,9 +314,12 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
     for item in queue:  # (errors of preparation are the item's, before anything is decoded)
         if item.error is None:
             try:
-                _prepare(model, item, chat, system, heal)
+                _prepare(model, item, chat, system, heal and particles is None)
             except Exception as e:  # noqa: BLE001 - the item's error
                 item.error = e
+    if particles is not None:
+        yield from _smc_items(model, queue, sampling.temperature, particles, interrupt)
+        return
     # Every prompt shares its leading tokens with the others (an instruction, few-shot examples, a
     # system prompt): decoded once and copied, where they decode alike in every sequence.
     shared = _shared_prefix([item.tokens for item in queue if item.error is None])
@@ -358,6 +363,26 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
             engine.release(lane, keep_cache=False)
         for counts in counts_used.values():
             counts.save()
+
+
+def _smc_items(model, items, temperature: float, particles: int, interrupt) -> Iterator[BatchResult]:
+    """Each item drawn by SMC (``Model.sample_smc``), in turn: its own errors in its result."""
+    for item in items:
+        if interrupt is not None and (interrupt.now or interrupt.winding):
+            return
+        if item.error is not None:
+            yield BatchResult(item.index, item.id, error=item.error)
+            continue
+        try:
+            if item.guide is None:
+                raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
+            tokens = model.sample_smc(item.tokens, item.guide.copy, item.max_tokens, particles, temperature,
+                                      item.seed)
+            stats = model.last_stats
+            text = _text(model, item, tokens)
+            yield BatchResult(item.index, item.id, text, _value(item, text, "stop"), "stop", stats)
+        except Exception as e:  # noqa: BLE001 - the item's error
+            yield BatchResult(item.index, item.id, error=e)
 
 
 def _foreign(engine, running: dict, parallel: int) -> None:

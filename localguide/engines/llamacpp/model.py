@@ -76,6 +76,13 @@ def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     return Model(default_model_path() if path is None else resolve(path), reproducible=reproducible, **llama_kwargs)
 
 
+def _smc(sampling) -> bool:
+    """Whether ``sampling`` asks for SMC ("smc") rather than masking ("mask")."""
+    if sampling not in ("mask", "smc"):
+        raise ArgumentError(f"sampling must be 'mask' or 'smc', got {sampling!r}")
+    return sampling == "smc"
+
+
 class Model:
     """A loaded model: ``.llama`` (the ``llama_cpp.Llama``), ``.vocabulary`` and guided generation."""
 
@@ -188,9 +195,7 @@ class Model:
         completions): top-k, top-p and min-p are off, and healing, speculation and stop strings
         do not apply (``localguide.engines.llamacpp.smc``; ``last_stats.smc`` says how it went).
         """
-        if sampling not in ("mask", "smc"):
-            raise ArgumentError(f"sampling must be 'mask' or 'smc', got {sampling!r}")
-        if sampling == "smc":
+        if _smc(sampling):
             return self._generate_smc(prompt, constraint, dict(
                 regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
                 whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run),
@@ -211,8 +216,18 @@ class Model:
                top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                chat: bool = False, opportunistic: bool = False, speculate: bool = True,
                fast_forward: bool = False, heal: bool = True, stats: bool = False,
-               cache_prompt: bool = True, stop=None, constraint: Constraint | None = None) -> Iterator[str]:
-        """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``)."""
+               cache_prompt: bool = True, stop=None, constraint: Constraint | None = None,
+               sampling: str = "mask", particles: int = 16) -> Iterator[str]:
+        """Yield the text as it is generated, never splitting a UTF-8 character (options as ``generate``;
+        with ``sampling="smc"`` the text is drawn once every particle has ended: it comes in one piece)."""
+        if _smc(sampling):
+            text = self._generate_smc(prompt, constraint, dict(
+                regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
+                whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run),
+                max_tokens=max_tokens, temperature=temperature, seed=seed, chat=chat, stop=stop, particles=particles)
+            if text:
+                yield text
+            return
         stops = check_stops(stop)
         constraint = _constraint(constraint, dict(
             regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
@@ -251,7 +266,8 @@ class Model:
               constraint: Constraint | None = None, chat: bool = False, system: str | None = None,
               max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
               top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None, speculate: bool = True,
-              heal: bool = True, stats: bool = False, n_ctx: int | None = None):
+              heal: bool = True, stats: bool = False, n_ctx: int | None = None, sampling: str = "mask",
+              particles: int = 16):
         """Generate for many items, ``parallel`` sequences decoded together, and yield each
         ``BatchResult`` as it finishes (``index``, ``id``, ``text``, ``value``, ``finish_reason``,
         ``stats``, or its own ``error``: one bad item never stops the others).
@@ -266,7 +282,9 @@ class Model:
         few-shot examples, a system prompt) are decoded once and shared. ``n_ctx``: tokens of
         context per sequence (default the model's); with ``parallel`` > 1 the sequences share a
         context of their own, kept for the next call (``close_engine``), on the fastest kernels:
-        a text may then differ from ``parallel=1``'s where two tokens nearly tie (``engine_for``)."""
+        a text may then differ from ``parallel=1``'s where two tokens nearly tie (``engine_for``).
+        ``sampling="smc"`` (as ``generate``): the items one after another, each with ``particles``
+        sequences of a context of its own (``parallel`` does not apply)."""
         from .batch import run_batch
 
         made = _constraint(constraint, dict(
@@ -274,7 +292,8 @@ class Model:
             whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run))
         return run_batch(self, items, parallel=parallel, constraint=made, chat=chat, system=system,
                          max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
-                         speculate=speculate, heal=heal, stats=stats, context=n_ctx)
+                         speculate=speculate, heal=heal, stats=stats, context=n_ctx,
+                         particles=particles if _smc(sampling) else None)
 
     def engine_for(self, parallel: int, n_ctx: int | None = None) -> Engine:
         """The engine of ``parallel`` sequences of ``n_ctx`` tokens each (default the model's
@@ -376,9 +395,11 @@ class Model:
                     max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float = S.temperature, top_k: int = S.top_k,
                     top_p: float = S.top_p, min_p: float = S.min_p, seed: int | None = None,
                     opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
-                    stats: bool = False, cache_prompt: bool = True, stop=None, constraint: Constraint | None = None):
+                    stats: bool = False, cache_prompt: bool = True, stop=None, constraint: Constraint | None = None,
+                    sampling: str = "mask", particles: int = 16):
         """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);
-        arguments as ``chat``."""
+        arguments as ``chat`` (with ``sampling="smc"`` the answer comes once every particle has
+        ended: the conversation's constraint, tools or reasoning trigger is the particles')."""
         from ...chat.conversation import chat_stream
 
         constraint = _constraint(constraint, dict(
@@ -391,7 +412,8 @@ class Model:
                            max_tokens=max_tokens, sampling=Sampling(temperature, top_k, top_p, min_p, seed),
                            constraint=constraint, speculate=speculate,
                            fast_forward=fast_forward, opportunistic=opportunistic, stats=stats,
-                           cache_prompt=cache_prompt, stop=check_stops(stop))
+                           cache_prompt=cache_prompt, stop=check_stops(stop),
+                           particles=particles if _smc(sampling) else None)
 
     def stream_json(self, prompt_or_messages, *, json_schema=True, **kwargs) -> Iterator:
         """Yield the document as it grows: successively more complete parsed values (partial
@@ -439,8 +461,6 @@ class Model:
 
     def _generate_smc(self, prompt: str, constraint, options: dict, *, max_tokens: int, temperature: float,
                       seed, chat: bool, stop, particles: int) -> str:
-        from .smc import run_smc
-
         if stop:
             raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
         made = _constraint(constraint, options)
@@ -448,13 +468,22 @@ class Model:
             raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
         index = self.compile(made)
         prompt_tokens = self.tokenize_prompt(prompt, chat=chat)
+        tokens = self.sample_smc(prompt_tokens, lambda: index.guide(max_tokens=max_tokens), max_tokens,
+                                 particles, temperature, seed)
+        return self.vocabulary.decode(tokens).decode("utf-8", "replace")
+
+    def sample_smc(self, prompt_tokens: list[int], make_guide, max_tokens: int, particles: int,
+                   temperature: float, seed) -> list[int]:
+        """The tokens of a text drawn by SMC after ``prompt_tokens`` (``make_guide()``: a fresh guide
+        of the constraint; ``localguide.engines.llamacpp.smc``); ``last_stats`` says how it went."""
+        from .smc import run_smc
+
         started = time.perf_counter()
-        tokens, smc = run_smc(self, prompt_tokens, lambda: index.guide(max_tokens=max_tokens), max_tokens,
-                              particles, temperature, seed)
+        tokens, smc = run_smc(self, prompt_tokens, make_guide, max_tokens, particles, temperature, seed)
         self.last_stats = GenerationStats(prompt_tokens=len(prompt_tokens), tokens=len(tokens),
                                           seconds=time.perf_counter() - started, smc=smc,
                                           finish_reason="stop")  # (only ended texts carry weight)
-        return self.vocabulary.decode(tokens).decode("utf-8", "replace")
+        return tokens
 
     def score(self, prompt: str, text, *, constraint: Constraint | None = None, chat: bool = False, **options):
         """The log-probability of ``text`` after ``prompt`` under the model alone (natural log,

@@ -6,7 +6,8 @@ step i: a first token the model likes that leads only to unlikely completions is
 The target here is p_T(text | valid), p_T the model's distribution at temperature T with no top-k,
 top-p or min-p (truncations change the distribution; they are off under SMC). ``particles``
 sequences of one llama.cpp context advance by the masked proposal, one ``llama_decode`` for all of
-them a step, each weighted by the product of its kept masses; where the effective sample size of the
+them a step, each weighted by the product of its kept masses (particles that share a history draw
+their tokens in strata of the proposal: ``stratified``); where the effective sample size of the
 particles still writing falls below half their number, systematic resampling copies them (their KV
 cells shared through ``llama_memory_seq_cp``; a finished text keeps its final weight and its place),
 and the text returned is drawn from the weighted particles at the end (Lew et al. 2023; Loula et
@@ -18,6 +19,7 @@ masking almost never proposes is seldom among them (BENCHMARKS.md, "Fidelity").
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -60,13 +62,27 @@ def logsumexp(x: np.ndarray) -> float:
 
 def step(logits: np.ndarray, allowed: np.ndarray, temperature: float, rng: np.random.Generator) -> tuple[int, float]:
     """One particle's step: (the token drawn from the masked proposal, log of the kept mass Z)."""
+    tokens, log_z = draws(logits, allowed, temperature, np.array([rng.random()]))
+    return tokens[0], log_z
+
+
+def draws(logits: np.ndarray, allowed: np.ndarray, temperature: float, us: np.ndarray) -> tuple[list[int], float]:
+    """The steps of particles that share a history: (the token of the masked proposal at each
+    quantile of ``us``, log of the kept mass Z). Tokens -1 where every allowed token underflowed."""
     logp = log_softmax(logits.astype(np.float64) / temperature)
     kept = logp[allowed]
     log_z = logsumexp(kept)
-    if log_z == float("-inf"):  # (every allowed token underflowed: the particle is dead)
-        return -1, log_z
-    q = np.exp(kept - log_z)
-    return int(allowed[min(int(np.searchsorted(np.cumsum(q), rng.random() * q.sum())), len(q) - 1)]), log_z
+    if log_z == float("-inf"):  # (the particles are dead)
+        return [-1] * len(us), log_z
+    cdf = np.cumsum(np.exp(kept - log_z))
+    at = np.minimum(np.searchsorted(cdf, np.asarray(us) * cdf[-1]), len(cdf) - 1)
+    return [int(t) for t in allowed[at]], log_z
+
+
+def stratified(m: int, rng: np.random.Generator) -> np.ndarray:
+    """``m`` quantiles, one in each of ``m`` equal strata of [0, 1) (one uniform draw for them all),
+    in a random order: each alone is uniform, and together they spread over the distribution."""
+    return rng.permutation((rng.random() + np.arange(m)) / m) if m > 1 else np.array([rng.random()])
 
 
 def systematic(log_w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -93,8 +109,11 @@ def ess(log_w: np.ndarray) -> float:
 
 
 def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
-            seed: int | None) -> tuple[list[int], SMCStats]:
-    """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide."""
+            seed: int | None, lock=None) -> tuple[list[int], SMCStats]:
+    """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide;
+    ``lock``: held while guides are made and walked (a server's engine walks guides of the same
+    index meanwhile)."""
+    lock = lock if lock is not None else contextlib.nullcontext()
     if isinstance(particles, bool) or not isinstance(particles, int) or not 1 <= particles <= 256:
         raise ArgumentError(f"particles must be an int from 1 to 256, got {particles!r}")
     if not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
@@ -132,7 +151,8 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         first = logits_at(ctx, -1, n_vocab).copy()
         for s in range(1, particles):
             llama_cpp.llama_memory_seq_cp(mem, 0, s, 0, -1)
-        guides = [make_guide() for _ in range(particles)]
+        with lock:
+            guides = [make_guide() for _ in range(particles)]
         texts: list[list[int]] = [[] for _ in range(particles)]
         alive = [True] * particles
         log_w = np.zeros(particles)
@@ -140,20 +160,28 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         stats = SMCStats(particles=particles)
         pos = len(prompt)
         for _ in range(max_tokens + 1):
+            # Particles with one history (the first step's all, the copies a resampling made) draw
+            # their tokens together, one in each stratum of the proposal: each is still a draw of
+            # the masked proposal, and a token it gives a sixth of its mass goes to a sixth of them,
+            # not to none by chance. (Their histories, weights and logits are the same.)
+            families: dict[tuple, list[int]] = {}
             for i in range(particles):
-                if not alive[i]:
-                    continue
-                allowed = guides[i].allowed_token_ids()
-                token, log_z = step(logits[i], allowed, temperature, rng)
-                log_w[i] += log_z
-                if token < 0:
-                    alive[i] = False
-                    continue
-                guides[i].advance(token)
-                if token in stop:
-                    alive[i] = False
-                    continue
-                texts[i].append(token)  # (a text that can only end still draws its stop token: p(end) counts)
+                if alive[i]:
+                    families.setdefault(tuple(texts[i]), []).append(i)
+            with lock:
+                for members in families.values():
+                    tokens, log_z = draws(logits[members[0]], guides[members[0]].allowed_token_ids(), temperature,
+                                          stratified(len(members), rng))
+                    for i, token in zip(members, tokens):
+                        log_w[i] += log_z
+                        if token < 0:
+                            alive[i] = False
+                            continue
+                        guides[i].advance(token)
+                        if token in stop:
+                            alive[i] = False
+                            continue
+                        texts[i].append(token)  # (a text that can only end still draws its stop token)
             if not np.isfinite(log_w).any():
                 raise LocalguideError("every particle reached a text the model gives no probability")
             stats.ess.append(ess(log_w))
@@ -168,7 +196,8 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
                     if i != j:
                         llama_cpp.llama_memory_seq_rm(mem, i, -1, -1)
                         llama_cpp.llama_memory_seq_cp(mem, int(j), i, -1, -1)
-                guides = [guides[j] if i == j else guides[j].copy() for i, j in enumerate(ancestors)]
+                with lock:
+                    guides = [guides[j] if i == j else guides[j].copy() for i, j in enumerate(ancestors)]
                 texts = [list(texts[j]) for j in ancestors]
                 logits = [logits[j] for j in ancestors]
                 log_w[live] = logsumexp(log_w[live]) - math.log(len(live))

@@ -8,7 +8,9 @@ particles seldom hold it: SMC's own bias at a finite number of particles, BENCHM
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -125,3 +127,39 @@ def test_smc_says_what_it_needs(model):
     st = model.generate(PROMPT, choice=CHOICE, sampling="smc", particles=8, temperature=1.0, seed=1)
     assert st in CHOICE and math.isfinite(model.last_stats.smc.log_marginal)
     assert len(model.last_stats.smc.ess) >= 2 and model.last_stats.smc.particles == 8
+
+
+def test_smc_streams_chats_and_batches(model):
+    # The same draw through every entry: a stream gives the text in one piece (drawn once every
+    # particle ended), a chat reads the drawn tokens as a generated answer (a choice, a tool call),
+    # and a batch draws each item in turn, an item without a constraint failing alone.
+    args = {"choice": CHOICE, "sampling": "smc", "particles": 4, "temperature": 1.0, "seed": 7}
+    text = model.generate(PROMPT, **args)
+    assert list(model.stream(PROMPT, **args)) == [text]
+    assert model.last_stats.smc.particles == 4 and text in CHOICE
+    ask = [{"role": "user", "content": "Is the sky blue? Answer yes or no."}]
+    answer = model.chat(ask, choice=["yes", "no"], sampling="smc", particles=4, seed=2)
+    assert answer.content in ("yes", "no") and model.last_stats.smc.particles == 4
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
+        "additionalProperties": False}}}]
+    answer = model.chat([{"role": "user", "content": "What is the weather in Paris?"}], tools=tools,
+                        tool_choice="required", parallel_tool_calls=False, sampling="smc", particles=4, seed=3,
+                        max_tokens=60)
+    (call,) = answer.tool_calls
+    assert call["function"]["name"] == "weather" and set(json.loads(call["function"]["arguments"])) == {"city"}
+    items = ["Name a colour:", {"prompt": "Name a fruit:", "choice": ["apple", "pear"]}, {"prompt": "x"},
+             {"prompt": "y", "max_tokens": 0}]
+    results = list(model.batch(items, regex="[a-z]{3,8}", sampling="smc", particles=4, seed=5, max_tokens=12))
+    assert [r.index for r in results] == [0, 1, 2, 3]
+    assert re.fullmatch("[a-z]{3,8}", results[0].text) and results[1].text in ("apple", "pear")
+    assert results[0].stats.smc.particles == 4 and results[0].finish_reason == "stop"
+    assert results[3].error is not None and "max_tokens" in str(results[3].error)
+    free = list(model.batch(["x"], sampling="smc", particles=2))
+    assert isinstance(free[0].error, ArgumentError) and "needs a constraint" in str(free[0].error)
+    with pytest.raises(ArgumentError, match="needs a constraint"):
+        model.chat(ask, sampling="smc")
+    with pytest.raises(ArgumentError, match="stop strings"):
+        list(model.chat_stream(ask, choice=["yes", "no"], sampling="smc", stop=["e"]))
+    with pytest.raises(ArgumentError, match="'mask' or 'smc'"):
+        list(model.stream(PROMPT, choice=CHOICE, sampling="best"))
