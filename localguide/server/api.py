@@ -100,7 +100,7 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
     if kwargs is not None and not isinstance(kwargs, dict):
         raise ApiError("chat_template_kwargs: expected an object", "chat_template_kwargs")
     job.options["template_variables"] = kwargs
-    smc_field(body, job)
+    smc_field(body, job, limits)
     return job
 
 
@@ -120,14 +120,15 @@ def parse_completion(body, limits: Limits, texts: bool = True) -> Job:
     job = Job(prompt=prompt)
     _common(body, job, limits, ("max_tokens",))
     job.heal = _bool(body, "heal", True)
-    smc_field(body, job)
+    smc_field(body, job, limits)
     return job
 
 
 MAX_PARTICLES = 64  # of one request's SMC (each a sequence of a context of the request's own)
+SMC_CONTEXTS = 4  # an SMC draw's cells (particles x (max_tokens + 1)): at most this many contexts' worth
 
 
-def smc_field(body: dict, job: Job) -> None:
+def smc_field(body: dict, job: Job, limits: Limits) -> None:
     """The ``smc`` extension (particles, 2 to ``MAX_PARTICLES``), checked against the rest of the job."""
     n = _int(body, "smc", None, lo=2)
     if n is None:
@@ -140,7 +141,21 @@ def smc_field(body: dict, job: Job) -> None:
     if job.stop:
         raise ApiError("stop strings cut the text where they match: they do not apply with smc", "stop")
     if job.sampling.temperature <= 0:
-        raise ApiError("smc samples at a temperature above 0 (greedy has one text)", "temperature")
+        raise ApiError("smc samples at a temperature above 0 (greedy has one text)",
+                       "temperature" if "temperature" in body else "options")
+    options = body.get("options") if isinstance(body.get("options"), dict) else {}
+    for key in ("top_k", "top_p", "min_p"):  # (the target is the model's distribution, untruncated)
+        if body.get(key) is not None or options.get(key) is not None:
+            raise ApiError(f"smc samples the model's distribution without truncation: leave {key} out",
+                           key if key in body else "options")
+    if body.get("heal") is True:
+        raise ApiError("smc draws the text after the prompt as written: heal does not apply", "heal")
+    if job.fill:  # (Ollama's default budget, the context's room: an answer's default here)
+        job.max_tokens, job.fill = min(job.max_tokens, limits.default_max_tokens), False
+    if n * (job.max_tokens + 1) > SMC_CONTEXTS * limits.context:
+        raise ApiError(f"smc: {n} particles of up to {job.max_tokens} tokens need {n * (job.max_tokens + 1)} cells, "
+                       f"over {SMC_CONTEXTS} contexts of {limits.context} (fewer particles or a smaller max_tokens)",
+                       "smc")
     job.heal = False  # (SMC draws the text after the prompt as written)
     job.smc = n
 

@@ -61,6 +61,7 @@ MAX_BODY = 4 * 1024 * 1024
 LARGE_BODY = 256 * 1024
 COMPILE_WORKERS = 2        # constraints compiled at once (each in a process of its own)
 MAX_WAITING_COMPILES = 16  # more requests that would compile are 429s
+MAX_WAITING_SMC = 4  # SMC answers waiting for the one that draws: more are 429s
 # (threads that read and prepare requests: those of the compiles that may wait, and more for the rest)
 PREPARE_THREADS = COMPILE_WORKERS + MAX_WAITING_COMPILES + 4
 # (small requests that take each path of the server once: its kernels loaded, its first allocations made)
@@ -179,6 +180,9 @@ class Server:
         self._pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="localguide-prepare")
         # (one SMC answer at a time, its particles in a context of its own: the next waits)
         self._smc = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localguide-smc")
+        self._smc_jobs = 0  # SMC answers drawing or waiting to
+        self._smc_count = threading.Lock()
+        self._closing = False
         self._compiling = 0  # compiles running or waiting for a worker
         self._requests = 0  # requests read, prepared or answered (not streams after their answer began)
         self._count = threading.Lock()
@@ -354,12 +358,13 @@ class Server:
             return e
 
     def _idle(self) -> bool:
-        return self._requests == 0 and self.engine.active() == 0 and self.engine.waiting() == 0
+        return self._requests == 0 and self.engine.active() == 0 and self.engine.waiting() == 0 and not self._smc_jobs
 
     def close(self) -> None:
         """End the compile workers and the engine."""
         self.workers.close()
-        self._smc.shutdown(wait=True, cancel_futures=True)  # (a draw under way holds the model)
+        self._closing = True  # (a draw under way stops at its next step: it holds the model)
+        self._smc.shutdown(wait=True, cancel_futures=True)
         self.engine.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -462,6 +467,13 @@ class Server:
             media = "application/x-ndjson"
         request.state.answer = answer  # (the request log's tokens)
         if job.smc is not None:
+            with self._smc_count:
+                busy = self._smc_jobs > MAX_WAITING_SMC
+                self._smc_jobs += not busy
+            if busy:
+                self._live.discard(queue)
+                return respond(ApiError(f"{MAX_WAITING_SMC + 1} SMC answers are drawing or waiting (one is drawn at "
+                                        "a time): try again later", status=429, type="rate_limit_error", code="busy"))
             self._smc.submit(self._draw_smc, job, prepared, answer)
         else:
             self.engine.submit(answer.work)
@@ -473,22 +485,33 @@ class Server:
         """The ``smc`` extension's answer: drawn by SMC (``localguide.engines.llamacpp.smc``) in a
         context of its own, its tokens then read as the engine's would be."""
         from ..engines.llamacpp.loop import GenerationStats
-        from ..engines.llamacpp.smc import run_smc
+        from ..engines.llamacpp.smc import Cancelled, run_smc
 
         what, _ = prepared
         tokens, guide = (what.prompt_tokens, what.guide) if job.messages is not None else what[:2]
-        started = time.perf_counter()
         try:
-            if self._cut_done:
+            if answer.work.cancelled:
+                return
+            if self._closing or self._cut_done:
                 raise ApiError("the server is shutting down", status=503, type="server_error", code="shutting_down")
             if guide is None:
                 raise ApiError("smc needs a constraint", "smc")
+            answer.work.started = started = time.perf_counter()
+            answer._on_start()
             out, st = run_smc(self.model, tokens, guide.copy, job.max_tokens, job.smc, job.sampling.temperature,
-                              job.sampling.seed, lock=self.engine.lock)
+                              job.sampling.seed, lock=self.engine.lock,
+                              cancelled=lambda: answer.work.cancelled or self._closing or self._cut_done)
+        except Cancelled:
+            if not answer.work.cancelled:  # (the server is going: the answer says so)
+                answer._on_done("stop", ApiError("the server is shutting down", status=503, type="server_error",
+                                                 code="shutting_down"), None)
+            return
         except Exception as e:  # noqa: BLE001 - the request's answer
             answer._on_done("stop", e, None)
             return
-        answer._on_start()
+        finally:
+            with self._smc_count:
+                self._smc_jobs -= 1
         for t in out:
             answer._on_token(t)
         answer._on_done("stop", None, GenerationStats(prompt_tokens=len(tokens), tokens=len(out), smc=st,

@@ -42,7 +42,7 @@ def parse_chat(body, limits: Limits, texts: bool = True) -> Job:
     if job.tools is not None and job.constraint is not None:
         raise ApiError("tools cannot be combined with format, regex, grammar or choice: the answer is text or "
                        "calls", "tools")
-    smc_field(body, job)
+    smc_field(body, job, limits)
     return job
 
 
@@ -71,7 +71,7 @@ def parse_generate(body, limits: Limits, texts: bool = True) -> Job:
                                      + [{"role": "user", "content": prompt}]))
     _common(body, job, limits)
     job.heal = raw
-    smc_field(body, job)
+    smc_field(body, job, limits)
     return job
 
 

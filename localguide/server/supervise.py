@@ -4,8 +4,8 @@ llama.cpp's RPC backend aborts the whole process when a worker's connection brea
 decode. So with workers, ``serve`` binds the listening socket in a parent that loads no model and
 hands it to a child that serves. Where the child dies, the parent answers every request on that
 socket with a 503 and ``Retry-After``, naming the workers that do not answer, greets the workers
-every second, and once all answer starts a child again; that child's word that it serves (a byte
-on a pipe, ``ready``) ends the 503s. The requests under way when a worker went are lost with their connections (their client
+every second, and once all answer starts a child again; that child's word that it serves (a
+byte on a pipe of its own, ``ready``) ends the 503s. The requests under way when a worker went are lost with their connections (their client
 sees the connection close); nothing else is.
 """
 
@@ -128,11 +128,12 @@ def ready() -> None:
             pass
 
 
-def _said_ready(r: int, seconds: float) -> bool:
-    """Whether a child wrote to the pipe ``r`` within ``seconds`` (what it wrote, read)."""
+def _said(r: int, seconds: float) -> bool | None:
+    """Whether the child wrote to its pipe ``r`` within ``seconds`` (what it wrote, read); None
+    where the pipe closed without a word."""
     if not select.select([r], [], [], seconds)[0]:
         return False
-    return bool(os.read(r, 64))
+    return True if os.read(r, 64) else None
 
 
 def _down(workers: list[str]) -> list[str]:
@@ -151,10 +152,6 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
     """Serve ``argv`` (the ``localguide`` command line, ``serve ...``) in children on one socket,
     answering 503 while workers are down; the exit code. ``say``: a line for the operator."""
     sock = listening_socket(host, port)
-    # (not the socket's /health: while the 503s answer on it too, a greeting may reach either)
-    ready_r, ready_w = os.pipe()
-    os.set_inheritable(ready_w, True)
-    env = dict(os.environ, **{FD_VARIABLE: str(sock.fileno()), READY_VARIABLE: str(ready_w)})
     stopping = threading.Event()
     child: subprocess.Popen | None = None
 
@@ -172,20 +169,34 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
             started = time.monotonic()
             # (a session of its own: a terminal's Ctrl-C reaches the parent alone, which passes it on once;
             # uvicorn reads a second as "stop now, no draining")
-            child = subprocess.Popen([sys.executable, "-m", "localguide.cli", *argv], env=env,
-                                     pass_fds=(sock.fileno(), ready_w), start_new_session=True)
+            # (not the socket's /health: while the 503s answer on it too, a greeting may reach
+            # either; a pipe per child, so that no word of a dead one is read as the next one's)
+            ready_r, ready_w = os.pipe()
+            env = dict(os.environ, **{FD_VARIABLE: str(sock.fileno()), READY_VARIABLE: str(ready_w)})
+            try:
+                child = subprocess.Popen([sys.executable, "-m", "localguide.cli", *argv], env=env,
+                                         pass_fds=(sock.fileno(), ready_w), start_new_session=True)
+            finally:
+                os.close(ready_w)
             if stopping.is_set():  # (a signal while it started)
                 child.send_signal(signal.SIGTERM)
             up = False
-            while child.poll() is None and not stopping.is_set():
-                if up:
-                    time.sleep(0.5)
-                elif _said_ready(ready_r, 0.5):
-                    up = served = True
-                    if responder is not None:
-                        responder.stop()
-                        responder = None
-                        say("the workers are back: serving again")
+            silent = False  # (the pipe closed without a word: the child is ending)
+            try:
+                while child.poll() is None and not stopping.is_set():
+                    if up or silent:
+                        time.sleep(0.5)
+                        continue
+                    said = _said(ready_r, 0.5)
+                    silent = said is None
+                    if said:
+                        up = served = True
+                        if responder is not None:
+                            responder.stop()
+                            responder = None
+                            say("the workers are back: serving again")
+            finally:
+                os.close(ready_r)
             code = child.wait()
             if stopping.is_set() or not served:
                 return code  # (stopped; or the first start failed, and the child said why)
@@ -212,5 +223,3 @@ def supervise(argv: list[str], host: str, port: int, workers: list[str], say) ->
         for s, h in previous.items():
             signal.signal(s, h)
         sock.close()
-        os.close(ready_r)
-        os.close(ready_w)

@@ -540,7 +540,9 @@ def test_smc_extension_draws_a_valid_answer(served):
     jsonschema.validate(json.loads(body["message"]["content"]), PERSON)
     for extra, param in (({"smc": 4}, "smc"), ({"smc": 1, "choice": ["a"]}, "smc"), ({"smc": 65, "choice": ["a"]}, "smc"),
                          ({"smc": "4", "choice": ["a"]}, "smc"), ({"smc": 4, "choice": ["a"], "stop": ["x"]}, "stop"),
-                         ({"smc": 4, "choice": ["a"], "temperature": 0}, "temperature")):
+                         ({"smc": 4, "choice": ["a"], "temperature": 0}, "temperature"),
+                         ({"smc": 4, "choice": ["a"], "top_k": 5}, "top_k"),
+                         ({"smc": 64, "choice": ["a"], "max_tokens": 1000}, "smc")):
         status, body = served.post("/v1/chat/completions", {"model": "m", "messages": ASK, **extra})
         assert status == 400 and body["error"]["param"] == param, (extra, body)
     assert served.get("/health")["status"] == "ok"

@@ -318,6 +318,9 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
             except Exception as e:  # noqa: BLE001 - the item's error
                 item.error = e
     if particles is not None:
+        from .smc import check_particles
+
+        check_particles(particles)
         yield from _smc_items(model, queue, sampling.temperature, particles, interrupt)
         return
     # Every prompt shares its leading tokens with the others (an instruction, few-shot examples, a
@@ -367,6 +370,8 @@ def run_batch(model, items, *, parallel: int, constraint: Constraint | None, cha
 
 def _smc_items(model, items, temperature: float, particles: int, interrupt) -> Iterator[BatchResult]:
     """Each item drawn by SMC (``Model.sample_smc``), in turn: its own errors in its result."""
+    from .smc import Cancelled
+
     for item in items:
         if interrupt is not None and (interrupt.now or interrupt.winding):
             return
@@ -377,10 +382,12 @@ def _smc_items(model, items, temperature: float, particles: int, interrupt) -> I
             if item.guide is None:
                 raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
             tokens = model.sample_smc(item.tokens, item.guide.copy, item.max_tokens, particles, temperature,
-                                      item.seed)
+                                      item.seed, cancelled=lambda: interrupt is not None and interrupt.now)
             stats = model.last_stats
             text = _text(model, item, tokens)
             yield BatchResult(item.index, item.id, text, _value(item, text, "stop"), "stop", stats)
+        except Cancelled:
+            return  # (the second Ctrl-C: no result for the item in progress, as with masking)
         except Exception as e:  # noqa: BLE001 - the item's error
             yield BatchResult(item.index, item.id, error=e)
 

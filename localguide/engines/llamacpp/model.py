@@ -473,13 +473,15 @@ class Model:
         return self.vocabulary.decode(tokens).decode("utf-8", "replace")
 
     def sample_smc(self, prompt_tokens: list[int], make_guide, max_tokens: int, particles: int,
-                   temperature: float, seed) -> list[int]:
+                   temperature: float, seed, cancelled=None) -> list[int]:
         """The tokens of a text drawn by SMC after ``prompt_tokens`` (``make_guide()``: a fresh guide
-        of the constraint; ``localguide.engines.llamacpp.smc``); ``last_stats`` says how it went."""
+        of the constraint; ``cancelled()``: asked each step; ``localguide.engines.llamacpp.smc``);
+        ``last_stats`` says how it went."""
         from .smc import run_smc
 
         started = time.perf_counter()
-        tokens, smc = run_smc(self, prompt_tokens, make_guide, max_tokens, particles, temperature, seed)
+        tokens, smc = run_smc(self, prompt_tokens, make_guide, max_tokens, particles, temperature, seed,
+                              cancelled=cancelled)
         self.last_stats = GenerationStats(prompt_tokens=len(prompt_tokens), tokens=len(tokens),
                                           seconds=time.perf_counter() - started, smc=smc,
                                           finish_reason="stop")  # (only ended texts carry weight)

@@ -7,7 +7,7 @@ The target here is p_T(text | valid), p_T the model's distribution at temperatur
 top-p or min-p (truncations change the distribution; they are off under SMC). ``particles``
 sequences of one llama.cpp context advance by the masked proposal, one ``llama_decode`` for all of
 them a step, each weighted by the product of its kept masses (particles that share a history draw
-their tokens in strata of the proposal: ``stratified``); where the effective sample size of the
+their tokens systematically from the proposal: ``quantiles``); where the effective sample size of the
 particles still writing falls below half their number, systematic resampling copies them (their KV
 cells shared through ``llama_memory_seq_cp``; a finished text keeps its final weight and its place),
 and the text returned is drawn from the weighted particles at the end (Lew et al. 2023; Loula et
@@ -79,9 +79,10 @@ def draws(logits: np.ndarray, allowed: np.ndarray, temperature: float, us: np.nd
     return [int(t) for t in allowed[at]], log_z
 
 
-def stratified(m: int, rng: np.random.Generator) -> np.ndarray:
-    """``m`` quantiles, one in each of ``m`` equal strata of [0, 1) (one uniform draw for them all),
-    in a random order: each alone is uniform, and together they spread over the distribution."""
+def quantiles(m: int, rng: np.random.Generator) -> np.ndarray:
+    """``m`` systematic quantiles, one in each of ``m`` equal strata of [0, 1) (one uniform draw
+    for them all), in a random order: each alone is uniform, and together they spread over the
+    distribution (a token of probability p goes to m p of them, give or take one)."""
     return rng.permutation((rng.random() + np.arange(m)) / m) if m > 1 else np.array([rng.random()])
 
 
@@ -108,14 +109,22 @@ def ess(log_w: np.ndarray) -> float:
     return float(w.sum() ** 2 / (w * w).sum())
 
 
-def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
-            seed: int | None, lock=None) -> tuple[list[int], SMCStats]:
-    """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide;
-    ``lock``: held while guides are made and walked (a server's engine walks guides of the same
-    index meanwhile)."""
-    lock = lock if lock is not None else contextlib.nullcontext()
+class Cancelled(LocalguideError):
+    """An SMC draw stopped by its ``cancelled`` callable (a client gone, a server going, Ctrl-C)."""
+
+
+def check_particles(particles) -> None:
     if isinstance(particles, bool) or not isinstance(particles, int) or not 1 <= particles <= 256:
         raise ArgumentError(f"particles must be an int from 1 to 256, got {particles!r}")
+
+
+def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
+            seed: int | None, lock=None, cancelled=None) -> tuple[list[int], SMCStats]:
+    """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide;
+    ``lock``: held while guides are made and walked (a server's engine walks guides of the same
+    index meanwhile); ``cancelled()``: asked before each step, True stops the draw (``Cancelled``)."""
+    lock = lock if lock is not None else contextlib.nullcontext()
+    check_particles(particles)
     if not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
         raise ArgumentError(f"SMC samples at a temperature above 0, got {temperature!r} (greedy has one text)")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -154,34 +163,40 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         with lock:
             guides = [make_guide() for _ in range(particles)]
         texts: list[list[int]] = [[] for _ in range(particles)]
+        family = [0] * particles  # particles of one label share their history (their tokens so far)
         alive = [True] * particles
         log_w = np.zeros(particles)
         logits = [first] * particles
         stats = SMCStats(particles=particles)
         pos = len(prompt)
         for _ in range(max_tokens + 1):
+            if cancelled is not None and cancelled():
+                raise Cancelled("the SMC draw was cancelled")
             # Particles with one history (the first step's all, the copies a resampling made) draw
-            # their tokens together, one in each stratum of the proposal: each is still a draw of
-            # the masked proposal, and a token it gives a sixth of its mass goes to a sixth of them,
-            # not to none by chance. (Their histories, weights and logits are the same.)
-            families: dict[tuple, list[int]] = {}
+            # their tokens together, systematically: each is still a draw of the masked proposal,
+            # and a token it gives a sixth of its mass goes to about a sixth of them. (Their
+            # histories, weights and logits are the same.)
+            families: dict[int, list[int]] = {}
             for i in range(particles):
                 if alive[i]:
-                    families.setdefault(tuple(texts[i]), []).append(i)
-            with lock:
-                for members in families.values():
-                    tokens, log_z = draws(logits[members[0]], guides[members[0]].allowed_token_ids(), temperature,
-                                          stratified(len(members), rng))
-                    for i, token in zip(members, tokens):
-                        log_w[i] += log_z
-                        if token < 0:
-                            alive[i] = False
-                            continue
+                    families.setdefault(family[i], []).append(i)
+            labels: dict[tuple, int] = {}
+            for members in families.values():
+                with lock:  # (held for the guide's walk alone: a server's engine waits on it)
+                    allowed = np.array(guides[members[0]].allowed_token_ids(), copy=True)
+                tokens, log_z = draws(logits[members[0]], allowed, temperature, quantiles(len(members), rng))
+                for i, token in zip(members, tokens):
+                    log_w[i] += log_z
+                    family[i] = labels.setdefault((family[i], token), len(labels))
+                    if token < 0:
+                        alive[i] = False
+                        continue
+                    with lock:
                         guides[i].advance(token)
-                        if token in stop:
-                            alive[i] = False
-                            continue
-                        texts[i].append(token)  # (a text that can only end still draws its stop token)
+                    if token in stop:
+                        alive[i] = False
+                        continue
+                    texts[i].append(token)  # (a text that can only end still draws its stop token)
             if not np.isfinite(log_w).any():
                 raise LocalguideError("every particle reached a text the model gives no probability")
             stats.ess.append(ess(log_w))
@@ -199,6 +214,7 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
                 with lock:
                     guides = [guides[j] if i == j else guides[j].copy() for i, j in enumerate(ancestors)]
                 texts = [list(texts[j]) for j in ancestors]
+                family = [family[j] for j in ancestors]
                 logits = [logits[j] for j in ancestors]
                 log_w[live] = logsumexp(log_w[live]) - math.log(len(live))
                 stats.resampled.append(len(stats.ess) - 1)

@@ -115,6 +115,20 @@ def test_one_particle_samples_as_masking_and_sixteen_as_the_model(model):
             assert tv < 0.5 * sum(abs(target[t] - masking[t]) for t in target), (counts, exact)
 
 
+def test_a_cancelled_draw_stops_and_frees_its_context(model):
+    index = model.compile(choice=CHOICE)
+    asked = []
+
+    def cancelled():
+        asked.append(1)
+        return len(asked) > 2
+
+    with pytest.raises(smc.Cancelled):
+        model.sample_smc(model.tokenize_prompt(PROMPT), index.guide, 8, 4, 1.0, 1, cancelled=cancelled)
+    assert len(asked) == 3
+    assert model.generate(PROMPT, choice=CHOICE, sampling="smc", particles=4, temperature=1.0, seed=1) in CHOICE
+
+
 def test_smc_says_what_it_needs(model):
     for kwargs, words in (({"particles": 0}, "particles"), ({"particles": 2.5}, "particles"),
                           ({"temperature": 0.0}, "temperature above 0"), ({"stop": ["x"]}, "stop strings"),
