@@ -5,7 +5,9 @@ listen on loopback unless told. Needs a llama-cpp-python built with ``GGML_RPC=O
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -142,6 +144,41 @@ def test_a_worker_lost_mid_generation_is_named(smollm2_path):
     finally:
         a.close()
         b.close()
+
+
+def test_a_batch_that_loses_a_worker_leaves_whole_lines_and_finishes_when_rerun(smollm2_path, tmp_path):
+    # llama.cpp ends the process that loses a worker mid-decode: what the batch wrote before holds
+    # whole lines only, and the same command, once the worker is back, finishes the rest (each id once).
+    a, b = Worker(), Worker()
+    again = None
+    pattern = "[a-z]{3,10}( [a-z]{3,10}){5,9}"
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "prompt": f"Item {i}, some words:"}) + "\n" for i in range(24)))
+    cmd = [sys.executable, "-m", "localguide.cli", "batch", str(smollm2_path), str(src), "-o", str(out),
+           "--regex", pattern, "--workers", f"{a.endpoint},{b.endpoint}", "--parallel", "2", "--n-ctx", "1024",
+           "--max-tokens", "48", "--seed", "3", "-q"]
+    try:
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _until(lambda: out.exists() and out.read_bytes().count(b"\n") >= 2, 240, "two lines written")
+        b.proc.kill()
+        _, err = child.communicate(timeout=120)
+        assert child.returncode != 0 and f"worker {b.endpoint} is gone" in err, err
+        first = out.read_bytes()
+        lines = first.split(b"\n")
+        whole = [json.loads(x) for x in lines[:-1]]  # (every line ended is whole; a torn last one is cut on the rerun)
+        assert 2 <= len(whole) < 24 and len({r["id"] for r in whole}) == len(whole)
+        again = Worker(port=b.port)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        assert sorted(r["id"] for r in rows) == list(range(24))
+        assert all(re.fullmatch(pattern, r["text"]) for r in rows if r.get("finish_reason") == "stop"), rows
+        assert out.read_bytes().startswith(b"\n".join(lines[:-1]))  # (the lines before kept as they were)
+    finally:
+        a.close()
+        b.close()
+        if again is not None:
+            again.close()
 
 
 def _call(url: str, body: dict | None = None, timeout: float = 120) -> tuple[int, dict, dict]:
