@@ -50,6 +50,9 @@ def serve(
     drain_timeout: Annotated[float, typer.Option(
         "--drain-timeout", min=0, help="On SIGTERM or Ctrl-C: seconds the answers under way have to end before "
                                        "each is cut with an error event.")] = 10.0,
+    worker_timeout: Annotated[float, typer.Option(
+        "--worker-timeout", min=1, help="With --workers: seconds one decode may wait on them before the server "
+                                        "starts again (503s name a worker that does not answer meanwhile).")] = 120.0,
     cors: Annotated[Optional[list[str]], typer.Option(
         "--cors", show_default=False, help="An origin whose web pages may call the server (repeat the option; "
                                            "'*': any), e.g. http://localhost:3000.")] = None,
@@ -70,7 +73,7 @@ def serve(
             if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
                 raise typer.BadParameter(f"expected an origin as a browser sends it (http://host:port, no path) "
                                          f"or '*', got {origin!r}", param_hint="--cors")
-        from ..server.supervise import FD_VARIABLE, inherited_socket, ready, supervise
+        from ..server.supervise import FD_VARIABLE, inherited_socket, ready, supervise, watch_decodes
 
         if workers and FD_VARIABLE not in os.environ:
             # (llama.cpp aborts a process whose worker is lost: the server runs in a child started again)
@@ -90,7 +93,9 @@ def serve(
                   markup=False, highlight=False)
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
                    max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir, cors=cors,
-                   log_level=log_level.lower(), drain_timeout=drain_timeout, sock=inherited_socket(), ready=ready)
+                   log_level=log_level.lower(), drain_timeout=drain_timeout, sock=inherited_socket(), ready=ready,
+                   stall=(lambda engine: watch_decodes(engine, worker_timeout, m.workers))
+                   if workers and FD_VARIABLE in os.environ else None)
     except typer.Exit:
         raise
     except (typer.BadParameter, Exception) as e:  # noqa: BLE001 - one line, no traceback

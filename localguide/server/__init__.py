@@ -46,13 +46,13 @@ SWITCH_INTERVAL = 0.001  # seconds (Python's default: 0.005)
 
 
 def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", drain_timeout: float = 10.0,
-          sock=None, ready=None, **options) -> None:
+          sock=None, ready=None, stall=None, **options) -> None:
     """Run the server until interrupted (options as ``make_server``); ``log_level`` "info": a line
     per request on stderr, "warning": problems only, "debug": uvicorn's own too. On SIGTERM or
     Ctrl-C it takes no new connection and gives the answers under way ``drain_timeout`` seconds
     to end, then ends each with an error event (a second Ctrl-C: at once). ``sock``: a listening
     socket to serve on instead of binding ``host:port`` (``supervise``'s children); ``ready``: called
-    once it serves."""
+    once it serves; ``stall(engine)``: called with the engine once it is made (a watchdog's start)."""
     import logging
 
     import uvicorn
@@ -68,6 +68,8 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
     if "hosts" not in options and host in LOOPBACK:  # (reached by its loopback names only)
         options["hosts"] = ["127.0.0.1", "localhost", "::1", "[::1]"]
     server = make_server(model, **options)
+    if stall is not None:
+        stall(server.engine.engine)
     # (a thread that wants the interpreter's lock waits up to this long for each of its turns: the
     # event loop takes several turns to answer /health while threads read and prepare requests)
     sys.setswitchinterval(SWITCH_INTERVAL)

@@ -128,6 +128,30 @@ def ready() -> None:
             pass
 
 
+STALL_CHECK_EVERY = 1.0  # seconds between a watchdog's looks at the decode under way
+
+
+def watch_decodes(engine, limit: float, workers: list[str], say=None) -> threading.Thread:
+    """In a child: end this process where one step of ``engine`` (a decode and its samples) has run
+    ``limit`` seconds (a worker that neither answers nor closes its connection: llama.cpp would
+    wait on it for good), so that the parent greets the workers and answers 503s naming the one
+    that does not answer."""
+    say = say or (lambda line: print(f"localguide: {line}", file=sys.stderr, flush=True))
+
+    def run():
+        while True:
+            time.sleep(STALL_CHECK_EVERY)
+            since = engine.busy_since
+            if since is not None and time.monotonic() - since > limit:
+                say(f"a decode has waited {limit:g} s on the workers ({', '.join(workers)}): ending this server, "
+                    "which starts again once they all answer")
+                os._exit(3)
+
+    thread = threading.Thread(target=run, name="localguide-watchdog", daemon=True)
+    thread.start()
+    return thread
+
+
 def _said(r: int, seconds: float) -> bool | None:
     """Whether the child wrote to its pipe ``r`` within ``seconds`` (what it wrote, read); None
     where the pipe closed without a word."""

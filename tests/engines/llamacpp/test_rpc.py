@@ -254,6 +254,45 @@ def test_serve_answers_503_while_a_worker_is_down_and_serves_again(smollm2_path)
     assert f"worker {w.endpoint} is not reachable" in out and "serving again" in out, out
 
 
+def test_serve_starts_again_where_a_worker_hangs(smollm2_path):
+    # A worker that neither answers nor closes its connection (stopped here) would hold a decode
+    # for good: past --worker-timeout the server's child ends, the parent answers 503s naming the
+    # worker while its greeting goes unanswered, and serves again once it answers.
+    import http.client
+    import signal
+    import urllib.error
+
+    w = Worker()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    ask = {"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 8, "choice": ["red", "blue"]}
+    proc = subprocess.Popen([sys.executable, "-m", "localguide.cli", "serve", str(smollm2_path), "--port", str(port),
+                             "--n-ctx", "512", "--workers", w.endpoint, "--worker-timeout", "4"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _until(lambda: _call(url + "/health", timeout=2)[0] == 200, 120, "the server up")
+        assert _call(url + "/v1/chat/completions", ask)[0] == 200
+        os.kill(w.proc.pid, signal.SIGSTOP)
+        t = time.time()
+        try:  # (its decode waits on the stopped worker until the watchdog ends the child)
+            lost = _call(url + "/v1/chat/completions", ask, 60)[0]
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+            lost = None
+        assert lost in (None, 503) and time.time() - t < 30, lost
+        status, _, body = _until(lambda: (r := _call(url + "/v1/chat/completions", ask, 10))[0] == 503 and r,
+                                 60, "a 503")
+        assert w.endpoint in body["error"]["message"], body
+        os.kill(w.proc.pid, signal.SIGCONT)
+        _until(lambda: _call(url + "/v1/chat/completions", ask, 30)[0] == 200, 180, "serving again")
+        assert proc.poll() is None
+    finally:
+        os.kill(w.proc.pid, signal.SIGCONT)
+        proc.terminate()
+        out = proc.communicate(timeout=60)[0]
+        w.close()
+    assert "a decode has waited 4 s on the workers" in out and "serving again" in out, out
+
+
 def test_workers_listen_on_loopback_unless_told():
     w = Worker()
     try:
