@@ -51,7 +51,8 @@ def serve(
         "--drain-timeout", min=0, help="On SIGTERM or Ctrl-C: seconds the answers under way have to end before "
                                        "each is cut with an error event.")] = 10.0,
     worker_timeout: Annotated[float, typer.Option(
-        "--worker-timeout", min=1, help="With --workers: seconds one decode may wait on them before the server "
+        "--worker-timeout", min=1, help="With --workers: seconds one engine step (a decode of up to a prompt "
+                                        "chunk per sequence, and its samples) may wait on them before the server "
                                         "starts again (503s name a worker that does not answer meanwhile).")] = 120.0,
     cors: Annotated[Optional[list[str]], typer.Option(
         "--cors", show_default=False, help="An origin whose web pages may call the server (repeat the option; "
@@ -94,7 +95,7 @@ def serve(
         run_server(m, host=host, port=port, parallel=parallel, n_ctx=n_ctx, api_key=api_key,
                    max_tokens=max_tokens, compile_timeout=compile_timeout, grammar_dir=grammar_dir, cors=cors,
                    log_level=log_level.lower(), drain_timeout=drain_timeout, sock=inherited_socket(), ready=ready,
-                   stall=(lambda engine: watch_decodes(engine, worker_timeout, m.workers))
+                   stall=(lambda busy: watch_decodes(busy, worker_timeout, m.workers))
                    if workers and FD_VARIABLE in os.environ else None)
     except typer.Exit:
         raise

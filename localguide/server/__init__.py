@@ -52,7 +52,8 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
     Ctrl-C it takes no new connection and gives the answers under way ``drain_timeout`` seconds
     to end, then ends each with an error event (a second Ctrl-C: at once). ``sock``: a listening
     socket to serve on instead of binding ``host:port`` (``supervise``'s children); ``ready``: called
-    once it serves; ``stall(engine)``: called with the engine once it is made (a watchdog's start)."""
+    once it serves; ``stall(busy)``: called once the server is made, ``busy()`` giving since when each of
+its threads' calls into llama.cpp have run (a watchdog's start)."""
     import logging
 
     import uvicorn
@@ -68,8 +69,8 @@ def serve(model, *, host: str = "127.0.0.1", port: int = 8080, log_level: str = 
     if "hosts" not in options and host in LOOPBACK:  # (reached by its loopback names only)
         options["hosts"] = ["127.0.0.1", "localhost", "::1", "[::1]"]
     server = make_server(model, **options)
-    if stall is not None:
-        stall(server.engine.engine)
+    if stall is not None:  # (the engine's calls into llama.cpp, and an SMC draw's)
+        stall(lambda: (server.engine.engine.busy_since, server.smc_busy_since))
     # (a thread that wants the interpreter's lock waits up to this long for each of its turns: the
     # event loop takes several turns to answer /health while threads read and prepare requests)
     sys.setswitchinterval(SWITCH_INTERVAL)

@@ -144,10 +144,11 @@ def smc_field(body: dict, job: Job, limits: Limits) -> None:
         raise ApiError("smc samples at a temperature above 0 (greedy has one text)",
                        "temperature" if "temperature" in body else "options")
     options = body.get("options") if isinstance(body.get("options"), dict) else {}
-    for key in ("top_k", "top_p", "min_p"):  # (the target is the model's distribution, untruncated)
-        if body.get(key) is not None or options.get(key) is not None:
-            raise ApiError(f"smc samples the model's distribution without truncation: leave {key} out",
-                           key if key in body else "options")
+    for key, off in (("top_k", 0), ("top_p", 1), ("min_p", 0)):  # (the target: the model's distribution, untruncated)
+        for where, given in ((key, body.get(key)), ("options", options.get(key))):
+            if given is not None and given != off:
+                raise ApiError(f"smc samples the model's distribution without truncation: {key} must be left out "
+                               f"or {off}, got {given!r}", where)
     if body.get("heal") is True:
         raise ApiError("smc draws the text after the prompt as written: heal does not apply", "heal")
     if job.fill:  # (Ollama's default budget, the context's room: an answer's default here)

@@ -181,6 +181,7 @@ class Server:
         # (one SMC answer at a time, its particles in a context of its own: the next waits)
         self._smc = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localguide-smc")
         self._smc_jobs = 0  # SMC answers drawing or waiting to
+        self.smc_busy_since: float | None = None  # (the draw's calls into llama.cpp: a watchdog's)
         self._smc_count = threading.Lock()
         self._closing = False
         self._compiling = 0  # compiles running or waiting for a worker
@@ -474,12 +475,28 @@ class Server:
                 self._live.discard(queue)
                 return respond(ApiError(f"{MAX_WAITING_SMC + 1} SMC answers are drawing or waiting (one is drawn at "
                                         "a time): try again later", status=429, type="rate_limit_error", code="busy"))
-            self._smc.submit(self._draw_smc, job, prepared, answer)
+            try:
+                future = self._smc.submit(self._draw_smc, job, prepared, answer)
+            except RuntimeError:  # (the executor is shut down: the server is going)
+                with self._smc_count:
+                    self._smc_jobs -= 1
+                self._live.discard(queue)
+                return respond(ApiError("the server is shutting down", status=503, type="server_error",
+                                        code="shutting_down"))
+            future.add_done_callback(functools.partial(self._smc_dropped, answer))
         else:
             self.engine.submit(answer.work)
         if job.stream:
             return StreamingResponse(stream.events(), media_type=media, headers={"Cache-Control": "no-cache"})
         return await stream.whole(request)
+
+    def _smc_dropped(self, answer: Answer, future) -> None:
+        """A waiting SMC answer dropped when the server closed (it never ran): counted out, answered."""
+        if future.cancelled():
+            with self._smc_count:
+                self._smc_jobs -= 1
+            answer._on_done("stop", ApiError("the server is shutting down", status=503, type="server_error",
+                                             code="shutting_down"), None)
 
     def _draw_smc(self, job: Job, prepared, answer: Answer) -> None:
         """The ``smc`` extension's answer: drawn by SMC (``localguide.engines.llamacpp.smc``) in a
@@ -499,8 +516,9 @@ class Server:
             answer.work.started = started = time.perf_counter()
             answer._on_start()
             out, st = run_smc(self.model, tokens, guide.copy, job.max_tokens, job.smc, job.sampling.temperature,
-                              job.sampling.seed, lock=self.engine.lock,
-                              cancelled=lambda: answer.work.cancelled or self._closing or self._cut_done)
+                              job.sampling.seed, lock=self.engine.lock, keep=False, context=self.limits.context,
+                              cancelled=lambda: answer.work.cancelled or self._closing or self._cut_done,
+                              busy=lambda since: setattr(self, "smc_busy_since", since))
         except Cancelled:
             if not answer.work.cancelled:  # (the server is going: the answer says so)
                 answer._on_done("stop", ApiError("the server is shutting down", status=503, type="server_error",
@@ -512,8 +530,12 @@ class Server:
         finally:
             with self._smc_count:
                 self._smc_jobs -= 1
-        for t in out:
-            answer._on_token(t)
+        try:
+            for t in out:
+                answer._on_token(t)
+        except Exception as e:  # noqa: BLE001 - the request's answer (its reading of the tokens failed)
+            answer._on_done("stop", e, None)
+            return
         answer._on_done("stop", None, GenerationStats(prompt_tokens=len(tokens), tokens=len(out), smc=st,
                                                       seconds=time.perf_counter() - started, finish_reason="stop"))
 

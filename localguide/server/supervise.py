@@ -131,18 +131,19 @@ def ready() -> None:
 STALL_CHECK_EVERY = 1.0  # seconds between a watchdog's looks at the decode under way
 
 
-def watch_decodes(engine, limit: float, workers: list[str], say=None) -> threading.Thread:
-    """In a child: end this process where one step of ``engine`` (a decode and its samples) has run
-    ``limit`` seconds (a worker that neither answers nor closes its connection: llama.cpp would
-    wait on it for good), so that the parent greets the workers and answers 503s naming the one
-    that does not answer."""
+def watch_decodes(busy, limit: float, workers: list[str], say=None) -> threading.Thread:
+    """In a child: end this process where a thread's calls into llama.cpp (``busy()``: since when,
+    for each thread, ``time.monotonic()`` or None) have run ``limit`` seconds: a worker that neither
+    answers nor closes its connection, on which llama.cpp would wait for good. The parent then greets
+    the workers and answers 503s naming the one that does not answer. (One engine step, up to a
+    prompt chunk of every sequence, must fit in ``limit``.)"""
     say = say or (lambda line: print(f"localguide: {line}", file=sys.stderr, flush=True))
 
     def run():
         while True:
             time.sleep(STALL_CHECK_EVERY)
-            since = engine.busy_since
-            if since is not None and time.monotonic() - since > limit:
+            now = time.monotonic()
+            if any(since is not None and now - since > limit for since in busy()):
                 say(f"a decode has waited {limit:g} s on the workers ({', '.join(workers)}): ending this server, "
                     "which starts again once they all answer")
                 os._exit(3)

@@ -106,13 +106,17 @@ class EngineThread:
             with self.lock:  # (guides are walked here)
                 if self._closed:
                     return
-                self._admit()
-                for lane in self.engine.active():
-                    if self._work[id(lane)][0].cancelled:
-                        lane.cancelled = True
-                finished = self.engine.step() if self._work else []
-                for lane in finished:
-                    self._end(lane, lane.reason, lane.error)
+                self.engine.busy_since = time.monotonic()
+                try:
+                    self._admit()
+                    for lane in self.engine.active():
+                        if self._work[id(lane)][0].cancelled:
+                            lane.cancelled = True
+                    finished = self.engine.step() if self._work else []
+                    for lane in finished:
+                        self._end(lane, lane.reason, lane.error)
+                finally:
+                    self.engine.busy_since = None
 
     def _admit(self) -> None:
         while self.engine.idle():

@@ -128,7 +128,9 @@ class Engine:
         self._on_reset = on_reset
         self._owned = owned
         self._opened = 0
-        self.busy_since: float | None = None  # (time.monotonic() of the step under way: a watchdog's)
+        # (time.monotonic() since when its owner's calls into llama.cpp have run: a watchdog's; a
+        # backend may return from llama_decode at once and wait where the logits are read)
+        self.busy_since: float | None = None
         self.stop = set(model.vocabulary.stop_ids.tolist())
         # A recurrent or hybrid model's memory copies a sequence's whole state, whatever the range:
         # no prefix is taken from another sequence there.
@@ -349,15 +351,6 @@ class Engine:
         """One round: every lane waiting on a decode that fits gets it (one ``llama_decode``; a
         fast prompt chunk after it, alone), and runs to its next request; returns the lanes that
         finished (done, with their ``reason`` or ``error``; the caller releases them)."""
-        # (a backend may return from llama_decode at once and wait when the logits are read: the
-        # whole step is what a worker that stopped answering holds up)
-        self.busy_since = time.monotonic()
-        try:
-            return self._step()
-        finally:
-            self.busy_since = None
-
-    def _step(self) -> list[Lane]:
         finished: list[Lane] = []
         lanes = sorted(self.active(), key=lambda lane: lane.order)
         for lane in lanes:

@@ -145,6 +145,8 @@ class Model:
         # The generation engine of the model's own context: one sequence, its prompt cache.
         self.engine = Engine(self, ctx, 1, self._kernels, cost=lambda: self._cost, on_reset=self.llama.reset)
         self._shared_engine = None  # ((parallel, n_ctx), the Engine of several sequences)
+        self._smc_engine = None  # ((particles, cells per particle), the Engine SMC's particles decode in)
+        self.smc_lock = threading.Lock()  # (held by the draw that uses it)
         self._templates: dict = {}  # chat template source (None: the model's own) -> compiled
         self.last_stats: GenerationStats | None = None
 
@@ -315,9 +317,29 @@ class Model:
         self._shared_engine = (key, engine)
         return engine
 
+    SMC_CELLS = 256  # an SMC context's cells per particle: a multiple of this (one context for many prompts)
+
+    def smc_engine(self, particles: int, cells: int) -> Engine:
+        """The engine SMC's ``particles`` decode in, ``cells`` per particle at least: made once and kept
+        for the next draw that fits it (a fresh context would cost more than a short draw), freed by
+        ``close_engine``."""
+        cells = -(-cells // self.SMC_CELLS) * self.SMC_CELLS
+        if self._smc_engine is not None:
+            (n, have), engine = self._smc_engine
+            if n == particles and have >= cells and have <= 4 * cells:
+                return engine
+            self._smc_engine = None
+            engine.close()
+        engine = Engine(self, context_for(self, particles, cells), particles, None, owned=True)
+        self._smc_engine = ((particles, cells), engine)
+        return engine
+
     def close_engine(self, engine: Engine | None = None) -> None:
-        """Free the context of the engine of several sequences (``engine_for``); refused while it
-        generates (a batch not finished or closed)."""
+        """Free the context of the engine of several sequences (``engine_for``; with no argument, SMC's
+        too: ``smc_engine``); refused while it generates (a batch not finished or closed)."""
+        if engine is None and self._smc_engine is not None:
+            self._smc_engine[1].close()
+            self._smc_engine = None
         if self._shared_engine is not None and engine in (None, self._shared_engine[1]):
             if self._shared_engine[1].active():
                 raise LocalguideError("the model's engine of several sequences is generating: finish the batch or "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field
 
 import llama_cpp
@@ -119,10 +120,16 @@ def check_particles(particles) -> None:
 
 
 def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
-            seed: int | None, lock=None, cancelled=None) -> tuple[list[int], SMCStats]:
+            seed: int | None, lock=None, cancelled=None, keep: bool = True, busy=None,
+            context: int | None = None) -> tuple[list[int], SMCStats]:
     """The tokens of the text drawn, and the run's ``SMCStats``. ``make_guide()``: a fresh guide;
     ``lock``: held while guides are made and walked (a server's engine walks guides of the same
-    index meanwhile); ``cancelled()``: asked before each step, True stops the draw (``Cancelled``)."""
+    index meanwhile); ``cancelled()``: asked before each step, True stops the draw (``Cancelled``);
+    ``keep``: the particles' context kept for the next draw (``Model.smc_engine``), else freed after;
+    ``busy(since)``: told when calls into llama.cpp begin (``time.monotonic()``) and end (None), for a
+    watchdog; ``context``: the cells a particle may take at most (default the model's context)."""
+    busy = busy or (lambda since: None)
+    context = context or model.context_size
     lock = lock if lock is not None else contextlib.nullcontext()
     check_particles(particles)
     if not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
@@ -137,22 +144,37 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
             raise ArgumentError(f"the prompt ({len(prompt)} tokens) and max_tokens ({max_tokens}) exceed the "
                                 f"context ({engine.n_ctx} tokens)")
     else:
-        # A context of its own, freed after: the prompt's cells are shared by every particle (the KV
+        # A context of the particles' own: the prompt's cells are shared by every particle (the KV
         # cache is unified), each particle needs room for its own tokens only.
         from .engine import Engine, context_for
 
         need = len(prompt) + particles * (max_tokens + 1)
-        if need > particles * model.context_size:
+        if need > particles * context:
             raise ArgumentError(f"the prompt ({len(prompt)} tokens) and {particles} particles of up to {max_tokens} "
-                                f"tokens need {need} cells, over {particles} x the context ({model.context_size})")
-        own = Engine(model, context_for(model, particles, -(-need // particles)), particles, None, owned=True)
-        engine = own
-    rng = np.random.default_rng(seed)
-    ctx, mem, n_vocab = engine.ctx, engine.mem, model.vocabulary.size
-    stop = set(model.vocabulary.stop_ids.tolist())
-    engine.reset()
-    batch = Batch(max(particles, engine.n_batch))
+                                f"tokens need {need} cells, over {particles} x the context ({context})")
+        if keep:
+            if not model.smc_lock.acquire(blocking=False):
+                raise LocalguideError("another SMC draw is under way on this model: one at a time")
+            try:
+                engine, own = model.smc_engine(particles, -(-need // particles)), None
+            except BaseException:
+                model.smc_lock.release()
+                raise
+        else:
+            busy(time.monotonic())
+            try:
+                own = Engine(model, context_for(model, particles, -(-need // particles)), particles, None, owned=True)
+            finally:
+                busy(None)
+            engine = own
+    batch = None
     try:
+        rng = np.random.default_rng(seed)
+        ctx, mem, n_vocab = engine.ctx, engine.mem, model.vocabulary.size
+        stop = set(model.vocabulary.stop_ids.tolist())
+        busy(time.monotonic())
+        engine.reset()
+        batch = Batch(max(particles, engine.n_batch))
         for i in range(0, len(prompt), engine.n_batch):  # the prompt once, in sequence 0
             part = prompt[i:i + engine.n_batch]
             batch.fill(part, i, len(part) - 1 if i + len(part) == len(prompt) else len(part))
@@ -160,6 +182,7 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         first = logits_at(ctx, -1, n_vocab).copy()
         for s in range(1, particles):
             llama_cpp.llama_memory_seq_cp(mem, 0, s, 0, -1)
+        busy(None)
         with lock:
             guides = [make_guide() for _ in range(particles)]
         texts: list[list[int]] = [[] for _ in range(particles)]
@@ -181,22 +204,26 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
                 if alive[i]:
                     families.setdefault(family[i], []).append(i)
             labels: dict[tuple, int] = {}
-            for members in families.values():
-                with lock:  # (held for the guide's walk alone: a server's engine waits on it)
-                    allowed = np.array(guides[members[0]].allowed_token_ids(), copy=True)
-                tokens, log_z = draws(logits[members[0]], allowed, temperature, quantiles(len(members), rng))
+            with lock:  # (held for the guides' walks alone, twice a step: a server's engine waits on it)
+                allowed = {f: np.array(guides[m[0]].allowed_token_ids(), copy=True) for f, m in families.items()}
+            moves = []
+            for f, members in families.items():
+                tokens, log_z = draws(logits[members[0]], allowed[f], temperature, quantiles(len(members), rng))
                 for i, token in zip(members, tokens):
                     log_w[i] += log_z
                     family[i] = labels.setdefault((family[i], token), len(labels))
                     if token < 0:
                         alive[i] = False
                         continue
-                    with lock:
-                        guides[i].advance(token)
-                    if token in stop:
-                        alive[i] = False
-                        continue
-                    texts[i].append(token)  # (a text that can only end still draws its stop token)
+                    moves.append((i, token))
+            with lock:
+                for i, token in moves:
+                    guides[i].advance(token)
+            for i, token in moves:
+                if token in stop:
+                    alive[i] = False
+                    continue
+                texts[i].append(token)  # (a text that can only end still draws its stop token)
             if not np.isfinite(log_w).any():
                 raise LocalguideError("every particle reached a text the model gives no probability")
             stats.ess.append(ess(log_w))
@@ -207,10 +234,12 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
             if len(live) > 1 and ess(log_w[live]) < len(live) / 2:
                 ancestors = np.arange(particles)
                 ancestors[live] = np.asarray(live)[systematic(log_w[live], rng)]
+                busy(time.monotonic())
                 for i, j in enumerate(ancestors):
                     if i != j:
                         llama_cpp.llama_memory_seq_rm(mem, i, -1, -1)
                         llama_cpp.llama_memory_seq_cp(mem, int(j), i, -1, -1)
+                busy(None)
                 with lock:
                     guides = [guides[j] if i == j else guides[j].copy() for i, j in enumerate(ancestors)]
                 texts = [list(texts[j]) for j in ancestors]
@@ -223,8 +252,10 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
             batch.clear()
             for i in live:  # (every live particle is one token further, all at one position)
                 batch.add([texts[i][-1]], pos, i, 0)
+            busy(time.monotonic())
             check(llama_cpp.llama_decode(ctx, batch.b))
             logits = _gather(ctx, live, logits, n_vocab)
+            busy(None)
             pos += 1
         for i in range(particles):  # (a text not ended within the budget is not one of the target's)
             if alive[i]:
@@ -239,11 +270,20 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         choice = min(int(np.searchsorted(np.cumsum(w), rng.random() * w.sum())), particles - 1)
         return texts[choice], stats
     finally:
-        batch.free()
-        if own is not None:
-            own.close()
-        else:
-            engine.reset()
+        busy(time.monotonic())  # (freeing cells is a call into llama.cpp too)
+        try:
+            if batch is not None:
+                batch.free()
+            if own is not None:
+                own.close()
+            else:
+                try:
+                    engine.reset()
+                finally:
+                    if particles > 1:
+                        model.smc_lock.release()
+        finally:
+            busy(None)
 
 
 def _gather(ctx, live: list[int], logits: list, n_vocab: int) -> list:

@@ -121,11 +121,11 @@ def test_a_cancelled_draw_stops_and_frees_its_context(model):
 
     def cancelled():
         asked.append(1)
-        return len(asked) > 2
+        return len(asked) > 1  # (every draw takes two steps at least: a token, then the end)
 
     with pytest.raises(smc.Cancelled):
         model.sample_smc(model.tokenize_prompt(PROMPT), index.guide, 8, 4, 1.0, 1, cancelled=cancelled)
-    assert len(asked) == 3
+    assert len(asked) == 2
     assert model.generate(PROMPT, choice=CHOICE, sampling="smc", particles=4, temperature=1.0, seed=1) in CHOICE
 
 
