@@ -180,7 +180,7 @@ class Server:
         self._pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="localguide-prepare")
         # (one SMC answer at a time, its particles in a context of its own: the next waits)
         self._smc = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localguide-smc")
-        self._smc_jobs = 0  # SMC answers drawing or waiting to
+        self._smc_jobs: set = set()  # the Answers of SMC drawing or waiting to
         self.smc_busy_since: float | None = None  # (the draw's calls into llama.cpp: a watchdog's)
         self._smc_count = threading.Lock()
         self._closing = False
@@ -468,9 +468,10 @@ class Server:
             media = "application/x-ndjson"
         request.state.answer = answer  # (the request log's tokens)
         if job.smc is not None:
-            with self._smc_count:
-                busy = self._smc_jobs > MAX_WAITING_SMC
-                self._smc_jobs += not busy
+            with self._smc_count:  # (a waiter whose client has gone holds no place)
+                busy = sum(not a.work.cancelled for a in self._smc_jobs) > MAX_WAITING_SMC
+                if not busy:
+                    self._smc_jobs.add(answer)
             if busy:
                 self._live.discard(queue)
                 return respond(ApiError(f"{MAX_WAITING_SMC + 1} SMC answers are drawing or waiting (one is drawn at "
@@ -479,7 +480,7 @@ class Server:
                 future = self._smc.submit(self._draw_smc, job, prepared, answer)
             except RuntimeError:  # (the executor is shut down: the server is going)
                 with self._smc_count:
-                    self._smc_jobs -= 1
+                    self._smc_jobs.discard(answer)
                 self._live.discard(queue)
                 return respond(ApiError("the server is shutting down", status=503, type="server_error",
                                         code="shutting_down"))
@@ -494,7 +495,7 @@ class Server:
         """A waiting SMC answer dropped when the server closed (it never ran): counted out, answered."""
         if future.cancelled():
             with self._smc_count:
-                self._smc_jobs -= 1
+                self._smc_jobs.discard(answer)
             answer._on_done("stop", ApiError("the server is shutting down", status=503, type="server_error",
                                              code="shutting_down"), None)
 
@@ -529,7 +530,7 @@ class Server:
             return
         finally:
             with self._smc_count:
-                self._smc_jobs -= 1
+                self._smc_jobs.discard(answer)
         try:
             for t in out:
                 answer._on_token(t)
