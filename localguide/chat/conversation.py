@@ -305,15 +305,9 @@ def _smc_answer(model, run: ChatRun, max_tokens: int, sampling, stop: list[str],
     """The answer drawn by SMC (``localguide.engines.llamacpp.smc``): the particles follow the
     conversation's guide (its constraint, tool calls or reasoning trigger), and the text drawn
     is read as a generated one is."""
-    from ..errors import ArgumentError
-
-    if stop:
-        raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
     guide = run.guide
-    if guide is None:
-        raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema, tools)")
-    tokens = model.sample_smc(run.prompt_tokens, guide.copy, max_tokens, particles, sampling.temperature,
-                              sampling.seed)
+    tokens = model.sample_smc(run.prompt_tokens, guide and guide.copy, max_tokens, particles, sampling.temperature,
+                              sampling.seed, stop=stop)
     for token in tokens:
         if (d := run.feed(token)) is not None and (d.content or d.reasoning):
             yield d

@@ -157,6 +157,9 @@ class RequestLog:
                 LOG.info("%s %s %s%s %.3f s", scope["method"], path, status[0] or "-", tokens, seconds)
 
 
+def _shutting_down() -> ApiError:
+    return ApiError("the server is shutting down", status=503, type="server_error", code="shutting_down")
+
 class _Refit(Exception):
     """The prompt leaves ``room`` tokens of the context for an answer whose budget fills it."""
 
@@ -450,8 +453,7 @@ class Server:
             return respond(_api_error(e, job))
         chat = job.messages is not None
         if self._cut_done:  # (prepared after the answers under way were cut: the server is going)
-            return respond(ApiError("the server is shutting down", status=503, type="server_error",
-                                    code="shutting_down"))
+            return respond(_shutting_down())
         queue: asyncio.Queue = asyncio.Queue()
         self._live.add(queue)
         answer = Answer(job, prepared, chat, self.model.vocabulary,
@@ -482,8 +484,7 @@ class Server:
                 with self._smc_count:
                     self._smc_jobs.discard(answer)
                 self._live.discard(queue)
-                return respond(ApiError("the server is shutting down", status=503, type="server_error",
-                                        code="shutting_down"))
+                return respond(_shutting_down())
             future.add_done_callback(functools.partial(self._smc_dropped, answer))
         else:
             self.engine.submit(answer.work)
@@ -496,8 +497,7 @@ class Server:
         if future.cancelled():
             with self._smc_count:
                 self._smc_jobs.discard(answer)
-            answer._on_done("stop", ApiError("the server is shutting down", status=503, type="server_error",
-                                             code="shutting_down"), None)
+            answer._on_done("stop", _shutting_down(), None)
 
     def _draw_smc(self, job: Job, prepared, answer: Answer) -> None:
         """The ``smc`` extension's answer: drawn by SMC (``localguide.engines.llamacpp.smc``) in a
@@ -511,7 +511,7 @@ class Server:
             if answer.work.cancelled:
                 return
             if self._closing or self._cut_done:
-                raise ApiError("the server is shutting down", status=503, type="server_error", code="shutting_down")
+                raise _shutting_down()
             if guide is None:
                 raise ApiError("smc needs a constraint", "smc")
             answer.work.started = started = time.perf_counter()
@@ -522,8 +522,7 @@ class Server:
                               busy=lambda since: setattr(self, "smc_busy_since", since))
         except Cancelled:
             if not answer.work.cancelled:  # (the server is going: the answer says so)
-                answer._on_done("stop", ApiError("the server is shutting down", status=503, type="server_error",
-                                                 code="shutting_down"), None)
+                answer._on_done("stop", _shutting_down(), None)
             return
         except Exception as e:  # noqa: BLE001 - the request's answer
             answer._on_done("stop", e, None)

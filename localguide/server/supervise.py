@@ -5,8 +5,9 @@ decode. So with workers, ``serve`` binds the listening socket in a parent that l
 hands it to a child that serves. Where the child dies, the parent answers every request on that
 socket with a 503 and ``Retry-After``, naming the workers that do not answer, greets the workers
 every second, and once all answer starts a child again; that child's word that it serves (a
-byte on a pipe of its own, ``ready``) ends the 503s. The requests under way when a worker went are lost with their connections (their client
-sees the connection close); nothing else is.
+byte on a pipe of its own, ``ready``) ends the 503s. The requests under way when a worker went are
+lost with their connections (their client sees the connection close); nothing else is. In the
+child, ``watch_decodes`` ends it where a call into llama.cpp waits on a worker that hangs.
 """
 
 from __future__ import annotations

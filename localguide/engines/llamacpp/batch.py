@@ -383,10 +383,8 @@ def _smc_items(model, items, temperature: float, particles: int, interrupt) -> I
             yield BatchResult(item.index, item.id, error=item.error)
             continue
         try:
-            if item.guide is None:
-                raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
-            tokens = model.sample_smc(item.tokens, item.guide.copy, item.max_tokens, particles, temperature,
-                                      item.seed, cancelled=lambda: interrupt is not None and interrupt.now)
+            tokens = model.sample_smc(item.tokens, item.guide and item.guide.copy, item.max_tokens, particles,
+                                      temperature, item.seed, cancelled=lambda: interrupt is not None and interrupt.now)
             stats = model.last_stats
             text = _text(model, item, tokens)
             yield BatchResult(item.index, item.id, text, _value(item, text, "stop"), "stop", stats)

@@ -197,11 +197,6 @@ class Model:
         completions): top-k, top-p and min-p are off, and healing, speculation and stop strings
         do not apply (``localguide.engines.llamacpp.smc``; ``last_stats.smc`` says how it went).
         """
-        if _smc(sampling):
-            return self._generate_smc(prompt, constraint, dict(
-                regex=regex, choice=choice, grammar=grammar, json_schema=json_schema, strict=strict,
-                whitespace=whitespace, max_recursion=max_recursion, max_ignored_run=max_ignored_run),
-                max_tokens=max_tokens, temperature=temperature, seed=seed, chat=chat, stop=stop, particles=particles)
         return "".join(self.stream(prompt, regex=regex, choice=choice, grammar=grammar, json_schema=json_schema,
                                    constraint=constraint, strict=strict, whitespace=whitespace, max_recursion=max_recursion,
                                    max_ignored_run=max_ignored_run,
@@ -209,7 +204,7 @@ class Model:
                                    temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                                    seed=seed, chat=chat, opportunistic=opportunistic, speculate=speculate,
                                    fast_forward=fast_forward, heal=heal, stats=stats, cache_prompt=cache_prompt,
-                                   stop=stop))
+                                   stop=stop, sampling=sampling, particles=particles))
 
     def stream(self, prompt: str, *, regex: str | None = None, choice=None, grammar: str | None = None,
                json_schema=None, strict: bool = False, whitespace: str = "compact",
@@ -483,23 +478,25 @@ class Model:
 
     def _generate_smc(self, prompt: str, constraint, options: dict, *, max_tokens: int, temperature: float,
                       seed, chat: bool, stop, particles: int) -> str:
-        if stop:
-            raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
         made = _constraint(constraint, options)
-        if made is None:
-            raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema)")
-        index = self.compile(made)
+        index = self.compile(made) if made is not None else None
         prompt_tokens = self.tokenize_prompt(prompt, chat=chat)
-        tokens = self.sample_smc(prompt_tokens, lambda: index.guide(max_tokens=max_tokens), max_tokens,
-                                 particles, temperature, seed)
+        tokens = self.sample_smc(prompt_tokens, index and (lambda: index.guide(max_tokens=max_tokens)), max_tokens,
+                                 particles, temperature, seed, stop=stop)
         return self.vocabulary.decode(tokens).decode("utf-8", "replace")
 
     def sample_smc(self, prompt_tokens: list[int], make_guide, max_tokens: int, particles: int,
-                   temperature: float, seed, cancelled=None) -> list[int]:
+                   temperature: float, seed, cancelled=None, stop=None) -> list[int]:
         """The tokens of a text drawn by SMC after ``prompt_tokens`` (``make_guide()``: a fresh guide
-        of the constraint; ``cancelled()``: asked each step; ``localguide.engines.llamacpp.smc``);
-        ``last_stats`` says how it went."""
+        of the constraint, None where there is none: an error; ``cancelled()``: asked each step;
+        ``stop``: stop strings, an error; ``localguide.engines.llamacpp.smc``); ``last_stats`` says how
+        it went."""
         from .smc import run_smc
+
+        if stop:
+            raise ArgumentError("stop strings cut the text where they match: they do not apply with sampling='smc'")
+        if make_guide is None:
+            raise ArgumentError("sampling='smc' needs a constraint (regex, choice, grammar, json_schema or tools)")
 
         started = time.perf_counter()
         tokens, smc = run_smc(self, prompt_tokens, make_guide, max_tokens, particles, temperature, seed,

@@ -119,6 +119,54 @@ def check_particles(particles) -> None:
         raise ArgumentError(f"particles must be an int from 1 to 256, got {particles!r}")
 
 
+@contextlib.contextmanager
+def _particles_engine(model, prompt: list[int], max_tokens: int, particles: int, keep: bool, context: int, calls):
+    """The engine the particles decode in, emptied after: the model's own for one particle; else a
+    context of the particles' own, the model's kept one (``Model.smc_engine``, one draw at a time)
+    or one freed after. The prompt's cells are shared by every particle (the KV cache is unified):
+    each particle needs room for its own tokens only."""
+    from .engine import Engine, context_for
+
+    if particles == 1:
+        engine = model.engine
+        if engine.active():
+            raise LocalguideError("the model is generating (a stream not read to its end): finish or close it first")
+        if len(prompt) + max_tokens + 1 > engine.n_ctx:
+            raise ArgumentError(f"the prompt ({len(prompt)} tokens) and max_tokens ({max_tokens}) exceed the "
+                                f"context ({engine.n_ctx} tokens)")
+        try:
+            yield engine
+        finally:
+            with calls():
+                engine.reset()
+        return
+    need = len(prompt) + particles * (max_tokens + 1)
+    if need > particles * context:
+        raise ArgumentError(f"the prompt ({len(prompt)} tokens) and {particles} particles of up to {max_tokens} "
+                            f"tokens need {need} cells, over {particles} x the context ({context})")
+    cells = -(-need // particles)
+    if not keep:
+        with calls():
+            engine = Engine(model, context_for(model, particles, cells), particles, None, owned=True)
+        try:
+            yield engine
+        finally:
+            with calls():
+                engine.close()
+        return
+    if not model.smc_lock.acquire(blocking=False):
+        raise LocalguideError("another SMC draw is under way on this model: one at a time")
+    try:
+        engine = model.smc_engine(particles, cells)
+        try:
+            yield engine
+        finally:
+            with calls():
+                engine.reset()
+    finally:
+        model.smc_lock.release()
+
+
 def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: int, temperature: float,
             seed: int | None, lock=None, cancelled=None, keep: bool = True, busy=None,
             context: int | None = None) -> tuple[list[int], SMCStats]:
@@ -128,61 +176,45 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
     ``keep``: the particles' context kept for the next draw (``Model.smc_engine``), else freed after;
     ``busy(since)``: told when calls into llama.cpp begin (``time.monotonic()``) and end (None), for a
     watchdog; ``context``: the cells a particle may take at most (default the model's context)."""
-    busy = busy or (lambda since: None)
-    context = context or model.context_size
-    lock = lock if lock is not None else contextlib.nullcontext()
     check_particles(particles)
     if not isinstance(temperature, (int, float)) or not 0 < temperature < float("inf"):
         raise ArgumentError(f"SMC samples at a temperature above 0, got {temperature!r} (greedy has one text)")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ArgumentError(f"max_tokens must be an int of at least 1, got {max_tokens!r}")
-    if particles == 1:
-        engine, own = model.engine, None
-        if engine.active():
-            raise LocalguideError("the model is generating (a stream not read to its end): finish or close it first")
-        if len(prompt) + max_tokens + 1 > engine.n_ctx:
-            raise ArgumentError(f"the prompt ({len(prompt)} tokens) and max_tokens ({max_tokens}) exceed the "
-                                f"context ({engine.n_ctx} tokens)")
-    else:
-        # A context of the particles' own: the prompt's cells are shared by every particle (the KV
-        # cache is unified), each particle needs room for its own tokens only.
-        from .engine import Engine, context_for
 
-        need = len(prompt) + particles * (max_tokens + 1)
-        if need > particles * context:
-            raise ArgumentError(f"the prompt ({len(prompt)} tokens) and {particles} particles of up to {max_tokens} "
-                                f"tokens need {need} cells, over {particles} x the context ({context})")
-        if keep:
-            if not model.smc_lock.acquire(blocking=False):
-                raise LocalguideError("another SMC draw is under way on this model: one at a time")
-            try:
-                engine, own = model.smc_engine(particles, -(-need // particles)), None
-            except BaseException:
-                model.smc_lock.release()
-                raise
-        else:
+    @contextlib.contextmanager
+    def calls():  # (calls into llama.cpp, which a hung worker would hold: the watchdog's to see)
+        if busy is not None:
             busy(time.monotonic())
-            try:
-                own = Engine(model, context_for(model, particles, -(-need // particles)), particles, None, owned=True)
-            finally:
+        try:
+            yield
+        finally:
+            if busy is not None:
                 busy(None)
-            engine = own
-    batch = None
+
+    with _particles_engine(model, prompt, max_tokens, particles, keep, context or model.context_size,
+                           calls) as engine:
+        return _draw(model, engine, prompt, make_guide, max_tokens, particles, temperature, seed,
+                     lock if lock is not None else contextlib.nullcontext(), cancelled, calls)
+
+
+def _draw(model, engine, prompt, make_guide, max_tokens, particles, temperature, seed, lock, cancelled,
+          calls) -> tuple[list[int], SMCStats]:
+    """One draw in ``engine`` (``run_smc`` documents the arguments)."""
+    rng = np.random.default_rng(seed)
+    ctx, mem, n_vocab = engine.ctx, engine.mem, model.vocabulary.size
+    stop = set(model.vocabulary.stop_ids.tolist())
+    batch = Batch(max(particles, engine.n_batch))
     try:
-        rng = np.random.default_rng(seed)
-        ctx, mem, n_vocab = engine.ctx, engine.mem, model.vocabulary.size
-        stop = set(model.vocabulary.stop_ids.tolist())
-        busy(time.monotonic())
-        engine.reset()
-        batch = Batch(max(particles, engine.n_batch))
-        for i in range(0, len(prompt), engine.n_batch):  # the prompt once, in sequence 0
-            part = prompt[i:i + engine.n_batch]
-            batch.fill(part, i, len(part) - 1 if i + len(part) == len(prompt) else len(part))
-            check(llama_cpp.llama_decode(ctx, batch.b))
-        first = logits_at(ctx, -1, n_vocab).copy()
-        for s in range(1, particles):
-            llama_cpp.llama_memory_seq_cp(mem, 0, s, 0, -1)
-        busy(None)
+        with calls():
+            engine.reset()
+            for i in range(0, len(prompt), engine.n_batch):  # the prompt once, in sequence 0
+                part = prompt[i:i + engine.n_batch]
+                batch.fill(part, i, len(part) - 1 if i + len(part) == len(prompt) else len(part))
+                check(llama_cpp.llama_decode(ctx, batch.b))
+            first = logits_at(ctx, -1, n_vocab).copy()
+            for s in range(1, particles):
+                llama_cpp.llama_memory_seq_cp(mem, 0, s, 0, -1)
         with lock:
             guides = [make_guide() for _ in range(particles)]
         texts: list[list[int]] = [[] for _ in range(particles)]
@@ -234,12 +266,11 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
             if len(live) > 1 and ess(log_w[live]) < len(live) / 2:
                 ancestors = np.arange(particles)
                 ancestors[live] = np.asarray(live)[systematic(log_w[live], rng)]
-                busy(time.monotonic())
-                for i, j in enumerate(ancestors):
-                    if i != j:
-                        llama_cpp.llama_memory_seq_rm(mem, i, -1, -1)
-                        llama_cpp.llama_memory_seq_cp(mem, int(j), i, -1, -1)
-                busy(None)
+                with calls():
+                    for i, j in enumerate(ancestors):
+                        if i != j:
+                            llama_cpp.llama_memory_seq_rm(mem, i, -1, -1)
+                            llama_cpp.llama_memory_seq_cp(mem, int(j), i, -1, -1)
                 with lock:
                     guides = [guides[j] if i == j else guides[j].copy() for i, j in enumerate(ancestors)]
                 texts = [list(texts[j]) for j in ancestors]
@@ -252,10 +283,9 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
             batch.clear()
             for i in live:  # (every live particle is one token further, all at one position)
                 batch.add([texts[i][-1]], pos, i, 0)
-            busy(time.monotonic())
-            check(llama_cpp.llama_decode(ctx, batch.b))
-            logits = _gather(ctx, live, logits, n_vocab)
-            busy(None)
+            with calls():
+                check(llama_cpp.llama_decode(ctx, batch.b))
+                logits = _gather(ctx, live, logits, n_vocab)
             pos += 1
         for i in range(particles):  # (a text not ended within the budget is not one of the target's)
             if alive[i]:
@@ -270,20 +300,7 @@ def run_smc(model, prompt: list[int], make_guide, max_tokens: int, particles: in
         choice = min(int(np.searchsorted(np.cumsum(w), rng.random() * w.sum())), particles - 1)
         return texts[choice], stats
     finally:
-        busy(time.monotonic())  # (freeing cells is a call into llama.cpp too)
-        try:
-            if batch is not None:
-                batch.free()
-            if own is not None:
-                own.close()
-            else:
-                try:
-                    engine.reset()
-                finally:
-                    if particles > 1:
-                        model.smc_lock.release()
-        finally:
-            busy(None)
+        batch.free()
 
 
 def _gather(ctx, live: list[int], logits: list, n_vocab: int) -> list:
