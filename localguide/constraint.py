@@ -35,6 +35,7 @@ class Kind:
     extra: frozenset = frozenset()
     check: Callable = lambda source: source
     written: Callable = lambda source: source
+    keyword: bool = True  # (False: made by the library itself, not a keyword of ``Constraint.of``)
 
 
 KINDS: dict[str, Kind] = {}
@@ -60,17 +61,17 @@ class Constraint:
         """The constraint of ``Model.compile``'s keyword arguments: at most one kind given (None:
         no constraint); an option of another kind is refused where it is not that kind's default
         (``strict=True`` with a regex would otherwise be ignored in silence)."""
-        given = [k for k in KINDS if arguments.get(k) is not None]
+        given = [k for k in _keywords() if arguments.get(k) is not None]
         if len(given) > 1:
-            names = [k + "=" for k in KINDS]
+            names = [k + "=" for k in _keywords()]
             raise ArgumentError(f"give at most one of {', '.join(names[:-1])} and {names[-1]}")
-        options = {k: v for k, v in arguments.items() if k not in KINDS}
+        options = {k: v for k, v in arguments.items() if k not in _keywords()}
         kind = KINDS[given[0]] if given else None
         mine = {} if kind is None else {k: v for k, v in options.items() if k in kind.defaults or k in kind.extra}
         for name, value in options.items():
             if name in mine:
                 continue
-            owners = [k for k in KINDS.values() if name in k.defaults or name in k.extra]
+            owners = [k for k in KINDS.values() if k.keyword and (name in k.defaults or name in k.extra)]
             if not owners:
                 raise ArgumentError(f"unknown option {name}= (the options: {', '.join(sorted(_all_options()))})")
             if any(name in k.defaults and _same(value, k.defaults[name]) for k in owners):
@@ -80,6 +81,12 @@ class Constraint:
         if kind is None:
             return None
         return cls(kind.name, kind.check(arguments[kind.name]), {**kind.defaults, **mine})
+
+    @classmethod
+    def made(cls, kind: str, source, **options) -> "Constraint":
+        """A constraint of any registered kind, those the library makes itself included."""
+        k = KINDS[kind]
+        return cls(kind, k.check(source), {**k.defaults, **options})
 
     def key(self) -> str | None:
         """A text naming this constraint's language (None where its source has no JSON form): the
@@ -142,7 +149,11 @@ def _same(a, b) -> bool:
 
 
 def _all_options() -> set:
-    return {o for k in KINDS.values() for o in (*k.defaults, *k.extra)}
+    return {o for k in KINDS.values() if k.keyword for o in (*k.defaults, *k.extra)}
+
+
+def _keywords() -> list[str]:
+    return [name for name, k in KINDS.items() if k.keyword]
 
 
 # -- the kinds ----------------------------------------------------------------------------------
@@ -197,6 +208,21 @@ register(Kind("choice", _choice, check=_check_choice, written=lambda c: list(c))
 register(Kind("grammar", _grammar, defaults={"max_ignored_run": DEFAULT_MAX_IGNORED_RUN},
               extra=frozenset({"start", "lazy", "confined"}),
               written=lambda g: os.fspath(g) if isinstance(g, os.PathLike) else g))
+def _xml_calls(source, vocabulary, **options):
+    from .json_schema.parameters import compile_calls
+
+    return compile_calls(source, vocabulary, **options)
+
+
+def _check_xml_calls(source):
+    from .json_schema.parameters import check_tools
+
+    return check_tools(source)
+
+
 register(Kind("json_schema", _json_schema, defaults={"strict": False, "whitespace": "compact", "max_recursion": None},
               extra=frozenset({"any_depth", "max_length", "max_items", "resources", "max_states", "lazy"}),
               written=_written_schema))
+# One call to one of some tools, written one parameter at a time (``chat.tools.xml_calls``): the
+# source is ``[{"name", "parameters"}]``; made by the tool-call syntax, not a keyword of ``Model.compile``.
+register(Kind("xml_calls", _xml_calls, extra=frozenset({"lazy"}), check=_check_xml_calls, keyword=False))

@@ -20,7 +20,13 @@ OPTIONS = {"strict": [False, True], "whitespace": ["compact", "pretty"], "max_re
 
 
 def test_the_four_kinds_are_registered_with_their_options():
-    assert list(KINDS) == ["regex", "choice", "grammar", "json_schema"]
+    assert [k for k in KINDS if KINDS[k].keyword] == ["regex", "choice", "grammar", "json_schema"]
+    # (the library's own: calls written one parameter at a time, never a keyword of Constraint.of)
+    assert [k for k in KINDS if not KINDS[k].keyword] == ["xml_calls"]
+    with pytest.raises(ArgumentError, match="unknown option xml_calls="):
+        Constraint.of(xml_calls=[{"name": "f", "parameters": {}}])
+    made = Constraint.made("xml_calls", [{"name": "f", "parameters": {"type": "object"}}])
+    assert made.kind == "xml_calls" and made.key() == Constraint.made("xml_calls", made.source).key()
     assert dict(KINDS["json_schema"].defaults) == {"strict": False, "whitespace": "compact", "max_recursion": None}
     assert dict(KINDS["grammar"].defaults) == {"max_ignored_run": 32}
 

@@ -15,7 +15,6 @@ import codecs
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .call_stream import CallStream
 from ..constraint import as_constraint
 from ..errors import LocalguideError
 from ..guides.stops import StopText
@@ -191,7 +190,7 @@ class ChatRun:
                                                                       template_variables)
         compile = compile or model.compile
         if mode != "none":
-            made, counts_key, open_token = T.calls_maker(model, usable, fmt, mode, parallel_tool_calls, compile)
+            made, counts_key, open_token = fmt.maker(model, usable, mode, parallel_tool_calls, compile)
         else:
             made = compile(constraint) if constraint is not None else None
             counts_key = constraint.key() if constraint is not None else None
@@ -205,14 +204,15 @@ class ChatRun:
                 self.guide = made.guide(max_tokens=max_tokens) if made is not None else None
         self.counts_key, self.max_tokens, self.mode = counts_key, max_tokens, mode
         self.constrained = made if mode == "none" else None  # (the content's constraint, for stop strings)
-        self._model, self._tools, self._fmt, self._open_token = model, T, fmt, open_token
+        self._model, self._fmt, self._open_token = model, fmt, open_token
         self._lock = lock
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._reason = _Splitter(after)
         # (text before the calls is the content; the calls' text is held and parsed at the end)
         self._calls = None if mode == "none" else _Splitter(fmt.open) if fmt.open else _LeadSplit()
         self._held: list[str] = []
-        self._call_stream = CallStream(fmt.args_key) if mode != "none" else None
+        self._call_stream = fmt.stream(usable) if mode != "none" else None
+        self._usable = usable if mode != "none" else None
 
     @staticmethod
     def _first_prompt(model, template, msgs: list[dict], tools, variables) -> int:
@@ -256,7 +256,7 @@ class ChatRun:
             out.append(d)
         held = "".join(self._held)
         if held.strip():
-            calls = self._call_stream.calls() or self._tools.parse_calls(held, self._fmt)
+            calls = self._call_stream.calls() or self._fmt.parse(held, self._usable)
             out.append(ChatDelta(tool_calls=calls))
         elif self.mode == "required":
             raise LocalguideError(f"the call did not complete within max_tokens ({self.max_tokens})")
@@ -282,7 +282,7 @@ def chat_stream(model, messages, *, max_tokens: int, sampling, speculate: bool, 
         for token in tokens:
             if (d := run.feed(token)) is not None:
                 d.content = cut.feed(d.content)
-                if d.content or d.reasoning:
+                if d.content or d.reasoning or d.tool_call_deltas:
                     yield d
                 if cut.hit:
                     return

@@ -13,7 +13,7 @@ import typer
 
 from ..sampling import DEFAULT
 from . import options as O
-from .common import CHAT, SAMPLING, SPEED, _fail, _say, _StatusLine, app, err, load_model, placement
+from .common import CHAT, SAMPLING, SPEED, _fail, _say, _StatusLine, app, err, load_model, placement, read_template
 from .run import _constraint, _has_template
 
 PLAIN_EVERY = 10.0  # seconds between two progress lines where stderr is no terminal
@@ -53,6 +53,7 @@ def batch(
     n_ctx: O.NCtx = 4096,
     threads: O.Threads = None,
     threads_batch: O.ThreadsBatch = None,
+    chat_template_file: O.ChatTemplateFile = None,
     workers: O.Workers = None,
     tensor_split: O.TensorSplit = None,
     reproducible: Annotated[bool, typer.Option(
@@ -92,6 +93,7 @@ def batch(
             with _StatusLine():
                 model = load_model(model_path, n_ctx=n_ctx if parallel == 1 else 256, n_threads=threads,
                                    n_threads_batch=threads_batch, reproducible=reproducible,
+                                   chat_template=read_template(chat_template_file),
                                    **placement(n_gpu_layers, workers, tensor_split))
                 use_chat = not raw and (chat or _has_template(model))
                 if system is not None and not use_chat:

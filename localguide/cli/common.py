@@ -241,6 +241,22 @@ def _read_json(path: Path):
         raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
 
 
+def read_template(path: str | None) -> str | None:
+    """The text of ``--chat-template-file`` (None: none given), compiled once to name its errors."""
+    from ..chat.template import ChatTemplate
+
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"--chat-template-file: cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--chat-template-file: {path} is not UTF-8 text (byte {e.start})") from None
+    ChatTemplate(text, name=path)
+    return text
+
+
 def load_model(path, **kwargs):
     """``localguide.load`` with its warnings (GPU layers asked of a CPU build) as lines on stderr."""
     import warnings

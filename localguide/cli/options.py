@@ -46,6 +46,9 @@ Threads = Annotated[Optional[int], typer.Option(
 ThreadsBatch = Annotated[Optional[int], typer.Option(
     "--threads-batch", min=1, rich_help_panel=SPEED, show_default=False,
     help="Threads of batches: prompts, several sequences, verified drafts (default: see `localguide info`).")]
+ChatTemplateFile = Annotated[Optional[str], typer.Option(
+    "--chat-template-file", rich_help_panel=CHAT, show_default=False,
+    help="A Jinja chat template to use instead of the model's (its tool-call syntax comes with it).")]
 Speculate = Annotated[bool, typer.Option(
     "--speculate/--no-speculate", rich_help_panel=SPEED,
     help="Drafts from the constraint, checked by the model several tokens per decode (exact: the same output "

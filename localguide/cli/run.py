@@ -13,7 +13,8 @@ import typer
 from ..sampling import DEFAULT
 from . import options as O
 from .common import (CHAT, SAMPLING, SPEED, _end_line, _error_line, _fail, _out, _quality_table, _read_json,
-                     _read_schema, _say, _StatusLine, app, close_status, err, load_model, placement)
+                     _read_schema, _say, _StatusLine, app, close_status, err, load_model, placement,
+                     read_template)
 
 
 def _split_model_prompt(first: Optional[str], second: Optional[str]) -> tuple[Optional[str], Optional[str]]:
@@ -92,6 +93,7 @@ def run(
     parallel_tool_calls: Annotated[bool, typer.Option(
         "--parallel-tool-calls/--no-parallel-tool-calls", rich_help_panel=CHAT,
         help="Several calls in one answer (one line each), or one at most.")] = True,
+    chat_template_file: O.ChatTemplateFile = None,
     after: Annotated[Optional[str], typer.Option("--after", rich_help_panel=CHAT, show_default=False,
                      help="Free text (reasoning) until this text, then the constraint, e.g. '</think>'; "
                           "the reasoning goes to stderr.")] = None,
@@ -165,6 +167,7 @@ class RunOptions:
     tools: str | None
     tool_choice: str
     parallel_tool_calls: bool
+    chat_template_file: str | None
     after: str | None
     max_reasoning_tokens: int | None
     stop: list[str] | None
@@ -240,8 +243,10 @@ def _run(o: RunOptions) -> None:
             raise typer.BadParameter("--tools takes no --regex, --choice, --grammar, --json-schema or --json: the "
                                      "calls' arguments follow the tools' schemas (--after may come first; "
                                      "--tool-choice none constrains the text instead)")
+        template = read_template(o.chat_template_file)
         model = load_model(model_path, n_ctx=o.n_ctx, n_threads=o.threads, n_threads_batch=o.threads_batch,
-                           reproducible=o.reproducible, **placement(o.n_gpu_layers, o.workers, o.tensor_split))
+                           reproducible=o.reproducible, chat_template=template,
+                           **placement(o.n_gpu_layers, o.workers, o.tensor_split))
         use_chat = not o.raw and (o.chat or _has_template(model))
         if not use_chat and (o.system is not None or o.tools is not None or o.after is not None):
             raise typer.BadParameter("--system, --tools and --after need a chat template (not --raw)")

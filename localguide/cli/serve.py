@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import options as O
-from .common import _StatusLine, _fail, app, err, load_model, placement
+from .common import _StatusLine, _fail, app, err, load_model, placement, read_template
 
 
 @app.command()
@@ -54,6 +54,7 @@ def serve(
         "--worker-timeout", min=1, help="With --workers: seconds one engine step (a decode of up to a prompt "
                                         "chunk per sequence, and its samples) may wait on them before the server "
                                         "starts again (503s name a worker that does not answer meanwhile).")] = 120.0,
+    chat_template_file: O.ChatTemplateFile = None,
     cors: Annotated[Optional[list[str]], typer.Option(
         "--cors", show_default=False, help="An origin whose web pages may call the server (repeat the option; "
                                            "'*': any), e.g. http://localhost:3000.")] = None,
@@ -89,6 +90,7 @@ def serve(
             # (--parallel N decodes in a context of its own: the model's is then only for tokens)
             m = load_model(model, n_ctx=n_ctx if parallel == 1 else 256, n_threads=threads,
                            n_threads_batch=threads_batch, reproducible=reproducible,
+                           chat_template=read_template(chat_template_file),
                            **placement(n_gpu_layers, workers, tensor_split))
         err.print(f"localguide serving {m.path.name} on http://{host}:{port} (parallel {parallel}); Ctrl-C to stop",
                   markup=False, highlight=False)

@@ -71,6 +71,7 @@ class Compiler(Objects, Arrays):
         self._structures: dict = {}  # id(schema) -> (its keywords as text, schema): _distinct
         self._key_regions: dict = {}  # (patterns, listed names) -> key nodes (key_regions)
         self._open: dict = {}  # with exact_recursion: the conjunctions being compiled (see _conj_rule)
+        self.raw_top = False  # a string at depth 0 is its characters (``schema_to_ast(raw_strings=)``)
 
     # -- whitespace --------------------------------------------------------------------------
     def sep(self, depth: int) -> Node:
@@ -235,6 +236,8 @@ class Compiler(Objects, Arrays):
         return alt(*[self.flat(f, depth) for f in flats])
 
     def flat(self, f: Flat, depth: int) -> Node:
+        if self.raw_top and depth == 0:
+            return self.raw_string(f)
         if f.enum is not None:
             return alt(*[self.literal(v, depth) for v in f.enum if self.accepts(f, v)])
         parts = []
@@ -477,6 +480,12 @@ class Compiler(Objects, Arrays):
         return alt(*out)
 
     # -- strings --------------------------------------------------------------------------------
+    def raw_string(self, f: Flat) -> Node:
+        """The characters of the strings ``f`` allows (values of other types left out)."""
+        if f.enum is not None:
+            return alt(*[Lit(v) for v in f.enum if isinstance(v, str) and self.accepts(f, v)])
+        return self.string_content(f) if "string" in f.types else EMPTY
+
     def string(self, f: Flat) -> Node:
         content = self.string_content(f)
         if content is EMPTY:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..regex.ast import (
-    ANY_CHAR_RANGES, Alt, Cls, EMPTY, EPS, Lit, MAX_CP, Node, Rep, Seq, alt, cls, contains, intersect, norm_ranges, rep, seq, subtract,
+    ANY_CHAR_RANGES, Cls, EMPTY, EPS, Lit, MAX_CP, Node, alt, cls, contains, intersect, map_leaves, norm_ranges, rep, seq,
+    subtract,
 )
 
 
@@ -139,28 +140,14 @@ def json_string_content(s: str) -> Node:
 
 def encode_content(node: Node) -> Node:
     """A content-level node (characters of the decoded string) as JSON string text."""
-    memo: dict[int, Node] = {}
-
-    def go(n: Node) -> Node:
-        k = id(n)
-        if k in memo:
-            return memo[k]
+    def leaf(n: Node) -> Node:
         if isinstance(n, Lit):
-            r = json_string_content(n.text)
-        elif isinstance(n, Cls):
-            r = json_char(n.ranges)
-        elif isinstance(n, Seq):
-            r = seq(*[go(x) for x in n.items])
-        elif isinstance(n, Alt):
-            r = alt(*[go(x) for x in n.items])
-        elif isinstance(n, Rep):
-            r = rep(go(n.item), n.lo, n.hi)
-        else:
-            r = n
-        memo[k] = r
-        return r
+            return json_string_content(n.text)
+        if isinstance(n, Cls):
+            return json_char(n.ranges)
+        return n
 
-    return go(node)
+    return map_leaves(node, leaf)
 
 
 def not_in_strings(words, charset=ANY_CHAR_RANGES, min_len: int = 0) -> Node:

@@ -143,8 +143,10 @@ PRETTY_RECURSION = 3  # with whitespace="pretty", how deep max_recursion=None ex
 @_deep
 def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", max_recursion: int | None = 3,
                   any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128, max_items: int = 32,
-                  resources: dict | None = None, _problems: Problems | None = None) -> CompiledSchema:
-    """Compile ``schema`` to the regex AST (options as ``compile_json_schema``).
+                  resources: dict | None = None, raw_strings: bool = False,
+                  _problems: Problems | None = None) -> CompiledSchema:
+    """Compile ``schema`` to the regex AST (options as ``compile_json_schema``). ``raw_strings``: a
+    string at the top is its characters, not a JSON string (tool calls that write it as text).
 
     Where a negation has no complement here, the subset leaves out the values that fail only it;
     when that leaves no document at all, the schema is compiled again with those negations not
@@ -152,7 +154,8 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
     doc = _load(schema)
     problems = _problems or Problems()
     options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
-                   extra_depth=extra_depth, max_length=max_length, max_items=max_items, resources=resources)
+                   extra_depth=extra_depth, max_length=max_length, max_items=max_items, resources=resources,
+                   raw_strings=raw_strings)
     node, compiler = _ast(doc, problems, loose=False, **options)
     if node is EMPTY and problems.loosenable and not problems.unsupported:
         second = Problems()
@@ -178,7 +181,7 @@ def schema_to_ast(schema, *, strict: bool = False, whitespace: str = "compact", 
 
 
 def _ast(doc, problems: Problems, *, loose: bool, strict, whitespace, max_recursion, any_depth, extra_depth,
-         max_length, max_items, resources):
+         max_length, max_items, resources, raw_strings=False):
     """(node, compiler): one compile of the loaded schema ``doc``."""
     registry = Registry()
     for uri, res in (resources or {}).items():
@@ -195,6 +198,7 @@ def _ast(doc, problems: Problems, *, loose: bool, strict, whitespace, max_recurs
     compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
                         extra_depth=extra_depth, max_length=max_length, max_items=max_items,
                         exact_recursion=exact)
+    compiler.raw_top = raw_strings
     try:
         return compiler.value([root], 0), compiler
     except RecursionError:
@@ -385,7 +389,48 @@ LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
 GRAMMAR_FORMAT = 5  # 5: bounded repetitions as flat or blocked alternatives (``grammar.rewrites.Repeats``), rules simplified (``simplify_generated``)
 
 
-def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):
+def compile_language(kind: str, key: str, make, vocabulary, description: str, *, lazy: bool | None = None,
+                     max_states: int = DEFAULT_MAX_STATES):
+    """The index of the language of ``make()`` (a ``CompiledSchema``, built only where the disk cache
+    has neither index under ``kind`` and ``key``), by a schema's route: its automaton where it fits
+    ``max_states`` (a ``LazyIndex`` above ``LAZY_STATES`` states, unless ``lazy`` is False), else the
+    grammar engine's index of the same language."""
+    from ..grammar.compiled import FORMAT as ARRAYS_FORMAT
+    from ..grammar.sources import remembered
+    from ..index import Index
+    from ..index.lazy import LazyIndex, lazy_possible
+    from ..regex.ast_dfa import Builder, TooLargeError
+    from ..runtime import cache
+
+    grammar_path = cache.key_path(f"{kind}_grammar", f"{GRAMMAR_FORMAT}.{ARRAYS_FORMAT}", key, vocabulary.fingerprint)
+    held = remembered((kind, str(grammar_path)))
+    if held is not None:
+        return held
+    if cache.available(grammar_path):
+        return _grammar_index(grammar_path, lambda: _grammar(make()), vocabulary, description, lazy is not False, kind)
+    def automaton():
+        node = make().node
+        return Builder(node, max_states).dfa(node)
+
+    if cache.available(Index.cache_path(kind, key, vocabulary)):
+        return Index.cached(kind, key, automaton, vocabulary, description)
+    with stage(f"compiling the {description}"):
+        compiled = make()
+        builder = Builder(compiled.node, max_states, give_up=2.0)
+        try:
+            dfa = builder.dfa(compiled.node)
+        except TooLargeError:
+            cfg = _grammar(compiled, builder)
+            if cfg is None:
+                raise SchemaError(f"the {description} accept no text") from None
+            return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False, kind)
+    if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \
+            not lazy_possible(dfa, vocabulary):
+        return Index.cached(kind, key, lambda: dfa, vocabulary, description)
+    return LazyIndex(dfa, vocabulary, lambda: Index.cached(kind, key, lambda: dfa, vocabulary, description), description)
+
+
+def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool, kind: str = "json_schema"):
     """The grammar engine's index of ``make_cfg()``, from the disk cache at ``path`` when there."""
     from ..grammar.sources import cached_index, remember
 
@@ -397,7 +442,7 @@ def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool):
 
     idx = cached_index(path, cfg, vocabulary, description, lazy)
     # held in memory as compiled grammars are: the masks it computes serve the next guides
-    remember(("json_schema", str(path)), idx)
+    remember((kind, str(path)), idx)
     return idx
 
 

@@ -266,6 +266,29 @@ def plus(item: Node) -> Node:
     return rep(item, 1, None)
 
 
+def map_leaves(node: Node, leaf) -> Node:
+    """``node`` with each leaf (what is not a ``Seq``, ``Alt`` or ``Rep``) replaced by ``leaf(it)``;
+    a part shared in the tree is mapped once."""
+    memo: dict[int, Node] = {}
+
+    def go(n: Node) -> Node:
+        k = id(n)
+        if k in memo:
+            return memo[k]
+        if isinstance(n, Seq):
+            r = seq(*[go(x) for x in n.items])
+        elif isinstance(n, Alt):
+            r = alt(*[go(x) for x in n.items])
+        elif isinstance(n, Rep):
+            r = rep(go(n.item), n.lo, n.hi)
+        else:
+            r = leaf(n)
+        memo[k] = r
+        return r
+
+    return go(node)
+
+
 def nullable(node: Node) -> bool:
     if isinstance(node, Seq):
         return all(nullable(x) for x in node.items)

@@ -53,6 +53,16 @@ def _cls_regex(ranges) -> str:
 _ATOM, _SEQ, _ALT = 0, 1, 2
 
 
+class Written(Node):
+    """A piece of pattern written as given, one atom (what the AST has no node for: a lookahead);
+    only ``to_regex`` reads it."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
 def to_regex(node: Node) -> str:
     """``node`` as an ECMA-262 pattern (``localguide.regex`` dialect)."""
     memo: dict[int, tuple[str, int]] = {}
@@ -101,6 +111,8 @@ def _emit(node: Node, memo) -> tuple[str, int]:
         else:
             q = f"{{{lo},{hi}}}"
         r = (s + q, _ATOM)
+    elif isinstance(node, Written):
+        r = (f"(?:{node.text})", _ATOM)
     elif isinstance(node, Auto):
         tree = auto_tree(node)
         if tree is None:

@@ -262,7 +262,7 @@ def main(argv: list[str]) -> int:
         if constraint is None:
             return 0
         # (all of it now: the server loads it whole)
-        whole = {"lazy": False} if constraint.kind in ("grammar", "json_schema") else {}
+        whole = {"lazy": False} if constraint.kind in ("grammar", "json_schema", "xml_calls") else {}
         try:
             constraint.compile(vocabulary, **whole)
             cache.flush()

@@ -61,7 +61,8 @@ def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
     store (``llama3.2:1b``, ``org/repo``: ``localguide.models.resolve``). ``workers``: ``host:port``
     of ``localguide worker`` processes (a list, or one comma-separated string) whose devices take
     the layers (``n_gpu_layers`` -1 unless given; ``tensor_split`` for the proportions);
-    ``localguide.engines.llamacpp.rpc``.
+    ``localguide.engines.llamacpp.rpc``. ``chat_template``: Jinja text used instead of the file's
+    chat template (its family's tool-call syntax comes with it: ``localguide.chat.tools``).
 
     ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_gpu_layers``, ``n_ctx``, ...). ``n_threads``
     (one-token decodes) and ``n_threads_batch`` (prompts, verified drafts) default to what holds
@@ -103,6 +104,9 @@ class Model:
         else:
             self.worker_devices = []
         self.workers = list(workers)
+        self.template_source = llama_kwargs.pop("chat_template", None)
+        if self.template_source is not None and not isinstance(self.template_source, str):
+            raise ArgumentError(f"chat_template= takes Jinja text, not {type(self.template_source).__name__}")
         llama_kwargs.setdefault("n_ctx", 4096)
         llama_kwargs.setdefault("verbose", False)
         # Flash attention: each position's attention row by row on the reference kernels
@@ -414,8 +418,9 @@ class Model:
                     opportunistic: bool = False, speculate: bool = True, fast_forward: bool = False,
                     stats: bool = False, cache_prompt: bool = True, stop=None, constraint: Constraint | None = None,
                     sampling: str = "mask", particles: int = 16):
-        """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text);
-        arguments as ``chat`` (with ``sampling="smc"`` the answer comes once every particle has
+        """Yield the answer as ``ChatDelta`` pieces (``reasoning`` text, then ``content`` text; with
+        tools, each call's id, name and arguments as they are written in ``tool_call_deltas``,
+        then the whole ``tool_calls``); arguments as ``chat`` (with ``sampling="smc"`` the answer comes once every particle has
         ended: the conversation's constraint, tools or reasoning trigger is the particles')."""
         from ...chat.conversation import chat_stream
 
@@ -611,11 +616,14 @@ class Model:
         return self.chat_template().render([{"role": "user", "content": user_message}])
 
     def chat_template(self, source: str | None = None):
-        """The model's chat template: ``source`` (Jinja text) if given, else the GGUF's
-        ``tokenizer.chat_template``, else llama.cpp's built-in template of the model's family."""
+        """The model's chat template: ``source`` (Jinja text) if given, else ``load(chat_template=)``'s,
+        else the GGUF's ``tokenizer.chat_template``, else llama.cpp's built-in template of the
+        model's family."""
         from ...chat.template import ChatTemplate
         from .templates import BuiltinTemplate
 
+        if source is None:
+            source = self.template_source
         got = self._templates.get(source)  # (compiled once per source: every chat turn asks)
         if got is not None:
             return got
