@@ -212,6 +212,7 @@ class Server:
             Route("/api/ps", self.ollama_tags, methods=["GET"]),
             Route("/api/show", self.ollama_show, methods=["POST"]),
             Route("/api/version", self.ollama_version, methods=["GET"]),
+            Route("/api/pull", self.ollama_pull, methods=["POST"]),
         ], exception_handlers={404: self._not_found, 405: self._not_allowed}, lifespan=self._lifespan,
             middleware=[Middleware(RequestLog, metrics=self.metrics)]
             + ([Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []) + ([Middleware(
@@ -276,6 +277,32 @@ class Server:
                              "model_info": d["model_info"], "capabilities": ["completion", "tools"],
                              "modified_at": d["modified_at"]})
 
+    async def ollama_pull(self, request: Request) -> Response:
+        """Ollama's pull of the model served: there already (``success``); any other is a 404, as
+        nothing is fetched."""
+        if (denied := self._auth(request, ollama_error)) is not None:
+            return denied
+        try:
+            data = await self._read(request)
+            async with self._large:
+                body = await asyncio.get_running_loop().run_in_executor(self._pool, read_body, data)
+            name = body.get("model", body.get("name")) if isinstance(body, dict) else None
+            if not isinstance(name, str):
+                raise ApiError("expected {\"model\": NAME}", "model")
+            if not self._serves(name):
+                raise ApiError(f"no model {name!r} here: localguide serve fetches nothing; it serves {self.name!r}",
+                               "model", status=404)
+        except ApiError as e:
+            return ollama_error(e)
+        if body.get("stream", True) is False:
+            return JSONResponse({"status": "success"})
+        return Response('{"status":"success"}\n', media_type="application/x-ndjson")
+
+    def _serves(self, name: str) -> bool:
+        """Whether ``name`` names the model served: its name, with or without a tag."""
+        own = self.name.split(":")[0]
+        return name in (self.name, own) or name.split(":")[0] == own
+
     async def ollama_version(self, request: Request) -> Response:
         from .._version import __version__
 
@@ -292,7 +319,12 @@ class Server:
         return self._description
 
     async def _not_found(self, request: Request, exc) -> Response:
-        return error_response(ApiError(f"no route {request.url.path}", status=404))
+        path = request.url.path
+        if path.startswith("/api/"):  # (Ollama's routes this server does not offer: its error form)
+            what = "embeddings" if path.startswith("/api/embed") else "model management"
+            return ollama_error(ApiError(f"{path} is not offered: localguide serve has no {what} (it serves "
+                                         f"{self.name!r}; see /api/tags)", status=404))
+        return error_response(ApiError(f"no route {path}", status=404))
 
     async def _not_allowed(self, request: Request, exc) -> Response:
         return error_response(ApiError(f"{request.method} is not allowed on {request.url.path}", status=405))

@@ -110,6 +110,23 @@ def test_tags_show_version(served):
         assert json.loads(r.read())["version"]
 
 
+def test_pull_of_the_model_served_and_routes_not_offered(served):
+    """Apps pull before they chat: the model served is there already; another name is a 404 (nothing is
+    fetched); embeddings and model management answer in Ollama's error form, not a bare 404."""
+    (m,) = served.ollama.list().models
+    assert served.ollama.pull(m.model).status == "success"
+    assert [p.status for p in served.ollama.pull(m.model, stream=True)] == ["success"]
+    with pytest.raises(ollama.ResponseError) as e:
+        served.ollama.pull("llama3.2:1b")
+    assert e.value.status_code == 404 and "fetches nothing" in e.value.error
+    with pytest.raises(ollama.ResponseError) as e:
+        served.ollama.embed(model=m.model, input="hello")
+    assert e.value.status_code == 404 and "embeddings" in e.value.error
+    with pytest.raises(ollama.ResponseError) as e:
+        served.ollama.delete(m.model)
+    assert e.value.status_code == 404 and "not offered" in e.value.error
+
+
 @pytest.mark.parametrize("body, field", [
     ({"model": "m", "messages": ASK, "format": "yaml"}, "format"),
     ({"model": "m", "messages": ASK, "format": {"type": "objekt"}}, "format"),

@@ -583,7 +583,8 @@ class Model:
     def details(self) -> dict:
         """What the GGUF file says of the model: ``architecture``, ``parameters`` (a count),
         ``quantization`` (llama.cpp's name of its file type, e.g. Q4_1), ``trained_context``
-        (tokens) and ``chat_template`` (its text, "" where it has none)."""
+        (tokens) and ``chat_template`` (the text in force: ``load(chat_template=)``'s, else the
+        file's, "" where it has none)."""
         meta = self.llama.metadata
         arch = meta.get("general.architecture", "")
         buf = ctypes.create_string_buffer(256)
@@ -593,7 +594,7 @@ class Model:
         return {"architecture": arch, "parameters": int(llama_cpp.llama_model_n_params(self.llama.model)),
                 "quantization": desc[-1] if desc else "",
                 "trained_context": int(trained) if trained and str(trained).isdigit() else None,
-                "chat_template": meta.get("tokenizer.chat_template", "")}
+                "chat_template": self.template_source or meta.get("tokenizer.chat_template", "")}
 
     @property
     def context_size(self) -> int:
