@@ -13,10 +13,10 @@ optional, none it does not list). A parameter whose schema says ``"type": "strin
 ``</parameter>``; any other value as compact JSON (no line break), both resolved against the tool's
 own parameters (their ``$defs``; recursion expanded three levels, a subset). The line break before
 ``</parameter>`` may be left out where no value of the parameter ends with one, so a reader that
-drops one line break there reads the value written. A raw string whose language counts or shapes
-its characters (``maxLength``, ``pattern``, ``format``) holds neither ``</`` nor, where only its
-length is bounded, line breaks (a subset: telling ``</parameter>`` apart while counting makes an index
-many times larger). Object keywords a per-parameter syntax cannot check (``minProperties``, ``anyOf``
+drops one line break there reads the value written. A raw string whose language bounds or shapes
+its characters (``maxLength``, ``pattern``, ``format``) holds no ``</`` nor, where only its length
+is bounded, line breaks (a subset: telling ``</parameter>`` apart while counting makes an index
+many times larger); a JSON value writes ``<`` as ``\u003c`` (the same values). Object keywords a per-parameter syntax cannot check (``minProperties``, ``anyOf``
 at the top, ...) are refused, naming the keyword.
 
 The index is built by the route of a JSON schema: the automaton, lazily indexed when large; the
@@ -30,6 +30,7 @@ from urllib.parse import quote, urljoin
 
 from ..errors import SchemaError
 from ..regex.ast import Node
+from .flat import VALIDATION
 
 END = "</parameter>"
 FUNCTION, PARAMETER, FUNCTION_END = "<function=", "<parameter=", "</function>"
@@ -39,7 +40,8 @@ FREE = "(?:[^<]|<(?!/parameter>))"
 # One character of raw text of a bounded length: no "</", no line break.
 _BOUNDED = "(?:[^<\\n]|<(?!/))"
 _LT = "<(?!/)"
-# keywords of a tool's parameters schema that this syntax follows (or that do not constrain)
+# the validating keywords of a tool's parameters schema that this syntax follows (the others are refused;
+# annotations and unknown keywords are left alone, as a schema's compile leaves them)
 OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "$defs", "definitions",
                              "$schema", "$id", "$anchor", "$comment", "title", "description", "examples",
                              "default", "deprecated", "readOnly", "writeOnly", "unevaluatedProperties"})
@@ -80,7 +82,7 @@ def object_parts(params: dict, i: int) -> tuple[dict, set]:
     kind = params.get("type", "object")
     if kind != "object" and not (isinstance(kind, list) and "object" in kind):
         raise SchemaError(f"{where}: expected an object schema (type 'object'), got type {kind!r}")
-    other = sorted(k for k in params if k not in OBJECT_KEYWORDS)
+    other = sorted(k for k in params if k in VALIDATION and k not in OBJECT_KEYWORDS)
     if other:
         raise SchemaError(f"{where}: {', '.join(map(repr, other))} cannot be checked in calls written one parameter "
                           "at a time (XML-style calls): only properties, required and additionalProperties are "
@@ -124,6 +126,8 @@ def call_node(tools: list[dict]) -> Node:
         props, required = object_parts(params, i)
         parts = [Lit(f"\n{FUNCTION}{t['name']}>\n")]
         for key in props:
+            if props[key] is False and key not in required:
+                continue  # (no value allowed: the parameter is never written)
             value, loose = _value(params, key, i)
             one = seq(Lit(f"{PARAMETER}{key}>\n"), value, opt(Lit("\n")) if loose else Lit("\n"), Lit(f"{END}\n"))
             parts.append(one if key in required else opt(one))
@@ -151,7 +155,7 @@ def _value(params: dict, key: str, i: int) -> tuple[Node, bool]:
     if compiled.node is EMPTY:
         raise SchemaError(f"{where}: no value satisfies this schema")
     if not raw:  # (compact JSON holds no line break)
-        return compiled.node, True
+        return _no_angle(compiled.node), True
     return _raw(compiled.node, where)
 
 
@@ -164,10 +168,9 @@ def _raw(node: Node, where: str) -> tuple[Node, bool]:
     from ..regex.emit import to_regex
 
     if isinstance(node, Rep) and isinstance(node.item, Cls) and node.item.ranges == cls(ANY_CHAR_RANGES).ranges:
-        if node.hi is None and node.lo == 0:
-            return Auto(regex_to_dfa(FREE + "*")), True
-        return Auto(regex_to_dfa(_BOUNDED + (f"{{{node.lo},}}" if node.hi is None else f"{{{node.lo},{node.hi}}}"))), \
-            False
+        if node.hi is None:  # (a least length alone: exact, about lo more states)
+            return Auto(regex_to_dfa(FREE + ("*" if node.lo == 0 else f"{{{node.lo},}}"))), node.lo == 0
+        return Auto(regex_to_dfa(f"{_BOUNDED}{{{node.lo},{node.hi}}}")), False
     try:
         pattern = to_regex(_guarded(node))
     except ValueError:
@@ -180,6 +183,27 @@ def _raw(node: Node, where: str) -> tuple[Node, bool]:
     if guarded.is_empty:
         raise SchemaError(f"{where}: every string of this schema holds '</', which may end a value in this syntax")
     return Auto(guarded), loose
+
+
+def _no_angle(node: Node) -> Node:
+    """A JSON value's language with every ``<`` (only ever inside a string) written ``\\u003c``: the
+    same values, and no text that holds ``</parameter>``."""
+    from ..regex.ast import Auto, Cls, Lit, alt, cls, contains, map_leaves, subtract
+    from ..regex.dfa_ast import auto_tree
+
+    def leaf(n: Node) -> Node:
+        if isinstance(n, Lit) and "<" in n.text:
+            return Lit(n.text.replace("<", "\\u003c"))
+        if isinstance(n, Cls) and contains(n.ranges, 60):
+            return alt(cls(subtract(n.ranges, [(60, 60)])), Lit("\\u003c"))
+        if isinstance(n, Auto) and (n.dfa.transitions[:, 60] >= 0).any():
+            tree = auto_tree(n)
+            if tree is None:
+                raise SchemaError("a value's language is too large to write '<' as \\u003c in it")
+            return map_leaves(tree, leaf)
+        return n
+
+    return map_leaves(node, leaf)
 
 
 def _guarded(node: Node) -> Node:

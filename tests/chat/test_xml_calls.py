@@ -30,9 +30,14 @@ NOTE = {"type": "function", "function": {"name": "note", "parameters": {
     "required": ["text"]}}}
 
 
+def _json(value) -> str:
+    """A value as the syntax writes it in JSON: "<" as \\u003c."""
+    return json.dumps(value).replace("<", "\\u003c")
+
+
 def _body(name: str, args: dict, raw: set, newline: bool = True) -> str:
     """One call as the syntax writes it (after ``<tool_call>``)."""
-    params = "".join(f"<parameter={k}>\n{v if k in raw else json.dumps(v)}{chr(10) if newline else ''}</parameter>\n"
+    params = "".join(f"<parameter={k}>\n{v if k in raw else _json(v)}{chr(10) if newline else ''}</parameter>\n"
                      for k, v in args.items())
     return f"\n<function={name}>\n{params}</function>\n"
 
@@ -65,6 +70,26 @@ def test_the_constraint_takes_what_the_syntax_writes_and_nothing_invalid():
     assert not ok(_body("add", {"a": 1, "b": 2.5}, set()))  # (an integer)
     assert not ok(_body("add", {"a": 1, "b": 2, "c": 3}, set()))  # (no other parameters)
     assert not ok(_body("nope", {}, set()))
+
+
+def test_a_json_value_writes_angle_brackets_escaped_and_reads_back():
+    """A value written as JSON never holds "</parameter>" (which ends it): "<" is written \\u003c, the same
+    value; a string of a least length alone is any text; what validates nothing is left alone."""
+    tools = check_tools([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "x-meta": 1, "properties": {
+            "x": {"type": ["string", "null"]}, "code": {"type": "string", "minLength": 1}, "gone": False},
+        "required": ["x", "code"]}}}])
+    constraint, _ = XML.call_constraint(tools, True)
+    dfa = ast_to_dfa(call_node(constraint.source))
+    raw = '\n<function=f>\n<parameter=x>\n"</parameter>"\n</parameter>\n<parameter=code>\na\nb\n</parameter>\n</function>\n'
+    assert not dfa.matches(raw.encode())
+    escaped = raw.replace('"</parameter>"', '"\\u003c/parameter>"')
+    assert dfa.matches(escaped.encode())
+    (call,) = XML.parse(escaped, tools)
+    assert json.loads(call["function"]["arguments"]) == {"x": "</parameter>", "code": "a\nb"}
+    assert not dfa.matches(escaped.replace("a\nb\n</parameter>", "</parameter>").encode())  # (minLength 1)
+    with pytest.raises(ToolError):
+        XML.parse(escaped, None)
 
 
 def test_what_it_cannot_follow_is_refused_by_name():

@@ -59,6 +59,8 @@ class XmlCalls(CallSyntax):
         return calls
 
     def stream(self, tools: list[dict]) -> "XmlStream":
+        if not tools:
+            raise ToolError("reading XML-style calls needs the tools (which parameters are raw text)")
         return XmlStream(raw_parameters(tools))
 
     def render(self, calls: list[dict]) -> str:
