@@ -104,7 +104,6 @@ class GrammarIndex:
         ``lazy``: build each subterminal tree when a mask first needs it, not all of them
         now (``complete()`` builds the rest; ``arrays()`` does it first).
         """
-        warmup.start()  # the kernels, unless compiled: meanwhile the numpy and Python paths answer
         self._lock = threading.RLock()
         self.cfg = cfg
         self.grammar = Grammar(cfg, arrays)
@@ -616,6 +615,9 @@ class GrammarIndex:
     def guide(self, max_tokens: int | None = None, opportunistic: bool = False):
         from .guide import GrammarGuide
 
+        # (the kernels, unless compiled: meanwhile the numpy and Python paths answer; not at load, so
+        # that loading a cached index imports no kernel)
+        warmup.start()
         return GrammarGuide(self, max_tokens=max_tokens, opportunistic=opportunistic)
 
     @_locked
