@@ -149,10 +149,10 @@ class FastTables:
 
 
 def _consistent(a: dict, vocab_size: int) -> bool:
+    """Whether unpacked arrays fit together (``packed.unpack`` has checked the ids against the vocabulary)."""
     n = len(a["state_mask"])
     return (n > 0 and len(a["next_offsets"]) == n + 1 and a["next_offsets"][-1] == len(a["next_states"])
             and a["mask_offsets"][-1] == len(a["mask_tokens"])
-            and (len(a["mask_tokens"]) == 0 or int(a["mask_tokens"].max()) < vocab_size)
             and len(a["distance"]) == n and len(a["accepting"]) == n and len(a["dfa_states"]) == n)
 
 

@@ -71,21 +71,22 @@ def unpack(packed: dict, vocab_size: int) -> dict:
     small_offsets = np.concatenate(([0], np.cumsum(np.where(big, 0, lengths))))
     small = unpack_sorted(packed, "mask", small_offsets)
     excl = unpack_sorted(packed, "excl", eo)
-    if len(excl) and excl.max() >= vocab_size:
-        raise ValueError("packed excluded ids beyond the vocabulary")
-    parts = []
-    everything = np.ones(vocab_size, bool)
-    for m in range(len(mo) - 1):
-        if big[m]:
-            allowed = everything.copy()
-            allowed[excl[eo[m]:eo[m + 1]]] = False
-            part = np.flatnonzero(allowed).astype(np.int32)
-            if len(part) != lengths[m]:
-                raise ValueError("a packed mask does not have the length its offsets say")
-            parts.append(part)
-        else:
-            parts.append(small[small_offsets[m]:small_offsets[m + 1]])
-    out["mask_tokens"] = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+    if (len(excl) and excl.max() >= vocab_size) or (len(small) and small.max() >= vocab_size):
+        raise ValueError("packed ids beyond the vocabulary")
+    # (written in place: the small masks at once, each large one as the ids its exclusions leave)
+    tokens = np.empty(int(mo[-1]), np.int32)
+    tokens[np.repeat(~big, lengths)] = small
+    ids = np.arange(vocab_size, dtype=np.int32)
+    keep = np.empty(vocab_size, bool)
+    for m in np.flatnonzero(big).tolist():
+        a, b = int(mo[m]), int(mo[m + 1])
+        keep.fill(True)
+        keep[excl[eo[m]:eo[m + 1]]] = False
+        part = ids[keep]
+        if len(part) != b - a:
+            raise ValueError("a packed mask does not have the length its offsets say")
+        tokens[a:b] = part
+    out["mask_tokens"] = tokens
     out["excl_tokens"] = excl
     no = np.asarray(out["next_offsets"], np.int64)
     default = packed["next_default"]
@@ -95,8 +96,10 @@ def unpack(packed: dict, vocab_size: int) -> dict:
     pos, val = packed["next_esc_pos"], packed["next_esc_val"]
     if len(pos) != len(val) or not positions_ok(pos, len(nexts)):
         raise ValueError("packed next states out of range")
+    # (each entry is a state's default or an exception: checking those checks them all)
+    for part in (np.asarray(default), np.asarray(val)):
+        if len(part) and (part.min() < -1 or part.max() >= len(default)):
+            raise ValueError("packed next states out of range")
     nexts[pos] = val
-    if len(nexts) and (nexts.min() < -1 or nexts.max() >= len(default)):
-        raise ValueError("packed next states out of range")
     out["next_states"] = nexts
     return out
