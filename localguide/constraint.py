@@ -208,6 +208,11 @@ register(Kind("choice", _choice, check=_check_choice, written=lambda c: list(c))
 register(Kind("grammar", _grammar, defaults={"max_ignored_run": DEFAULT_MAX_IGNORED_RUN},
               extra=frozenset({"start", "lazy", "confined"}),
               written=lambda g: os.fspath(g) if isinstance(g, os.PathLike) else g))
+register(Kind("json_schema", _json_schema, defaults={"strict": False, "whitespace": "compact", "max_recursion": None},
+              extra=frozenset({"any_depth", "max_length", "max_items", "resources", "max_states", "lazy"}),
+              written=_written_schema))
+
+
 def _xml_calls(source, vocabulary, **options):
     from .json_schema.parameters import compile_calls
 
@@ -215,14 +220,11 @@ def _xml_calls(source, vocabulary, **options):
 
 
 def _check_xml_calls(source):
-    from .json_schema.parameters import check_tools
+    from .json_schema.parameters import check_source
 
-    return check_tools(source)
+    return check_source(source)
 
 
-register(Kind("json_schema", _json_schema, defaults={"strict": False, "whitespace": "compact", "max_recursion": None},
-              extra=frozenset({"any_depth", "max_length", "max_items", "resources", "max_states", "lazy"}),
-              written=_written_schema))
 # One call to one of some tools, written one parameter at a time (``chat.tools.xml_calls``): the
 # source is ``[{"name", "parameters"}]``; made by the tool-call syntax, not a keyword of ``Model.compile``.
 register(Kind("xml_calls", _xml_calls, extra=frozenset({"lazy"}), check=_check_xml_calls, keyword=False))

@@ -46,7 +46,7 @@ ANY_STRING_JSON = seq(Lit('"'), star(any_json_char()), Lit('"'))
 class Compiler(Objects, Arrays):
     def __init__(self, flattener: Flattener, *, strict: bool = False, whitespace: str = "compact",
                  any_depth: int = 3, extra_depth: int | None = None, max_length: int = 128,
-                 max_items: int = 32, indent: int = 2, exact_recursion: bool = False):
+                 max_items: int = 32, indent: int = 2, exact_recursion: bool = False, raw_top: bool = False):
         if whitespace not in ("compact", "pretty"):
             raise ValueError("whitespace must be 'compact' or 'pretty'")
         self.fl = flattener
@@ -71,7 +71,7 @@ class Compiler(Objects, Arrays):
         self._structures: dict = {}  # id(schema) -> (its keywords as text, schema): _distinct
         self._key_regions: dict = {}  # (patterns, listed names) -> key nodes (key_regions)
         self._open: dict = {}  # with exact_recursion: the conjunctions being compiled (see _conj_rule)
-        self.raw_top = False  # a string at depth 0 is its characters (``schema_to_ast(raw_strings=)``)
+        self.raw_top = raw_top  # a string at depth 0 is its characters (``schema_to_ast(raw_strings=)``)
 
     # -- whitespace --------------------------------------------------------------------------
     def sep(self, depth: int) -> Node:

@@ -56,7 +56,7 @@ def own_resource(params, i: int):
     return {**params, "$id": urljoin(base, own) if isinstance(own, str) else base}
 
 
-def check_tools(tools) -> list[dict]:
+def check_source(tools) -> list[dict]:
     """``tools`` (``[{"name", "parameters"}]``) checked for this syntax: names and keys it can write,
     parameters it can follow (a ``SchemaError`` naming ``tools[i].function...``)."""
     if not isinstance(tools, list) or not tools:
@@ -119,7 +119,7 @@ def call_node(tools: list[dict]) -> Node:
     """The language of one call (after ``<tool_call>``: a line break, the function, a line break)."""
     from ..regex.ast import Lit, alt, opt, seq
 
-    check_tools(tools)
+    check_source(tools)
     bodies = []
     for i, t in enumerate(tools):
         params = t["parameters"]
@@ -188,39 +188,34 @@ def _raw(node: Node, where: str) -> tuple[Node, bool]:
 def _no_angle(node: Node) -> Node:
     """A JSON value's language with every ``<`` (only ever inside a string) written ``\\u003c``: the
     same values, and no text that holds ``</parameter>``."""
-    from ..regex.ast import Auto, Cls, Lit, alt, cls, contains, map_leaves, subtract
+    from ..regex.ast import Lit
+
+    try:
+        return _angles(node, Lit("\\u003c"))
+    except ValueError:
+        raise SchemaError("a value's language is too large to write '<' as \\u003c in it") from None
+
+
+def _guarded(node: Node) -> Node:
+    """``node`` with every ``<`` it may write followed by the lookahead ``(?!/)`` (for ``to_regex``)."""
+    from ..regex.emit import Written
+
+    return _angles(node, Written(_LT))
+
+
+def _angles(node: Node, lt: Node) -> Node:
+    """``node`` with each ``<`` it may write replaced by ``lt``; ``ValueError`` where an automaton in
+    it that writes one has no tree of a writable size."""
+    from ..regex.ast import Auto, Cls, Lit, alt, cls, contains, map_leaves, seq, subtract
     from ..regex.dfa_ast import auto_tree
 
     def leaf(n: Node) -> Node:
         if isinstance(n, Lit) and "<" in n.text:
-            return Lit(n.text.replace("<", "\\u003c"))
-        if isinstance(n, Cls) and contains(n.ranges, 60):
-            return alt(cls(subtract(n.ranges, [(60, 60)])), Lit("\\u003c"))
-        if isinstance(n, Auto) and (n.dfa.transitions[:, 60] >= 0).any():
-            tree = auto_tree(n)
-            if tree is None:
-                raise SchemaError("a value's language is too large to write '<' as \\u003c in it")
-            return map_leaves(tree, leaf)
-        return n
-
-    return map_leaves(node, leaf)
-
-
-def _guarded(node: Node) -> Node:
-    """``node`` with every ``<`` it may write followed by the lookahead ``(?!/)``."""
-    from ..regex.ast import Auto, Cls, Lit, alt, cls, contains, map_leaves, seq, subtract
-    from ..regex.dfa_ast import auto_tree
-    from ..regex.emit import Written
-
-    lt = Written(_LT)
-
-    def leaf(n: Node) -> Node:
-        if isinstance(n, Lit):
             parts = n.text.split("<")
             return seq(*[x for i, p in enumerate(parts) for x in ((lt,) if i else ()) + ((Lit(p),) if p else ())])
-        if isinstance(n, Cls):
-            return alt(cls(subtract(n.ranges, [(60, 60)])), lt) if contains(n.ranges, 60) else n
-        if isinstance(n, Auto):
+        if isinstance(n, Cls) and contains(n.ranges, 60):
+            return alt(cls(subtract(n.ranges, [(60, 60)])), lt)
+        if isinstance(n, Auto) and (n.dfa.transitions[:, 60] >= 0).any():
             tree = auto_tree(n)
             if tree is None:
                 raise ValueError("no writable tree")
@@ -232,8 +227,8 @@ def _guarded(node: Node) -> Node:
 
 def compile_calls(tools: list[dict], vocabulary, *, lazy: bool | None = None):
     """The index of one call to one of ``tools`` (``[{"name", "parameters"}]``) over ``vocabulary``."""
-    from .schema import CompiledSchema, compile_language
+    from .schema import CompiledSchema, automaton_or_grammar, compile_language
 
     key = json.dumps(tools, sort_keys=True, ensure_ascii=False)
-    return compile_language("xml_calls", key, lambda: CompiledSchema(call_node(tools)), vocabulary,
-                            f"calls to {len(tools)} tool{'s' * (len(tools) != 1)}", lazy=lazy)
+    return compile_language("xml_calls", key, lambda: automaton_or_grammar(CompiledSchema(call_node(tools))),
+                            vocabulary, f"calls to {len(tools)} tool{'s' * (len(tools) != 1)}", lazy=lazy)

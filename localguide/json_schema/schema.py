@@ -197,8 +197,7 @@ def _ast(doc, problems: Problems, *, loose: bool, strict, whitespace, max_recurs
     flattener.loose = loose
     compiler = Compiler(flattener, strict=strict, whitespace=whitespace, any_depth=any_depth,
                         extra_depth=extra_depth, max_length=max_length, max_items=max_items,
-                        exact_recursion=exact)
-    compiler.raw_top = raw_strings
+                        exact_recursion=exact, raw_top=raw_strings)
     try:
         return compiler.value([root], 0), compiler
     except RecursionError:
@@ -342,10 +341,6 @@ def compile_json_schema(schema, vocabulary, *, strict: bool = False, whitespace:
 
 def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursion, any_depth, max_length,
                          max_items, resources, max_states, lazy):
-    from ..runtime import cache
-    from ..index import Index
-    from ..index.lazy import LazyIndex, lazy_possible
-
     doc = _load(schema)
     options = dict(strict=strict, whitespace=whitespace, max_recursion=max_recursion, any_depth=any_depth,
                    max_length=max_length, max_items=max_items, resources=resources)
@@ -358,76 +353,57 @@ def _compile_json_schema(schema, vocabulary, *, strict, whitespace, max_recursio
     # A cached index (the automaton's or the grammar's) is served without compiling the schema
     # again: an error would have kept it from being stored. On a miss, build_automaton raises
     # the schema's errors.
-    description = "JSON schema"
-    from ..grammar.compiled import FORMAT as ARRAYS_FORMAT
-
-    grammar_path = cache.key_path("json_schema_grammar", f"{GRAMMAR_FORMAT}.{ARRAYS_FORMAT}", key,
-                                  vocabulary.fingerprint)
-    from ..grammar.sources import remembered
-
-    held = remembered(("json_schema", str(grammar_path)))
-    if held is not None:
-        return held
-    if cache.available(grammar_path):  # a corrupt file is rebuilt
-        return _grammar_index(grammar_path, lambda: build_automaton(doc, max_states=max_states, **options)[1],
-                              vocabulary, description, lazy is not False)
-    if cache.available(Index.cache_path("json_schema", key, vocabulary)):
-        return Index.cached("json_schema", key, lambda: build_dfa(doc, max_states=max_states, **options)[0],
-                            vocabulary, description)
-    with stage("compiling the JSON schema"):
-        dfa, cfg, _ = build_automaton(doc, max_states=max_states, **options)
-    if cfg is not None:
-        return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False)
-    if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \
-            not lazy_possible(dfa, vocabulary):
-        return Index.cached("json_schema", key, lambda: dfa, vocabulary, description)
-    return LazyIndex(dfa, vocabulary, lambda: Index.cached("json_schema", key, lambda: dfa, vocabulary, description),
-                     description)
+    return compile_language("json_schema", key, lambda: build_automaton(doc, max_states=max_states, **options)[:2],
+                            vocabulary, "JSON schema", lazy=lazy,
+                            automaton=lambda: build_dfa(doc, max_states=max_states, **options)[0])
 
 
 LAZY_STATES = 200  # above, a schema's first mask comes before its whole Index
 GRAMMAR_FORMAT = 5  # 5: bounded repetitions as flat or blocked alternatives (``grammar.rewrites.Repeats``), rules simplified (``simplify_generated``)
 
 
-def compile_language(kind: str, key: str, make, vocabulary, description: str, *, lazy: bool | None = None,
-                     max_states: int = DEFAULT_MAX_STATES):
-    """The index of the language of ``make()`` (a ``CompiledSchema``, built only where the disk cache
-    has neither index under ``kind`` and ``key``), by a schema's route: its automaton where it fits
-    ``max_states`` (a ``LazyIndex`` above ``LAZY_STATES`` states, unless ``lazy`` is False), else the
-    grammar engine's index of the same language."""
+def compile_language(kind: str, key: str, build, vocabulary, description: str, *, lazy: bool | None = None,
+                     automaton=None):
+    """The index of a language under ``kind`` and ``key`` in the disk cache; on a miss, of
+    ``build()``'s (ByteDFA, None) or (None, CFG): the automaton's (a ``LazyIndex`` above
+    ``LAZY_STATES`` states, unless ``lazy`` is False), else the grammar engine's. ``automaton()``
+    makes the DFA again where its cached index is damaged (default: ``build()``'s)."""
     from ..grammar.compiled import FORMAT as ARRAYS_FORMAT
     from ..grammar.sources import remembered
     from ..index import Index
     from ..index.lazy import LazyIndex, lazy_possible
-    from ..regex.ast_dfa import Builder, TooLargeError
     from ..runtime import cache
 
     grammar_path = cache.key_path(f"{kind}_grammar", f"{GRAMMAR_FORMAT}.{ARRAYS_FORMAT}", key, vocabulary.fingerprint)
     held = remembered((kind, str(grammar_path)))
     if held is not None:
         return held
-    if cache.available(grammar_path):
-        return _grammar_index(grammar_path, lambda: _grammar(make()), vocabulary, description, lazy is not False, kind)
-    def automaton():
-        node = make().node
-        return Builder(node, max_states).dfa(node)
-
+    if cache.available(grammar_path):  # (a corrupt file is rebuilt)
+        return _grammar_index(grammar_path, lambda: build()[1], vocabulary, description, lazy is not False, kind)
     if cache.available(Index.cache_path(kind, key, vocabulary)):
-        return Index.cached(kind, key, automaton, vocabulary, description)
+        return Index.cached(kind, key, automaton or (lambda: build()[0]), vocabulary, description)
     with stage(f"compiling the {description}"):
-        compiled = make()
-        builder = Builder(compiled.node, max_states, give_up=2.0)
-        try:
-            dfa = builder.dfa(compiled.node)
-        except TooLargeError:
-            cfg = _grammar(compiled, builder)
-            if cfg is None:
-                raise SchemaError(f"the {description} accept no text") from None
-            return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False, kind)
+        dfa, cfg = build()
+    if cfg is not None:
+        return _grammar_index(grammar_path, lambda: cfg, vocabulary, description, lazy is not False, kind)
     if lazy is False or dfa.is_empty or not (lazy or dfa.n_states > LAZY_STATES) or \
             not lazy_possible(dfa, vocabulary):
         return Index.cached(kind, key, lambda: dfa, vocabulary, description)
     return LazyIndex(dfa, vocabulary, lambda: Index.cached(kind, key, lambda: dfa, vocabulary, description), description)
+
+
+def automaton_or_grammar(compiled: CompiledSchema, max_states: int = DEFAULT_MAX_STATES):
+    """(ByteDFA, None) of ``compiled``'s language where it fits ``max_states``, else (None, CFG)."""
+    from ..regex.ast_dfa import Builder, TooLargeError
+
+    builder = Builder(compiled.node, max_states, give_up=2.0)
+    try:
+        return builder.dfa(compiled.node), None
+    except TooLargeError:
+        cfg = _grammar(compiled, builder)
+        if cfg is None:
+            raise SchemaError("the language accepts no text") from None
+        return None, cfg
 
 
 def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool, kind: str = "json_schema"):

@@ -190,7 +190,7 @@ def past_arguments(call: dict) -> tuple[str, object]:
 def _with_object_arguments(call):
     if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
         return call
-    name, args = past_arguments(call)
+    _, args = past_arguments(call)
     return {**call, "function": {**call["function"], "arguments": args}}
 
 

@@ -178,9 +178,9 @@ class XmlStream:
         return True
 
     def _emit(self, out: list[dict], call: dict, piece: str) -> None:
+        """``piece`` of the arguments of ``call``, the call being read (the last)."""
         call["args"].append(piece)
-        index = self._calls.index(call) if call is not self._calls[-1] else len(self._calls) - 1
-        out.append({"index": index, "function": {"arguments": piece}})
+        out.append({"index": len(self._calls) - 1, "function": {"arguments": piece}})
 
     def calls(self) -> list[dict] | None:
         """The calls, as OpenAI's ``tool_calls``; None where one is not complete."""
