@@ -17,3 +17,11 @@ def assert_same_arrays(a: dict, b: dict) -> None:
     for k in a:
         assert np.asarray(a[k]).dtype == np.asarray(b[k]).dtype, k
         np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+
+
+def assert_same_index_arrays(kept: dict, built: dict, vocab_size: int) -> None:
+    """An Index's arrays (``index.packed``) say what ``build_arrays`` made: every mask's ids and
+    every row of next states the same."""
+    from localguide.index import packed
+
+    assert_same_arrays(packed.plain(kept, vocab_size), built)

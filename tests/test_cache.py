@@ -109,21 +109,26 @@ def test_only_one_warning_per_process(fresh_cache, small_vocab):
 
 
 def test_wrong_content_is_rebuilt(fresh_cache, small_vocab):
-    """A readable cache file with the wrong arrays (or ids beyond the vocabulary) is not trusted."""
+    """A readable cache file with the wrong arrays (ids beyond the vocabulary, next states beyond
+    the states, arrays that do not fit together) is not trusted by a process that did not write it."""
     original = compile_regex(r"\d\d", small_vocab)
     (path,) = index_files(fresh_cache)
-    arrays = packed.pack({k: np.asarray(v) for k, v in original.to_arrays().items()}, small_vocab.size)
-    lists = "mask_d16" if len(arrays["mask_d16"]) else "excl_d16"
-    arrays[lists] = arrays[lists] + np.uint16(1000)
-    cache.save(path, arrays)
-    with pytest.warns(RuntimeWarning):
-        rebuilt = compile_regex(r"\d\d", small_vocab)
-    assert_same_index(original, rebuilt)
-    cache.save(path, {k: np.asarray(v) for k, v in original.to_arrays().items()})  # not packed
-    cache._warned = False  # (one warning per process; the fixture restores the flag)
-    with pytest.warns(RuntimeWarning):
-        rebuilt = compile_regex(r"\d\d", small_vocab)
-    assert_same_index(original, rebuilt)
+    kept = {k: np.array(v) for k, v in original.to_arrays().items()}  # (as stored)
+    lists = "mask_tokens" if len(kept["mask_tokens"]) else "excl_tokens"
+    far = kept["next_values"].copy()
+    far[0] = original.n_states + 5
+    damaged = [{**kept, lists: kept[lists] + np.int32(1000)}, {**kept, "next_values": far},
+               {**kept, "mask_sizes": kept["mask_sizes"][:-1]}]
+    for bad in damaged:
+        cache.save(path, bad)
+        cache._verified.clear()  # (as a new process finds it)
+        cache._warned = False  # (one warning per process; the fixture restores the flag)
+        with pytest.warns(RuntimeWarning):
+            rebuilt = compile_regex(r"\d\d", small_vocab)
+        assert_same_index(original, rebuilt)
+    cache.save(path, kept)
+    cache._verified.clear()
+    assert_same_index(original, compile_regex(r"\d\d", small_vocab))
     cache.save(path, {"unrelated": np.zeros(3)})
     rebuilt = compile_regex(r"\d\d", small_vocab)
     assert_same_index(original, rebuilt)

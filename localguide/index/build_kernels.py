@@ -3,7 +3,9 @@
 From every automaton state reachable through whole tokens, a walk over the vocabulary
 trie finds the allowed tokens and their next states (``explore``); ``distances`` gives
 each state's fewest tokens to acceptance; ``finalize`` prunes dead ends and adds the
-stop tokens; ``within_budget`` filters a mask on the per-token path.
+stop tokens; ``within_budget`` filters a mask on the per-token path, ``next_state`` and
+``next_row`` read the next states in the form an Index keeps them (``packed``: each state's row
+whole, or its usual next state and the positions that lead elsewhere).
 """
 
 from __future__ import annotations
@@ -346,3 +348,102 @@ def py_within_budget(tokens, next_states, dist, limit, out):
     kept = [t for t, q in zip(tokens, next_states) if q < 0 or dist[q] <= limit]
     out[: len(kept)] = kept
     return len(kept)
+
+
+DENSE = -2  # ``next_default`` of a state whose row of next states is stored whole
+
+
+@njit(cache=True, inline="always")
+def _search(a, lo, hi, x):
+    """The first index in ``a[lo:hi]`` (sorted) whose value is not below ``x``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, inline="always")
+def next_state(default, value_offsets, values, position_offsets, positions, s, p):
+    """The state the ``p``-th token of state ``s``'s mask leads to (-1: a stop token)."""
+    d = default[s]
+    if d == DENSE:
+        return values[value_offsets[s] + p]
+    a, b = position_offsets[s], position_offsets[s + 1]
+    i = _search(positions, a, b, p)
+    if i < b and positions[i] == p:
+        return values[value_offsets[s] + i - a]
+    return d
+
+
+def py_next_state(default, value_offsets, values, position_offsets, positions, s, p):
+    d = int(default[s])
+    if d == DENSE:
+        return int(values[value_offsets[s] + p])
+    a, b = int(position_offsets[s]), int(position_offsets[s + 1])
+    row = [int(x) for x in positions[a:b]]
+    return int(values[value_offsets[s] + row.index(p)]) if p in row else d
+
+
+@njit(cache=True)
+def next_row(default, value_offsets, values, position_offsets, positions, s, out):
+    """Write state ``s``'s next states (as many as ``out`` holds: its mask's length) to ``out``."""
+    d = default[s]
+    v = value_offsets[s]
+    if d == DENSE:
+        for i in range(len(out)):
+            out[i] = values[v + i]
+        return
+    out[:] = d
+    a = position_offsets[s]
+    for j in range(position_offsets[s + 1] - a):
+        out[positions[a + j]] = values[v + j]
+
+
+def py_next_row(default, value_offsets, values, position_offsets, positions, s, out):
+    for i in range(len(out)):
+        out[i] = py_next_state(default, value_offsets, values, position_offsets, positions, s, i)
+
+
+@njit(cache=True, inline="always")
+def mask_position(mask_sizes, mask_offsets, mask_tokens, excl_offsets, excl_tokens, vocab_size, m, t):
+    """Where token ``t`` (an id of the vocabulary) stands among mask ``m``'s ids; -1 if not there.
+    A large mask is its exclusions: ``t`` stands after the ids below it less those excluded."""
+    if 2 * mask_sizes[m] > vocab_size:
+        lo, hi = excl_offsets[m], excl_offsets[m + 1]
+        i = _search(excl_tokens, lo, hi, t)
+        if i < hi and excl_tokens[i] == t:
+            return -1
+        return t - (i - lo)
+    lo, hi = mask_offsets[m], mask_offsets[m + 1]
+    i = _search(mask_tokens, lo, hi, t)
+    if i < hi and mask_tokens[i] == t:
+        return i - lo
+    return -1
+
+
+def py_mask_position(mask_sizes, mask_offsets, mask_tokens, excl_offsets, excl_tokens, vocab_size, m, t):
+    if 2 * int(mask_sizes[m]) > vocab_size:
+        excluded = [int(x) for x in excl_tokens[excl_offsets[m]:excl_offsets[m + 1]]]
+        return -1 if t in excluded else t - sum(x < t for x in excluded)
+    ids = [int(x) for x in mask_tokens[mask_offsets[m]:mask_offsets[m + 1]]]
+    return ids.index(t) if t in ids else -1
+
+
+@njit(cache=True)
+def large_mask_ids(excluded, vocab_size, out):
+    """Write the ids of ``range(vocab_size)`` not in ``excluded`` (sorted) to ``out``."""
+    k = 0
+    j = 0
+    for t in range(vocab_size):
+        if j < len(excluded) and excluded[j] == t:
+            j += 1
+        else:
+            out[k] = t
+            k += 1
+
+
+def py_large_mask_ids(excluded, vocab_size, out):
+    out[:] = sorted(set(range(vocab_size)) - {int(x) for x in excluded})

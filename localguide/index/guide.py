@@ -54,12 +54,11 @@ class Guide:
         if self.finished:
             return _NONE
         f = self._fast
-        tokens = f.masks[f.state_mask[self.state]]
+        tokens = f.tokens(f.state_mask[self.state])
         if not self._budget_limited():
             return tokens
         index = self.index
-        s = self.state
-        nexts = index.next_states[f.next_offsets[s]:f.next_offsets[s + 1]]
+        nexts = index.successors(self.state)
         out = np.empty(len(tokens), np.int32)
         k = build_kernels.within_budget(tokens, nexts, index.distance, self.remaining - 1, out)
         return out[:k]
@@ -82,12 +81,8 @@ class Guide:
         """The state ``token_id`` leads to by the mask (-1: a stop token), None when the mask has no such token."""
         f = self._fast
         s = self.state
-        m = f.state_mask[s]
-        lo, hi = f.mask_offsets[m], f.mask_offsets[m + 1]
-        pos = bisect_left(f.mask_tokens, token_id, lo, hi)
-        if pos >= hi or f.mask_tokens[pos] != token_id:
-            return None
-        return f.next_states[f.next_offsets[s] + pos - lo]
+        p = f.position(f.state_mask[s], token_id)
+        return None if p < 0 else f.next_state(s, p)
 
     def _over_budget(self, nxt: int) -> bool:
         r = self.remaining
@@ -133,10 +128,13 @@ class Guide:
         b[kernels.B_STATE] = self.state
         b[kernels.B_REMAINING] = -1 if self.remaining is None else self.remaining
         b[kernels.B_FINISHED] = self.finished
-        for slot, a in ((kernels.B_STATE_MASK, ix.state_mask), (kernels.B_MASK_OFFSETS, ix.mask_offsets),
+        for slot, a in ((kernels.B_STATE_MASK, ix.state_mask), (kernels.B_MASK_SIZES, ix.mask_sizes),
+                        (kernels.B_MASK_OFFSETS, ix.mask_offsets),
                         (kernels.B_MASK_TOKENS, ix.mask_tokens), (kernels.B_EXCL_OFFSETS, ix.excl_offsets),
-                        (kernels.B_EXCL_TOKENS, ix.excl_tokens), (kernels.B_NEXT_OFFSETS, ix.next_offsets),
-                        (kernels.B_NEXT_STATES, ix.next_states), (kernels.B_DISTANCE, ix.distance),
+                        (kernels.B_EXCL_TOKENS, ix.excl_tokens), (kernels.B_NEXT_DEFAULT, ix.next_default),
+                        (kernels.B_NEXT_VALUE_OFFSETS, ix.next_value_offsets), (kernels.B_NEXT_VALUES, ix.next_values),
+                        (kernels.B_NEXT_POSITION_OFFSETS, ix.next_position_offsets),
+                        (kernels.B_NEXT_POSITIONS, ix.next_positions), (kernels.B_DISTANCE, ix.distance),
                         (kernels.B_MAX_NEXT, ix.max_next_distance)):
             b[slot] = a.ctypes.data
         b[kernels.B_SIZES] = ix.vocab_size

@@ -12,6 +12,8 @@ threads; ``Index.guide()`` makes a cheap cursor over it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 from ..runtime import cache
@@ -25,9 +27,8 @@ from ..runtime.numba_tools import compiled
 from . import build_kernels as kernels
 from . import build_numpy, packed
 
-_ARRAYS = ("state_mask", "mask_offsets", "mask_tokens", "excl_offsets", "excl_tokens",
-           "next_offsets", "next_states", "accepting", "distance", "max_next_distance", "stop_ids", "dfa_states")
-FORMAT = "5"  # 5: packed (``packed``); bump when the arrays (or the regex dialect) change meaning, so old cache files are not read
+_ARRAYS = packed.ARRAYS
+FORMAT = "6"  # 6: large masks as exclusions only, next states row by row (``packed``); bump when the arrays (or the regex dialect) change meaning, so old cache files are not read
 
 
 class Index:
@@ -36,6 +37,8 @@ class Index:
     __slots__ = _ARRAYS + ("vocab_size", "fingerprint", "description", "_fast")
 
     def __init__(self, arrays: dict, vocab_size: int, fingerprint: str, description: str = ""):
+        if "next_states" in arrays:  # (as ``build_arrays`` makes them)
+            arrays = packed.pack(arrays, vocab_size)
         for name in _ARRAYS:
             a = np.ascontiguousarray(arrays[name])
             a.flags.writeable = False
@@ -64,23 +67,30 @@ class Index:
         """The Index for ``key`` from the disk cache, or built from ``make_dfa()`` and stored."""
         path = cls.cache_path(kind, key, vocabulary)
         got: dict = {}  # the in-memory arrays, made by whichever of the two below runs
+        trusted = cache.trusted(path)  # (asked before the load, which marks the file checked)
 
         def build():
-            got["arrays"] = build_arrays(make_dfa(), vocabulary, description)
-            return packed.pack(got["arrays"], vocabulary.size)
+            stored = packed.pack(build_arrays(make_dfa(), vocabulary, description), vocabulary.size)
+            got["arrays"] = packed.unpack(stored, vocabulary.size, trusted=True)  # (as a later load has them)
+            return stored
 
         def check(a) -> bool:
-            got["arrays"] = packed.unpack(a, vocabulary.size)
-            return _consistent(got["arrays"], vocabulary.size)
+            got["arrays"] = packed.unpack(a, vocabulary.size, trusted)
+            return True
 
         stored = cache.cached(path, build, check)
         arrays = got.get("arrays")
         if arrays is None:  # (a write of this process still pending: its packed arrays, unchecked)
-            arrays = packed.unpack(stored, vocabulary.size)
+            arrays = packed.unpack(stored, vocabulary.size, trusted=True)
         return cls(arrays, vocabulary.size, vocabulary.fingerprint, description)
 
     def to_arrays(self) -> dict:
+        """The arrays as the Index keeps them (``packed``)."""
         return {name: getattr(self, name) for name in _ARRAYS}
+
+    def plain_arrays(self) -> dict:
+        """The arrays as ``build_arrays`` made them: every mask's ids, every row of next states."""
+        return packed.plain(self.to_arrays(), self.vocab_size)
 
     # -- queries ----------------------------------------------------------------------
     @property
@@ -89,7 +99,7 @@ class Index:
 
     @property
     def n_masks(self) -> int:
-        return len(self.mask_offsets) - 1
+        return len(self.mask_sizes)
 
     @property
     def fast(self) -> "FastTables":
@@ -99,12 +109,12 @@ class Index:
         return self._fast
 
     def allowed(self, state: int) -> np.ndarray:
-        m = self.state_mask[state]
-        return self.mask_tokens[self.mask_offsets[m]:self.mask_offsets[m + 1]]
+        """The sorted ids allowed in ``state``."""
+        return self.fast.tokens(self.fast.state_mask[state])
 
     def successors(self, state: int) -> np.ndarray:
         """Next state for each token of ``allowed(state)``; -1 for stop tokens."""
-        return self.next_states[self.next_offsets[state]:self.next_offsets[state + 1]]
+        return packed.next_row(self.to_arrays(), state)
 
     def guide(self, max_tokens: int | None = None):
         """A cursor at the start state; with ``max_tokens``, every path completes within that budget."""
@@ -120,40 +130,67 @@ class Index:
 
     def __repr__(self) -> str:
         return (f"Index({self.description or 'constraint'}: {self.n_states} states, "
-                f"{self.n_masks} distinct masks, {len(self.mask_tokens)} mask entries)")
+                f"{self.n_masks} distinct masks, {int(self.mask_sizes.sum())} mask entries)")
 
 
 class FastTables:
     """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
 
-    __slots__ = ("state_mask", "masks", "excludes", "sampler_masks", "mask_offsets", "mask_tokens", "next_offsets",
-                 "next_states", "accepting", "distance", "max_next", "dfa_states")
+    __slots__ = ("index", "state_mask", "mask_sizes", "masks", "sampler_masks", "mask_offsets", "mask_tokens",
+                 "excl_offsets", "excl_tokens", "next_default", "next_value_offsets", "next_values",
+                 "next_position_offsets", "next_positions", "accepting", "distance", "max_next", "dfa_states")
 
     def __init__(self, index: Index):
         mo, eo = index.mask_offsets, index.excl_offsets
+        self.index = index
         self.state_mask = index.state_mask.tolist()
-        self.masks = [index.mask_tokens[mo[m]:mo[m + 1]] for m in range(len(mo) - 1)]
-        # The build rule: a mask allowing more than half the vocabulary is applied by exclusion.
-        self.excludes = [index.excl_tokens[eo[m]:eo[m + 1]] if 2 * len(self.masks[m]) > index.vocab_size
-                         else None for m in range(len(mo) - 1)]
-        self.sampler_masks = [Mask(MaskKind.ALLOWED, t) if x is None else Mask(MaskKind.EXCLUDED, x)
-                              for t, x in zip(self.masks, self.excludes)]
+        self.mask_sizes = index.mask_sizes.tolist()
+        large = packed.big(index.mask_sizes, index.vocab_size).tolist()
+        # a large mask's ids are made when first asked for (``tokens``); the sampler applies its exclusions
+        self.masks = [None if large[m] else index.mask_tokens[mo[m]:mo[m + 1]] for m in range(len(large))]
+        self.sampler_masks = [Mask(MaskKind.EXCLUDED, index.excl_tokens[eo[m]:eo[m + 1]]) if large[m]
+                              else Mask(MaskKind.ALLOWED, self.masks[m]) for m in range(len(large))]
         self.mask_offsets = mo.tolist()
         self.mask_tokens = memoryview(index.mask_tokens)
-        self.next_offsets = index.next_offsets.tolist()
-        self.next_states = memoryview(index.next_states)
+        self.excl_offsets = eo.tolist()
+        self.excl_tokens = memoryview(index.excl_tokens)
+        self.next_default = index.next_default.tolist()
+        self.next_value_offsets = index.next_value_offsets.tolist()
+        self.next_values = memoryview(index.next_values)
+        self.next_position_offsets = index.next_position_offsets.tolist()
+        self.next_positions = memoryview(index.next_positions)
         self.accepting = index.accepting.tolist()
         self.distance = index.distance.tolist()
         self.max_next = index.max_next_distance.tolist()
         self.dfa_states = index.dfa_states.tolist()
 
+    def tokens(self, m: int) -> np.ndarray:
+        """Mask ``m``'s sorted ids (read-only)."""
+        t = self.masks[m]
+        if t is None:
+            t = packed.mask_ids(self.index.to_arrays(), m, self.index.vocab_size)
+            t.flags.writeable = False
+            self.masks[m] = t
+        return t
 
-def _consistent(a: dict, vocab_size: int) -> bool:
-    """Whether unpacked arrays fit together (``packed.unpack`` has checked the ids against the vocabulary)."""
-    n = len(a["state_mask"])
-    return (n > 0 and len(a["next_offsets"]) == n + 1 and a["next_offsets"][-1] == len(a["next_states"])
-            and a["mask_offsets"][-1] == len(a["mask_tokens"])
-            and len(a["distance"]) == n and len(a["accepting"]) == n and len(a["dfa_states"]) == n)
+    def position(self, m: int, t: int) -> int:
+        """Where token ``t`` stands among mask ``m``'s ids; -1 if not there."""
+        if 2 * self.mask_sizes[m] > self.index.vocab_size:
+            lo, hi = self.excl_offsets[m], self.excl_offsets[m + 1]
+            i = bisect_left(self.excl_tokens, t, lo, hi)
+            return -1 if i < hi and self.excl_tokens[i] == t else t - (i - lo)
+        lo, hi = self.mask_offsets[m], self.mask_offsets[m + 1]
+        i = bisect_left(self.mask_tokens, t, lo, hi)
+        return i - lo if i < hi and self.mask_tokens[i] == t else -1
+
+    def next_state(self, s: int, p: int) -> int:
+        """The state the ``p``-th token of state ``s``'s mask leads to (-1: a stop token)."""
+        usual = self.next_default[s]
+        if usual == kernels.DENSE:
+            return self.next_values[self.next_value_offsets[s] + p]
+        a, b = self.next_position_offsets[s], self.next_position_offsets[s + 1]
+        i = bisect_left(self.next_positions, p, a, b)
+        return self.next_values[self.next_value_offsets[s] + i - a] if i < b and self.next_positions[i] == p else usual
 
 
 def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, description: str = "") -> dict:

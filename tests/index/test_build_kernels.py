@@ -94,6 +94,71 @@ def test_within_budget_equals_twin(data):
     np.testing.assert_array_equal(out1[:c1], out2[:c2])
 
 
+# --- next_state / next_row -------------------------------------------------------------------
+
+@SETTINGS
+@given(st.data())
+def test_next_state_and_row_equal_twins_and_the_plain_rows(data):
+    """Rows packed by ``index.packed`` (whole or as exceptions) read back as the plain rows."""
+    from localguide.index import packed
+
+    n_states = data.draw(st.integers(1, 6))
+    lengths = data.draw(st.lists(st.integers(0, 12), min_size=n_states, max_size=n_states))
+    rows = [np.array(data.draw(st.lists(st.integers(-1, n_states - 1), min_size=n, max_size=n)), np.int32)
+            for n in lengths]
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    nexts = packed._pack_nexts(np.concatenate(rows).astype(np.int32), offsets)
+    arrays = tuple(nexts[k] for k in packed.NEXT)
+    for s, row in enumerate(rows):
+        for p, want in enumerate(row.tolist()):
+            assert build_kernels.next_state(*arrays, s, p) == want
+            assert build_kernels.py_next_state(*arrays, s, p) == want
+        out1 = np.full(len(row), -7, np.int32)
+        out2 = np.full(len(row), -7, np.int32)
+        build_kernels.next_row(*arrays, s, out1)
+        build_kernels.py_next_row(*arrays, s, out2)
+        np.testing.assert_array_equal(out1, row)
+        np.testing.assert_array_equal(out2, row)
+
+
+@SETTINGS
+@given(st.data())
+def test_mask_position_and_large_mask_ids_equal_twins_and_the_ids(data):
+    """A mask kept as its ids or (allowing most of the vocabulary) as its exclusions: every token's
+    position among the mask's ids, and the ids a large mask makes, as the plain list says."""
+    from localguide.index import packed
+
+    vocab_size = data.draw(st.integers(1, 60))
+    masks = data.draw(st.lists(st.sets(st.integers(0, vocab_size - 1)), min_size=1, max_size=4))
+    masks = [np.array(sorted(m), np.int32) for m in masks]
+    everything = np.arange(vocab_size, dtype=np.int32)
+    excl = [np.setdiff1d(everything, m).astype(np.int32) if 2 * len(m) > vocab_size else np.zeros(0, np.int32)
+            for m in masks]
+    built = {"state_mask": np.zeros(1, np.int32), "accepting": np.zeros(1, bool), "distance": np.zeros(1, np.int32),
+             "max_next_distance": np.zeros(1, np.int32), "stop_ids": np.zeros(0, np.int32),
+             "dfa_states": np.zeros(1, np.int32),
+             "mask_offsets": np.concatenate(([0], np.cumsum([len(m) for m in masks]))).astype(np.int64),
+             "mask_tokens": np.concatenate(masks).astype(np.int32),
+             "excl_offsets": np.concatenate(([0], np.cumsum([len(x) for x in excl]))).astype(np.int64),
+             "excl_tokens": np.concatenate(excl).astype(np.int32),
+             "next_offsets": np.array([0, len(masks[0])], np.int64), "next_states": np.zeros(len(masks[0]), np.int32)}
+    kept = packed.pack(built, vocab_size)
+    arrays = tuple(kept[k] for k in packed.MASKS)
+    for m, ids in enumerate(masks):
+        listed = ids.tolist()
+        for t in range(vocab_size):
+            want = listed.index(t) if t in listed else -1
+            assert build_kernels.mask_position(*arrays, vocab_size, m, t) == want
+            assert build_kernels.py_mask_position(*arrays, vocab_size, m, t) == want
+        if 2 * len(ids) > vocab_size:
+            out1 = np.full(len(ids), -7, np.int32)
+            out2 = np.full(len(ids), -7, np.int32)
+            build_kernels.large_mask_ids(excl[m], vocab_size, out1)
+            build_kernels.py_large_mask_ids(excl[m], vocab_size, out2)
+            np.testing.assert_array_equal(out1, ids)
+            np.testing.assert_array_equal(out2, ids)
+
+
 # --- finalize -----------------------------------------------------------------------------
 
 @SETTINGS

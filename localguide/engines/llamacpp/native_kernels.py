@@ -19,9 +19,11 @@ from functools import lru_cache
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from ...index.build_kernels import within_budget
+from ...index.build_kernels import large_mask_ids, mask_position, next_row, next_state, within_budget
 from ...index.native_block import (
-    B_STATE, B_REMAINING, B_FINISHED, B_ERROR, B_ERROR_TOKEN, B_STATE_MASK, B_MASK_OFFSETS, B_MASK_TOKENS, B_EXCL_OFFSETS, B_EXCL_TOKENS, B_NEXT_OFFSETS, B_NEXT_STATES, B_DISTANCE, B_MAX_NEXT, B_SIZES, ERROR_FINISHED, ERROR_NOT_ALLOWED, ERROR_OVER_BUDGET, ERROR_ORDER,
+    B_STATE, B_REMAINING, B_FINISHED, B_ERROR, B_ERROR_TOKEN, B_STATE_MASK, B_MASK_SIZES, B_MASK_OFFSETS, B_MASK_TOKENS,
+    B_EXCL_OFFSETS, B_EXCL_TOKENS, B_NEXT_DEFAULT, B_NEXT_VALUE_OFFSETS, B_NEXT_VALUES, B_NEXT_POSITION_OFFSETS,
+    B_NEXT_POSITIONS, B_DISTANCE, B_MAX_NEXT, B_SIZES, ERROR_FINISHED, ERROR_NOT_ALLOWED, ERROR_OVER_BUDGET, ERROR_ORDER,
 )
 from .candidates_kernels import exclude_candidates, keep_in_id_order, mask_candidates_bits
 from ...runtime.numba_tools import _voidptr
@@ -40,11 +42,33 @@ def _i64(address):
 
 
 @njit(cache=True, inline="always")
-def _state_mask(block, s):
-    """(mask id, allowed token ids) of state ``s`` of the Index behind ``block``."""
-    m = _i32(block[B_STATE_MASK])[s]
+def _large(block, m):
+    """Whether mask ``m`` allows more than half the vocabulary (kept as its exclusions)."""
+    return 2 * _i64(block[B_MASK_SIZES])[m] > block[B_SIZES]
+
+
+@njit(cache=True, inline="always")
+def _exclusions(block, m):
+    eo = _i64(block[B_EXCL_OFFSETS])
+    return _i32(block[B_EXCL_TOKENS])[eo[m]:eo[m + 1]]
+
+
+@njit(cache=True)
+def _mask_ids(block, m):
+    """Mask ``m``'s sorted ids (made from the exclusions of a large one)."""
+    if _large(block, m):
+        out = np.empty(_i64(block[B_MASK_SIZES])[m], np.int32)
+        large_mask_ids(_exclusions(block, m), block[B_SIZES], out)
+        return out
     mo = _i64(block[B_MASK_OFFSETS])
-    return m, _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+    return _i32(block[B_MASK_TOKENS])[mo[m]:mo[m + 1]]
+
+
+@njit(cache=True, inline="always")
+def _nexts(block):
+    """The next-state arrays of the Index behind ``block`` (``build_kernels.next_state``'s order)."""
+    return (_i32(block[B_NEXT_DEFAULT]), _i64(block[B_NEXT_VALUE_OFFSETS]), _i32(block[B_NEXT_VALUES]),
+            _i64(block[B_NEXT_POSITION_OFFSETS]), _i32(block[B_NEXT_POSITIONS]))
 
 
 @njit(cache=True)
@@ -56,19 +80,21 @@ def block_apply(block, array_address):
         block[B_ERROR] = ERROR_FINISHED
         return
     s = block[B_STATE]
-    m, tokens = _state_mask(block, s)
+    m = _i32(block[B_STATE_MASK])[s]
     r = block[B_REMAINING]
     if r >= 0 and _i32(block[B_MAX_NEXT])[s] > r - 1:
-        no = _i64(block[B_NEXT_OFFSETS])
+        tokens = _mask_ids(block, m)
+        d, vo, v, po, p = _nexts(block)
+        row = np.empty(len(tokens), np.int32)
+        next_row(d, vo, v, po, p, s, row)
         kept = np.empty(len(tokens), np.int32)
-        k = within_budget(tokens, _i32(block[B_NEXT_STATES])[no[s]:no[s + 1]], _i32(block[B_DISTANCE]),
-                          r - 1, kept)
+        k = within_budget(tokens, row, _i32(block[B_DISTANCE]), r - 1, kept)
         tokens = kept[:k]
+    elif _large(block, m):
+        header[1] = exclude_candidates(data, _exclusions(block, m))
+        return
     else:
-        eo = _i64(block[B_EXCL_OFFSETS])
-        if 2 * len(tokens) > block[B_SIZES]:
-            header[1] = exclude_candidates(data, _i32(block[B_EXCL_TOKENS])[eo[m]:eo[m + 1]])
-            return
+        tokens = _mask_ids(block, m)
     k = keep_in_id_order(data, tokens)
     if k < 0:  # reported after this sample; an empty array would abort llama.cpp
         block[B_ERROR] = ERROR_ORDER
@@ -86,13 +112,17 @@ def block_accept(block, token):
         block[B_ERROR_TOKEN] = token
         return
     s = block[B_STATE]
-    _, tokens = _state_mask(block, s)
-    pos = np.searchsorted(tokens, token)
-    if pos >= len(tokens) or tokens[pos] != token:
+    pos = -1
+    if 0 <= token < block[B_SIZES]:
+        pos = mask_position(_i64(block[B_MASK_SIZES]), _i64(block[B_MASK_OFFSETS]), _i32(block[B_MASK_TOKENS]),
+                            _i64(block[B_EXCL_OFFSETS]), _i32(block[B_EXCL_TOKENS]), block[B_SIZES],
+                            _i32(block[B_STATE_MASK])[s], token)
+    if pos < 0:
         block[B_ERROR] = ERROR_NOT_ALLOWED
         block[B_ERROR_TOKEN] = token
         return
-    nxt = _i32(block[B_NEXT_STATES])[_i64(block[B_NEXT_OFFSETS])[s] + pos]
+    d, vo, v, po, p = _nexts(block)
+    nxt = next_state(d, vo, v, po, p, s, pos)
     if nxt < 0:
         block[B_FINISHED] = 1
         return
