@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
 import numpy as np
 
 from ..errors import BudgetError, LocalguideError, TokenNotAllowedError, as_token, check_max_tokens
