@@ -11,7 +11,7 @@ import pytest
 import localguide
 import localguide.index.index
 from localguide import Vocabulary, cache, compile_regex
-from localguide.index import Index, packed
+from localguide.index import Index
 
 
 @pytest.fixture
