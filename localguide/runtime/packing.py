@@ -32,17 +32,21 @@ def pack_sorted(values: np.ndarray, offsets: np.ndarray, prefix: str) -> dict:
 
 def unpack_sorted(a: dict, prefix: str, offsets: np.ndarray) -> np.ndarray:
     """The int32 values ``pack_sorted`` took (``offsets`` as it had them)."""
-    d = a[f"{prefix}_d16"].astype(np.int64)
+    d = a[f"{prefix}_d16"].astype(np.uint32)
     pos, val = a[f"{prefix}_esc_pos"], a[f"{prefix}_esc_val"]
     if len(d) != offsets[-1] or len(pos) != len(val) or not positions_ok(pos, len(d)):
         raise ValueError(f"the packed {prefix} lists do not match their offsets")
-    d[pos] = val
-    c = np.cumsum(d)
-    before = np.concatenate(([0], c))[offsets[:-1]]  # each list's running sum before it starts
-    out = c - np.repeat(before, np.diff(offsets))
-    if len(out) and (out.min() < 0 or out.max() > np.iinfo(np.int32).max):
+    # (sums modulo 2**32, in 4 bytes a value rather than 8: each list's values less the running sum
+    # before it are exact wherever they fit in 31 bits, which is what ``pack_sorted`` took)
+    d[pos] = np.asarray(val, np.int64) & 0xFFFFFFFF
+    c = np.cumsum(d, dtype=np.uint32)
+    starts = np.asarray(offsets[:-1], np.int64)
+    before = np.where(starts > 0, c[np.maximum(starts - 1, 0)] if len(c) else 0, 0).astype(np.uint32)
+    c -= np.repeat(before, np.diff(offsets))
+    out = c.view(np.int32)
+    if len(out) and out.min() < 0:
         raise ValueError(f"packed {prefix} ids out of range")
-    return out.astype(np.int32)
+    return out
 
 
 def deflate(a: np.ndarray) -> np.ndarray:
