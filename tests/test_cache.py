@@ -12,6 +12,7 @@ import localguide
 import localguide.index.index
 from localguide import Vocabulary, cache, compile_regex
 from localguide.index import Index
+from localguide.regex import regex_to_dfa
 
 
 @pytest.fixture
@@ -121,17 +122,39 @@ def test_wrong_content_is_rebuilt(fresh_cache, small_vocab):
                {**kept, "mask_sizes": kept["mask_sizes"][:-1]}]
     for bad in damaged:
         cache.save(path, bad)
-        cache._verified.clear()  # (as a new process finds it)
+        _as_another_process_wrote_it()
         cache._warned = False  # (one warning per process; the fixture restores the flag)
         with pytest.warns(RuntimeWarning):
             rebuilt = compile_regex(r"\d\d", small_vocab)
         assert_same_index(original, rebuilt)
     cache.save(path, kept)
-    cache._verified.clear()
+    _as_another_process_wrote_it()
     assert_same_index(original, compile_regex(r"\d\d", small_vocab))
     cache.save(path, {"unrelated": np.zeros(3)})
     rebuilt = compile_regex(r"\d\d", small_vocab)
     assert_same_index(original, rebuilt)
+
+
+def _as_another_process_wrote_it():
+    cache._verified.clear()
+    cache._accepted.clear()
+
+
+def test_a_rejected_file_left_in_place_is_never_trusted(fresh_cache, small_vocab, monkeypatch):
+    """A file whose values were refused, and which could not be replaced (a read-only cache), is
+    refused again on every load: neither its checksum nor the first refusal makes it trusted."""
+    original = compile_regex(r"\d\d", small_vocab)
+    (path,) = index_files(fresh_cache)
+    bad = {k: np.array(v) for k, v in original.to_arrays().items()}
+    bad["next_values"][0] = 10**6
+    cache.save(path, bad)
+    _as_another_process_wrote_it()
+    monkeypatch.setattr(cache, "save", lambda path, arrays: None)
+    for _ in range(3):
+        cache._warned = False
+        with pytest.warns(RuntimeWarning):
+            again = Index.cached("regex", r"\d\d", lambda: regex_to_dfa(r"\d\d"), small_vocab)
+        assert_same_index(original, again)
 
 
 def test_cache_dir_is_honoured(tmp_path, monkeypatch, small_vocab):

@@ -67,18 +67,17 @@ class Index:
         """The Index for ``key`` from the disk cache, or built from ``make_dfa()`` and stored."""
         path = cls.cache_path(kind, key, vocabulary)
         got: dict = {}  # the in-memory arrays, made by whichever of the two below runs
-        trusted = cache.trusted(path)  # (asked before the load, which marks the file checked)
 
         def build():
             stored = packed.pack(build_arrays(make_dfa(), vocabulary, description), vocabulary.size)
             got["arrays"] = packed.unpack(stored, vocabulary.size, trusted=True)  # (as a later load has them)
             return stored
 
-        def check(a) -> bool:
+        def check(a, trusted: bool) -> bool:
             got["arrays"] = packed.unpack(a, vocabulary.size, trusted)
             return True
 
-        stored = cache.cached(path, build, check)
+        stored = cache.cached(path, build, check, trusting=True)
         arrays = got.get("arrays")
         if arrays is None:  # (a write of this process still pending: its packed arrays, unchecked)
             arrays = packed.unpack(stored, vocabulary.size, trusted=True)
@@ -136,13 +135,14 @@ class Index:
 class FastTables:
     """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
 
-    __slots__ = ("index", "state_mask", "mask_sizes", "masks", "sampler_masks", "mask_offsets", "mask_tokens",
+    __slots__ = ("arrays", "vocab_size", "state_mask", "mask_sizes", "masks", "sampler_masks", "mask_offsets", "mask_tokens",
                  "excl_offsets", "excl_tokens", "next_default", "next_value_offsets", "next_values",
                  "next_position_offsets", "next_positions", "accepting", "distance", "max_next", "dfa_states")
 
     def __init__(self, index: Index):
         mo, eo = index.mask_offsets, index.excl_offsets
-        self.index = index
+        self.arrays = index.to_arrays()  # (not the Index itself: it holds this table)
+        self.vocab_size = index.vocab_size
         self.state_mask = index.state_mask.tolist()
         self.mask_sizes = index.mask_sizes.tolist()
         large = packed.big(index.mask_sizes, index.vocab_size).tolist()
@@ -168,14 +168,14 @@ class FastTables:
         """Mask ``m``'s sorted ids (read-only)."""
         t = self.masks[m]
         if t is None:
-            t = packed.mask_ids(self.index.to_arrays(), m, self.index.vocab_size)
+            t = packed.mask_ids(self.arrays, m, self.vocab_size)
             t.flags.writeable = False
             self.masks[m] = t
         return t
 
     def position(self, m: int, t: int) -> int:
         """Where token ``t`` stands among mask ``m``'s ids; -1 if not there."""
-        if 2 * self.mask_sizes[m] > self.index.vocab_size:
+        if 2 * self.mask_sizes[m] > self.vocab_size:
             lo, hi = self.excl_offsets[m], self.excl_offsets[m + 1]
             i = bisect_left(self.excl_tokens, t, lo, hi)
             return -1 if i < hi and self.excl_tokens[i] == t else t - (i - lo)

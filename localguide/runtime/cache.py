@@ -134,6 +134,7 @@ def _read(path: Path) -> dict[str, np.ndarray]:
             finally:
                 data.release()
             _verified[known] = (size, header.get("digest"))
+        _opened.identity = known + (size, header.get("digest"))
         out, end = {}, header["data_bytes"]
         for name, dtype, shape, offset in header["arrays"]:
             dt = np.dtype(dtype)
@@ -154,15 +155,11 @@ def _read(path: Path) -> dict[str, np.ndarray]:
 _verified: dict = {}
 
 
-def trusted(path: Path) -> bool:
-    """Whether this process wrote the file now at ``path`` or has read and checked it before
-    (its values were checked then: a caller may skip reading a large mapped array through)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    known = _verified.get((st.st_dev, st.st_ino))
-    return known is not None and known[0] == st.st_size
+# Files whose values this process wrote, or checked and accepted (``load_checked(..., trusting=True)``),
+# by (device, inode, size, digest): a caller may skip checking them again. The identity is that of
+# the file ``_read`` opened (``_opened``, per thread), never of a later ``stat``.
+_accepted: set = set()
+_opened = threading.local()
 
 
 def _digest(data) -> str:
@@ -199,6 +196,7 @@ def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
                 st = os.fstat(f.fileno())
             os.replace(tmp, path)
             _verified[(st.st_dev, st.st_ino)] = (st.st_size, digest)
+            _accepted.add((st.st_dev, st.st_ino, st.st_size, digest))
         except BaseException:
             os.unlink(tmp)
             raise
@@ -370,9 +368,10 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
 
 
 def cached(path: Path, build: Callable[[], dict[str, np.ndarray]],
-           check: Callable[[dict], bool] = lambda arrays: True) -> dict[str, np.ndarray]:
-    """Load the arrays at ``path``, or build and store them. ``check`` rejects a stale or broken load."""
-    arrays = load_checked(path, check)
+           check: Callable[..., bool] = lambda arrays: True, trusting: bool = False) -> dict[str, np.ndarray]:
+    """Load the arrays at ``path``, or build and store them. ``check`` rejects a stale or broken load
+    (with ``trusting``, it is called as ``check(arrays, trusted)``: see ``load_checked``)."""
+    arrays = load_checked(path, check, trusting)
     if arrays is not None:
         return arrays
     arrays = build()
@@ -388,20 +387,32 @@ def store(path: Path, arrays: dict[str, np.ndarray]) -> None:
         _save_in_background(path, arrays)
 
 
-def load_checked(path: Path, check: Callable[[dict], bool] = lambda arrays: True) -> dict[str, np.ndarray] | None:
+def load_checked(path: Path, check: Callable[..., bool] = lambda arrays: True,
+                 trusting: bool = False) -> dict[str, np.ndarray] | None:
     """The arrays at ``path`` if there and passing ``check`` (else None: a corrupt file is
     reported once and removed). A write still pending in this process is served from
-    memory, or waited for while its arrays are being computed (``save_later``)."""
+    memory, or waited for while its arrays are being computed (``save_later``). With
+    ``trusting``, ``check(arrays, trusted)`` is told whether this process wrote this very file
+    or has accepted it before (so large arrays need not be read through again); a file it
+    accepts is remembered as accepted."""
     with _lock:
         pending = _pending.get(path)
     if pending is not None:
         if pending[1] is not None:
             return pending[1]
         pending[0].join()
+    _opened.identity = None
     arrays = load(path)
     if arrays is not None:
+        identity = _opened.identity
         try:
-            if check(arrays):
+            if trusting:
+                ok = check(arrays, identity is not None and identity in _accepted)
+            else:
+                ok = check(arrays)
+            if ok:
+                if identity is not None:
+                    _accepted.add(identity)
                 return arrays
         except (KeyError, ValueError, IndexError):
             pass
