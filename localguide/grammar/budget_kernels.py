@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..runtime.numba_tools import _grow, _lowest_bit, _sort_ints
+from ..runtime.numba_tools import _grow, _lowest_bit, _sort_ints, lower_bound
 from .arena_kernels import (
     AR_AFTER, AR_FINISH, AR_FINISH_DONE, AR_META, AR_SET_ALLOWED, AR_SET_KEYS, AR_SET_OFF, BG_BEST_LEN,
     BG_DCOST, BG_IS_PRED, BG_IT_OFF, BG_ITEM_LHS, BG_ITEMS, BG_LEXEME_ENDS, BG_NEXT_SYM, BG_PARAMS,
@@ -101,14 +101,8 @@ def _aft_put(A, aft, key, value):
 @njit(cache=True, inline="always")
 def _row_slot(keys, n, a):
     """The index of ``a`` in ``keys[:n]`` (sorted), or -1."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < a:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < n and keys[lo] == a else -1
+    i = lower_bound(keys, 0, n, a)
+    return i if i < n and keys[i] == a else -1
 
 
 @njit(cache=True)

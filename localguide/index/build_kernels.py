@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from ..distance import UNREACHABLE
-from ..runtime.numba_tools import _copy_into, _lowest_bit, _max_of
+from ..runtime.numba_tools import _copy_into, _lowest_bit, _max_of, lower_bound
 
 # --- index construction --------------------------------------------------------
 
@@ -354,25 +354,13 @@ DENSE = -2  # ``next_default`` of a state whose row of next states is stored who
 
 
 @njit(cache=True, inline="always")
-def _search(a, lo, hi, x):
-    """The first index in ``a[lo:hi]`` (sorted) whose value is not below ``x``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True, inline="always")
 def next_state(default, value_offsets, values, position_offsets, positions, s, p):
     """The state the ``p``-th token of state ``s``'s mask leads to (-1: a stop token)."""
     d = default[s]
     if d == DENSE:
         return values[value_offsets[s] + p]
     a, b = position_offsets[s], position_offsets[s + 1]
-    i = _search(positions, a, b, p)
+    i = lower_bound(positions, a, b, p)
     if i < b and positions[i] == p:
         return values[value_offsets[s] + i - a]
     return d
@@ -413,12 +401,12 @@ def mask_position(mask_sizes, mask_offsets, mask_tokens, excl_offsets, excl_toke
     A large mask is its exclusions: ``t`` stands after the ids below it less those excluded."""
     if 2 * mask_sizes[m] > vocab_size:
         lo, hi = excl_offsets[m], excl_offsets[m + 1]
-        i = _search(excl_tokens, lo, hi, t)
+        i = lower_bound(excl_tokens, lo, hi, t)
         if i < hi and excl_tokens[i] == t:
             return -1
         return t - (i - lo)
     lo, hi = mask_offsets[m], mask_offsets[m + 1]
-    i = _search(mask_tokens, lo, hi, t)
+    i = lower_bound(mask_tokens, lo, hi, t)
     if i < hi and mask_tokens[i] == t:
         return i - lo
     return -1

@@ -87,10 +87,6 @@ class Index:
         """The arrays as the Index keeps them (``packed``)."""
         return {name: getattr(self, name) for name in _ARRAYS}
 
-    def plain_arrays(self) -> dict:
-        """The arrays as ``build_arrays`` made them: every mask's ids, every row of next states."""
-        return packed.plain(self.to_arrays(), self.vocab_size)
-
     # -- queries ----------------------------------------------------------------------
     @property
     def n_states(self) -> int:
@@ -113,7 +109,7 @@ class Index:
 
     def successors(self, state: int) -> np.ndarray:
         """Next state for each token of ``allowed(state)``; -1 for stop tokens."""
-        return packed.next_row(self.to_arrays(), state)
+        return packed.next_row(self.fast.arrays, state)
 
     def guide(self, max_tokens: int | None = None):
         """A cursor at the start state; with ``max_tokens``, every path completes within that budget."""
@@ -135,7 +131,7 @@ class Index:
 class FastTables:
     """Per-token lookups without numpy scalar overhead: lists, views and memoryviews."""
 
-    __slots__ = ("arrays", "vocab_size", "state_mask", "mask_sizes", "masks", "sampler_masks", "mask_offsets", "mask_tokens",
+    __slots__ = ("arrays", "vocab_size", "state_mask", "large", "masks", "sampler_masks", "mask_offsets", "mask_tokens",
                  "excl_offsets", "excl_tokens", "next_default", "next_value_offsets", "next_values",
                  "next_position_offsets", "next_positions", "accepting", "distance", "max_next", "dfa_states")
 
@@ -144,8 +140,7 @@ class FastTables:
         self.arrays = index.to_arrays()  # (not the Index itself: it holds this table)
         self.vocab_size = index.vocab_size
         self.state_mask = index.state_mask.tolist()
-        self.mask_sizes = index.mask_sizes.tolist()
-        large = packed.big(index.mask_sizes, index.vocab_size).tolist()
+        self.large = large = packed.big(index.mask_sizes, index.vocab_size).tolist()
         # a large mask's ids are made when first asked for (``tokens``); the sampler applies its exclusions
         self.masks = [None if large[m] else index.mask_tokens[mo[m]:mo[m + 1]] for m in range(len(large))]
         self.sampler_masks = [Mask(MaskKind.EXCLUDED, index.excl_tokens[eo[m]:eo[m + 1]]) if large[m]
@@ -175,7 +170,7 @@ class FastTables:
 
     def position(self, m: int, t: int) -> int:
         """Where token ``t`` stands among mask ``m``'s ids; -1 if not there."""
-        if 2 * self.mask_sizes[m] > self.vocab_size:
+        if self.large[m]:
             lo, hi = self.excl_offsets[m], self.excl_offsets[m + 1]
             i = bisect_left(self.excl_tokens, t, lo, hi)
             return -1 if i < hi and self.excl_tokens[i] == t else t - (i - lo)

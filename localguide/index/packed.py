@@ -86,9 +86,8 @@ def unpack(stored: dict, vocab_size: int, trusted: bool = False) -> dict:
     unless ``trusted`` (a file this process wrote or has checked before: its large arrays,
     mapped and not yet read, are not read through again)."""
     out = {k: stored[k] for k in ARRAYS}
-    for k in ARRAYS:  # (the types the compiled kernels read them as)
-        want = np.int64 if k.endswith(("offsets", "sizes")) else np.int32
-        if k in MASKS + NEXT + ("state_mask", "distance", "max_next_distance") and out[k].dtype != want:
+    for k in MASKS + NEXT + ("state_mask", "distance", "max_next_distance"):  # (as the kernels read them)
+        if out[k].dtype != (np.int64 if k.endswith(("offsets", "sizes")) else np.int32):
             raise ValueError(f"stored {k} of another type")
     n_states, n_masks = len(out["state_mask"]), len(out["mask_sizes"])
     sizes = np.asarray(out["mask_sizes"], np.int64)
@@ -113,12 +112,10 @@ def _lists(offsets: np.ndarray, values: np.ndarray, counts: np.ndarray, vocab_si
     if len(offsets) != len(counts) + 1 or offsets[0] != 0 or (np.diff(offsets) != counts).any() \
             or offsets[-1] != len(values):
         raise ValueError(f"stored {what} lists do not match their sizes")
-    if not trusted and len(values):
-        step = np.diff(values.astype(np.int64), prepend=-1)
-        starts = offsets[:-1][counts > 0]
-        step[starts] = values[starts].astype(np.int64) + 1
-        if (step <= 0).any() or values.max() >= vocab_size:
-            raise ValueError(f"stored {what} lists out of order or beyond the vocabulary")
+    if trusted or not len(values):
+        return
+    if not _increasing(values, offsets[:-1][counts > 0]) or values.max() >= vocab_size:
+        raise ValueError(f"stored {what} lists out of order or beyond the vocabulary")
 
 
 def _check_nexts(arrays: dict, rows: np.ndarray, trusted: bool) -> None:
@@ -145,11 +142,16 @@ def _check_nexts(arrays: dict, rows: np.ndarray, trusted: bool) -> None:
             raise ValueError("stored next states out of range")
     if len(positions):
         row = np.repeat(np.arange(n_states), at)
-        first = arrays["next_position_offsets"][:-1][at > 0]
-        step = np.diff(positions.astype(np.int64), prepend=-1)
-        step[first] = positions[first].astype(np.int64) + 1
-        if (positions < 0).any() or (positions >= rows[row]).any() or (step <= 0).any():
+        if not _increasing(positions, arrays["next_position_offsets"][:-1][at > 0]) \
+                or (positions >= rows[row]).any():
             raise ValueError("stored next states out of order")
+
+
+def _increasing(values: np.ndarray, starts: np.ndarray) -> bool:
+    """Whether each list of ``values`` (from each of ``starts``) is non-negative and strictly increasing."""
+    step = np.diff(values.astype(np.int64), prepend=-1)
+    step[starts] = values[starts].astype(np.int64) + 1
+    return bool((step > 0).all())
 
 
 def mask_ids(arrays: dict, m: int, vocab_size: int) -> np.ndarray:

@@ -155,6 +155,18 @@ def _argsort_stable(key):
 
 
 @njit(cache=True, inline="always")
+def lower_bound(a, lo, hi, x):
+    """The first index in ``a[lo:hi]`` (sorted) whose value is not below ``x`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, inline="always")
 def _max_of(a, empty):
     """The largest entry of the 1-D ``a``, or ``empty`` when it has none."""
     m = empty

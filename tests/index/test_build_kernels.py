@@ -9,6 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 from localguide.index import build_kernels
 from kernel_strategies import SETTINGS, synthetic_vocabularies, random_dfas
+from packed_helpers import built_arrays
 
 # --- explore ------------------------------------------------------------------------------
 
@@ -131,17 +132,7 @@ def test_mask_position_and_large_mask_ids_equal_twins_and_the_ids(data):
     vocab_size = data.draw(st.integers(1, 60))
     masks = data.draw(st.lists(st.sets(st.integers(0, vocab_size - 1)), min_size=1, max_size=4))
     masks = [np.array(sorted(m), np.int32) for m in masks]
-    everything = np.arange(vocab_size, dtype=np.int32)
-    excl = [np.setdiff1d(everything, m).astype(np.int32) if 2 * len(m) > vocab_size else np.zeros(0, np.int32)
-            for m in masks]
-    built = {"state_mask": np.zeros(1, np.int32), "accepting": np.zeros(1, bool), "distance": np.zeros(1, np.int32),
-             "max_next_distance": np.zeros(1, np.int32), "stop_ids": np.zeros(0, np.int32),
-             "dfa_states": np.zeros(1, np.int32),
-             "mask_offsets": np.concatenate(([0], np.cumsum([len(m) for m in masks]))).astype(np.int64),
-             "mask_tokens": np.concatenate(masks).astype(np.int32),
-             "excl_offsets": np.concatenate(([0], np.cumsum([len(x) for x in excl]))).astype(np.int64),
-             "excl_tokens": np.concatenate(excl).astype(np.int32),
-             "next_offsets": np.array([0, len(masks[0])], np.int64), "next_states": np.zeros(len(masks[0]), np.int32)}
+    built = built_arrays(masks, [np.zeros(len(masks[0]), np.int32)], vocab_size, state_mask=[0])
     kept = packed.pack(built, vocab_size)
     arrays = tuple(kept[k] for k in packed.MASKS)
     for m, ids in enumerate(masks):
@@ -151,10 +142,11 @@ def test_mask_position_and_large_mask_ids_equal_twins_and_the_ids(data):
             assert build_kernels.mask_position(*arrays, vocab_size, m, t) == want
             assert build_kernels.py_mask_position(*arrays, vocab_size, m, t) == want
         if 2 * len(ids) > vocab_size:
+            excluded = kept["excl_tokens"][kept["excl_offsets"][m]:kept["excl_offsets"][m + 1]]
             out1 = np.full(len(ids), -7, np.int32)
             out2 = np.full(len(ids), -7, np.int32)
-            build_kernels.large_mask_ids(excl[m], vocab_size, out1)
-            build_kernels.py_large_mask_ids(excl[m], vocab_size, out2)
+            build_kernels.large_mask_ids(excluded, vocab_size, out1)
+            build_kernels.py_large_mask_ids(excluded, vocab_size, out2)
             np.testing.assert_array_equal(out1, ids)
             np.testing.assert_array_equal(out2, ids)
 

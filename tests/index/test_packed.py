@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localguide.runtime import cache
-from packed_helpers import assert_same_arrays, assert_same_index_arrays, format_schema
+from packed_helpers import assert_same_arrays, assert_same_index_arrays, built_arrays, format_schema
 from localguide.index import Index, packed
 from localguide.index.build_kernels import DENSE
 from localguide.index.index import build_arrays
@@ -44,22 +44,7 @@ def index_arrays(draw):
         row = np.full(n, base, np.int32)
         row[:len(scattered)] = scattered
         rows.append(row)
-    lengths = [len(m) for m in masks]
-    everything = np.arange(vocab_size, dtype=np.int32)
-    excl = [np.setdiff1d(everything, m).astype(np.int32) if 2 * len(m) > vocab_size else np.zeros(0, np.int32)
-            for m in masks]
-    return vocab_size, {
-        "state_mask": state_mask,
-        "mask_offsets": np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
-        "mask_tokens": np.concatenate(masks).astype(np.int32),
-        "excl_offsets": np.concatenate(([0], np.cumsum([len(x) for x in excl]))).astype(np.int64),
-        "excl_tokens": np.concatenate(excl).astype(np.int32),
-        "next_offsets": np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64),
-        "next_states": np.concatenate(rows).astype(np.int32),
-        "accepting": np.zeros(n_states, bool), "distance": np.zeros(n_states, np.int32),
-        "max_next_distance": np.zeros(n_states, np.int32), "stop_ids": np.zeros(1, np.int32),
-        "dfa_states": np.arange(n_states, dtype=np.int32),
-    }
+    return vocab_size, built_arrays(masks, rows, vocab_size, state_mask)
 
 
 @settings(max_examples=150, deadline=None)
@@ -126,33 +111,13 @@ def test_damaged_packed_arrays_raise_never_pass(vocab, damage):
         packed.unpack(bad, vocab.size)
 
 
-def _arrays(masks: list, rows: list, vocab_size: int) -> dict:
-    """Index arrays of one state per row, each with the mask of the same position."""
-    everything = np.arange(vocab_size, dtype=np.int32)
-    excl = [np.setdiff1d(everything, m).astype(np.int32) if 2 * len(m) > vocab_size else np.zeros(0, np.int32)
-            for m in masks]
-    n = len(rows)
-    return {
-        "state_mask": np.arange(n, dtype=np.int32),
-        "mask_offsets": np.concatenate(([0], np.cumsum([len(m) for m in masks]))).astype(np.int64),
-        "mask_tokens": np.concatenate(masks).astype(np.int32),
-        "excl_offsets": np.concatenate(([0], np.cumsum([len(x) for x in excl]))).astype(np.int64),
-        "excl_tokens": np.concatenate(excl).astype(np.int32),
-        "next_offsets": np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int64),
-        "next_states": np.concatenate(rows).astype(np.int32),
-        "accepting": np.zeros(n, bool), "distance": np.zeros(n, np.int32),
-        "max_next_distance": np.zeros(n, np.int32), "stop_ids": np.zeros(1, np.int32),
-        "dfa_states": np.arange(n, dtype=np.int32),
-    }
-
-
 def test_each_stored_form_is_chosen_where_it_pays_and_unpacks_exactly():
     """Masks of most of the vocabulary whose tokens lead to one state are kept as their exclusions
     and one next state a row; rows whose tokens lead to many states are kept whole; both read back
     exactly."""
     v = 50_000
     most = np.setdiff1d(np.arange(v), [5, 77, 4000]).astype(np.int32)
-    loop = _arrays([most, most[1:]], [np.full(len(most), 1, np.int32), np.full(len(most) - 1, 0, np.int32)], v)
+    loop = built_arrays([most, most[1:]], [np.full(len(most), 1, np.int32), np.full(len(most) - 1, 0, np.int32)], v)
     stored = packed.pack(loop, v)
     assert len(stored["mask_tokens"]) == 0 and len(stored["excl_tokens"]) == 3 + 4  # (both masks as exclusions)
     assert (stored["next_default"] >= -1).all() and len(stored["next_values"]) == 0
@@ -160,7 +125,7 @@ def test_each_stored_form_is_chosen_where_it_pays_and_unpacks_exactly():
     assert_same_index_arrays(packed.unpack(stored, v), loop, v)
     rng = np.random.default_rng(0)
     few = [np.sort(rng.choice(v, 300, replace=False)).astype(np.int32) for _ in range(40)]
-    keys = _arrays(few, [rng.integers(-1, 40, 300).astype(np.int32) for _ in range(40)], v)
+    keys = built_arrays(few, [rng.integers(-1, 40, 300).astype(np.int32) for _ in range(40)], v)
     stored = packed.pack(keys, v)
     assert (stored["next_default"] == DENSE).all() and len(stored["next_positions"]) == 0
     assert_same_index_arrays(packed.unpack(stored, v), keys, v)
