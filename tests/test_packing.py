@@ -76,12 +76,61 @@ def tree_groups(draw):
                         "tr_other": other, "format": np.array([10])}
 
 
+def _forms(arrays: dict) -> dict:
+    """``grammar_packed.pack(arrays)`` in each form a bound on plain files gives."""
+    whole = grammar_packed.pack(arrays, plain_bytes=10**12)
+    size = sum(a.nbytes for a in whole.values())
+    return {"whole": whole, "below": grammar_packed.pack(arrays, plain_bytes=size - 1),
+            "packed": grammar_packed.pack(arrays, plain_bytes=0)}
+
+
 @settings(max_examples=100, deadline=None)
 @given(tree_groups())
 def test_grammar_groups_come_back(case):
     vocab_size, arrays = case
-    back = grammar_packed.unpack(grammar_packed.pack(arrays), vocab_size)
-    assert set(back) == set(arrays)
-    for k, a in arrays.items():
-        assert back[k].dtype == a.dtype, k
-        np.testing.assert_array_equal(back[k], a, err_msg=k)
+    forms = _forms(arrays)
+    assert "tr_grp_list" not in forms["whole"] and "tr_list_tok" in forms["whole"]
+    assert "tr_list_z" in forms["packed"] and "tr_big_bits" not in forms["packed"]
+    for form, stored in forms.items():
+        back = grammar_packed.unpack(stored, vocab_size)
+        assert set(back) == set(arrays), form
+        for k, a in arrays.items():
+            assert back[k].dtype == a.dtype, (form, k)
+            np.testing.assert_array_equal(back[k], a, err_msg=f"{form} {k}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree_groups(), st.sampled_from(["high", "negative", "bits", "length", "list"]))
+def test_damaged_plain_groups_raise(case, damage):
+    """A plain file is mapped, not decoded: what a load checks instead, each kind of damage refused."""
+    vocab_size, arrays = case
+    for stored in _forms(arrays).values():
+        if "tr_list_tok" not in stored:
+            continue
+        stored = {k: np.array(v) for k, v in stored.items()}
+        tok, bits = stored["tr_list_tok"], stored["tr_big_bits"]
+        if damage in ("high", "negative"):
+            if len(tok) == 0:
+                continue
+            tok[-1] = vocab_size if damage == "high" else -1
+        elif damage == "bits":
+            stored["tr_big_bits"] = bits[:, :-1] if bits.shape[1] > 1 else bits.astype(np.int64)
+        elif damage == "length":
+            stored["tr_list_tok"] = np.append(tok, np.int32(0))
+        else:
+            if "tr_grp_list" not in stored or len(stored["tr_grp_list"]) == 0:
+                continue
+            stored["tr_grp_list"][0] = len(stored["tr_list_off"]) - 1
+        with pytest.raises(ValueError):
+            grammar_packed.unpack(stored, vocab_size)
+
+
+def test_a_bitset_beyond_the_vocabulary_raises():
+    groups = {"tr_grp_off": np.array([0, 3], np.int64), "tr_grp_tok": np.array([1, 2, 60], np.int32),
+              "tr_big_grp": np.array([0], np.int64), "tr_big_bits": np.array([[2**1 + 2**2 + 2**60]], np.uint64),
+              "format": np.array([10])}
+    stored = grammar_packed.pack(groups)
+    assert grammar_packed.unpack(stored, 61)["tr_big_bits"].tolist() == groups["tr_big_bits"].tolist()
+    stored["tr_big_bits"] = stored["tr_big_bits"] | np.uint64(2**61)
+    with pytest.raises(ValueError):
+        grammar_packed.unpack(stored, 61)

@@ -48,7 +48,7 @@ MAX_BYTE_NODES = 16_384
 # token on a 49k-262k vocabulary, so a long-running app needs the bound.
 MAX_CACHED_STATES = 100_000
 MAX_CACHED_MASK_BYTES = 256 << 20
-FORMAT = 10  # of the cached arrays (10: packed, ``grammar.packed``; 9: the compiled path up to 10,000 rules)
+FORMAT = 11  # of the cached arrays (11: plain below a bound, ``grammar.packed``; 10: always packed)
 ARRAY_KEYS = ("cfg_term_names", "cfg_term_sizes", "cfg_term_trans", "cfg_term_acc", "cfg_nts", "cfg_lhs",
               "cfg_rhs_len", "cfg_rhs", "cfg_start", "cfg_ignore", "cfg_source", "cfg_max_run", "cfg_ign_labels",
               "sc_trans", "sc_off", "sc_rd", "sc_after", "sc_seed", "sc_single", "sc_start", "sc_live_w",

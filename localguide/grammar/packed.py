@@ -1,18 +1,23 @@
 """A compiled grammar's arrays (``GrammarIndex.arrays``) as the disk cache stores them.
 
 Most of a grammar index's bytes are the token groups of its subterminal trees
-(``masks.build_trees``), and most groups repeat one another: a format string's automaton
+(``masks.build_trees``), and many groups repeat one another: a format string's automaton
 (an e-mail address, a URI) has hundreds of states, and the tokens that read the same way from
-many of them (all letters and digits, say) form the same group in each state's tree. On
-Gemma 3's vocabulary most of the bytes of a schema with an e-mail address are token ids, more
-than half of them in exact duplicates. Stored here:
+many of them (all letters and digits, say) form the same group in each state's tree. Each
+distinct token list is stored once (``tr_list_off``; ``tr_grp_list``: each group's list), in
+one of two forms:
 
-- ``tr_grp_list``: each group's distinct token list; the lists as 16-bit differences
-  (``packing.pack_sorted``), deflated;
-- the large groups' bitsets (``masks.BITS_KEYS``) not stored: made again from their lists;
-- every other integer array in the narrowest type that holds it.
+- plain, where the whole file then stays within a bound (``SCHEMA_PLAIN_BYTES`` for a JSON
+  Schema's grammar, ``PLAIN_BYTES`` for a grammar a person wrote, the shipped ones among them): the
+  lists as int32 (``tr_list_tok``) and the large groups' bitsets (``masks.BITS_KEYS``) as they
+  are, so that a load maps them and decodes nothing; where every group fits with its own list,
+  no ``tr_grp_list`` (the lists are the groups, mapped, not even copied);
+- packed, above it (a schema with an e-mail address on Gemma 3's vocabulary: 31 MB plain): the
+  lists as 16-bit differences (``packing.pack_sorted``), deflated; the large groups' bitsets made
+  again from their lists; every other integer array in the narrowest type that holds it.
 
-``unpack`` gives back exactly the arrays ``pack`` took.
+``unpack`` gives back exactly the arrays ``pack`` took, and raises ``ValueError`` for arrays that
+no ``pack`` made (token ids outside the vocabulary included).
 """
 
 from __future__ import annotations
@@ -21,8 +26,15 @@ import numpy as np
 
 from ..runtime import packing
 
+# The most a plain file may hold: for a schema, the bound on what one of a few properties writes
+# (issue 52: schemas are many, one per request shape); for a grammar, which is one file per grammar
+# text, enough for the shipped ones on a 262,144-token vocabulary (Gemma 3's SQL: 5.9 MB).
+SCHEMA_PLAIN_BYTES = 5_000_000
+PLAIN_BYTES = 16_000_000
+_GROUP_KEYS = ("tr_grp_off", "tr_grp_tok", "tr_big_bits")
 
-def pack(arrays: dict) -> dict:
+
+def pack(arrays: dict, plain_bytes: int = PLAIN_BYTES) -> dict:
     off, tok = arrays["tr_grp_off"], arrays["tr_grp_tok"]
     n_grp = len(off) - 1
     first: dict = {}
@@ -36,42 +48,73 @@ def pack(arrays: dict) -> dict:
         grp_list[g] = i
     sizes = np.diff(off)[lists] if lists else np.zeros(0, np.int64)
     list_off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-    values = _gather(off, tok, np.array(lists, np.int64))
+    values = _gather(off, tok, lists)
+    rest = {k: v for k, v in arrays.items() if k not in _GROUP_KEYS}
+    whole = {**rest, "tr_list_off": np.asarray(off, np.int64), "tr_list_tok": np.asarray(tok, np.int32),
+             "tr_big_bits": arrays["tr_big_bits"]}
+    if sum(a.nbytes for a in whole.values()) <= plain_bytes:
+        return whole
+    plain = {**rest, "tr_grp_list": grp_list, "tr_list_off": list_off,
+             "tr_list_tok": values.astype(np.int32, copy=False), "tr_big_bits": arrays["tr_big_bits"]}
+    if sum(a.nbytes for a in plain.values()) <= plain_bytes:
+        return plain
     coded = packing.pack_sorted(values, list_off, "tr_list")
     d16 = coded.pop("tr_list_d16")
-    rest = {k: v for k, v in arrays.items() if k not in ("tr_grp_off", "tr_grp_tok", "tr_big_bits")}
     out = packing.narrowed({**rest, **coded, "tr_grp_list": grp_list, "tr_list_off": list_off})
     out["tr_list_z"] = packing.deflate(d16)
     out["tr_list_n"] = np.array([len(d16)], np.int64)
     return out
 
 
-def _gather(off: np.ndarray, tok: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """The token lists of ``groups``, one after another."""
-    lengths = (off[groups + 1] - off[groups]).astype(np.int64)
-    starts = np.repeat(off[groups].astype(np.int64) - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return tok[starts + np.arange(int(lengths.sum()), dtype=np.int64)]
+def _gather(off: np.ndarray, tok: np.ndarray, groups) -> np.ndarray:
+    """The token lists of ``groups``, one after another (each a slice: copied whole, no index array)."""
+    if len(groups) == 0:
+        return np.zeros(0, np.int32)
+    off = off.tolist() if isinstance(off, np.ndarray) else off
+    return np.concatenate([tok[off[g]:off[g + 1]] for g in groups])
 
 
 def unpack(stored: dict, vocab_size: int) -> dict:
     a = packing.widened(stored)
     list_off = np.asarray(a.pop("tr_list_off"), np.int64)
-    grp_list = np.asarray(a.pop("tr_grp_list"), np.int64)
-    n = int(a.pop("tr_list_n")[0])
-    if len(list_off) < 1 or list_off[0] != 0 or (np.diff(list_off) < 0).any() or list_off[-1] != n \
-            or not packing.positions_ok(grp_list, len(list_off) - 1):
+    n_lists = len(list_off) - 1
+    own = "tr_grp_list" not in a  # (each group its own list, in order)
+    grp_list = np.arange(max(n_lists, 0), dtype=np.int64) if own else np.asarray(a.pop("tr_grp_list"), np.int64)
+    if n_lists < 0 or list_off[0] != 0 or (np.diff(list_off) < 0).any() \
+            or not packing.positions_ok(grp_list, n_lists):
         raise ValueError("the packed token groups do not match their offsets")
-    coded = {"tr_list_d16": packing.inflate(a.pop("tr_list_z"), np.uint16, n),
-             "tr_list_esc_pos": a.pop("tr_list_esc_pos"), "tr_list_esc_val": a.pop("tr_list_esc_val")}
-    values = packing.unpack_sorted(coded, "tr_list", list_off)
-    sizes = np.diff(list_off)[grp_list]
-    grp_off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    plain = "tr_list_tok" in a
+    if plain:
+        values = a.pop("tr_list_tok")
+        if values.dtype != np.int32 or len(values) != list_off[-1]:
+            raise ValueError("the token lists do not match their offsets")
+        # (one pass: a negative id is a large unsigned one)
+        if len(values) and int(values.view(np.uint32).max()) >= vocab_size:
+            raise ValueError("a token list holds ids beyond the vocabulary")
+    else:
+        n = int(a.pop("tr_list_n")[0])
+        if list_off[-1] != n:
+            raise ValueError("the packed token groups do not match their offsets")
+        coded = {"tr_list_d16": packing.inflate(a.pop("tr_list_z"), np.uint16, n),
+                 "tr_list_esc_pos": a.pop("tr_list_esc_pos"), "tr_list_esc_val": a.pop("tr_list_esc_val")}
+        values = packing.unpack_sorted(coded, "tr_list", list_off)
+    if own:
+        grp_off, a["tr_grp_tok"] = list_off, values
+    else:
+        grp_off = np.zeros(len(grp_list) + 1, np.int64)
+        np.cumsum(np.diff(list_off)[grp_list], out=grp_off[1:])
+        a["tr_grp_tok"] = _gather(list_off, values, grp_list.tolist())
     a["tr_grp_off"] = grp_off
-    a["tr_grp_tok"] = _gather(list_off, values, grp_list) if len(grp_list) else np.zeros(0, np.int32)
     big = np.asarray(a["tr_big_grp"], np.int64)
     if not packing.positions_ok(big, len(grp_list)):
         raise ValueError("the packed large groups are not groups")
     words = (vocab_size + 63) // 64
+    if plain:
+        bits = a["tr_big_bits"]
+        if bits.dtype != np.uint64 or bits.shape != (len(big), words) or \
+                (vocab_size % 64 and len(big) and int(bits[:, -1].max() >> np.uint64(vocab_size % 64))):
+            raise ValueError("the large groups' bitsets do not fit the vocabulary")
+        return a
     bits = np.zeros((len(big), words), np.uint64)
     for i, g in enumerate(big.tolist()):
         t = a["tr_grp_tok"][grp_off[g]:grp_off[g + 1]]

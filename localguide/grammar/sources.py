@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from ..runtime import cache
+from ..runtime.gcpause import paused
 from ..runtime.lru import BoundedCache
 from ..runtime.progress import stage
 from . import packed
@@ -143,12 +144,12 @@ class _OnlyEmptyText(Exception):
     """A grammar without terminals (but ignored ones): its only sentence is the empty text."""
 
 
-def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed: bool = False) -> GrammarIndex:
+def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed: bool = False,
+                 plain_bytes: int = packed.PLAIN_BYTES) -> GrammarIndex:
     """The ``GrammarIndex`` of ``make_cfg()`` (a normalized CFG), from the disk cache at ``path``
     when there; else built (``lazy``: trees on demand, the rest and the file in the background).
-    ``seed``: the file holds the arena seed (``GrammarIndex.arrays``)."""
-    from ..runtime.gcpause import paused
-
+    ``seed``: the file holds the arena seed (``GrammarIndex.arrays``). ``plain_bytes``: the largest
+    file stored plain, read without decoding (``packed.pack``)."""
     with paused():
         got: dict = {}
 
@@ -165,7 +166,7 @@ def cached_index(path, make_cfg, vocabulary, description: str, lazy: bool, seed:
         with stage(f"compiling {description}"):
             idx = GrammarIndex(make_cfg(), vocabulary, description, lazy=lazy)
     if lazy:
-        cache.save_later(path, lambda: packed.pack(idx.arrays(seed)))
+        cache.save_later(path, lambda: packed.pack(idx.arrays(seed), plain_bytes))
     else:
-        cache.store(path, packed.pack(idx.arrays(seed)))
+        cache.store(path, packed.pack(idx.arrays(seed), plain_bytes))
     return idx

@@ -408,6 +408,7 @@ def automaton_or_grammar(compiled: CompiledSchema, max_states: int = DEFAULT_MAX
 
 def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool, kind: str = "json_schema"):
     """The grammar engine's index of ``make_cfg()``, from the disk cache at ``path`` when there."""
+    from ..grammar import packed
     from ..grammar.sources import cached_index, remember
 
     def cfg():
@@ -416,7 +417,7 @@ def _grammar_index(path, make_cfg, vocabulary, description, lazy: bool, kind: st
             raise SchemaError("this schema's cached grammar no longer applies; clear the cache")
         return got
 
-    idx = cached_index(path, cfg, vocabulary, description, lazy)
+    idx = cached_index(path, cfg, vocabulary, description, lazy, plain_bytes=packed.SCHEMA_PLAIN_BYTES)
     # held in memory as compiled grammars are: the masks it computes serve the next guides
     remember((kind, str(path)), idx)
     return idx

@@ -10,24 +10,28 @@ import threading
 from collections import OrderedDict
 from typing import Callable
 
+import numpy as np
+
 
 def array_bytes(obj, depth: int = 0) -> int:
     """The bytes of the numpy arrays ``obj`` holds, looked for three levels down (an estimate)."""
-    import numpy as np
-
     if isinstance(obj, np.ndarray):
         return obj.nbytes
     if depth > 2:
         return 0
     if isinstance(obj, (list, tuple)):
-        return sum(array_bytes(x, depth + 1) for x in obj[:256])
-    if isinstance(obj, dict):
-        return sum(array_bytes(x, depth + 1) for x in list(obj.values())[:256])
-    fields = getattr(obj, "__dict__", None)
-    if fields is None:
-        slots = getattr(type(obj), "__slots__", ())
-        return sum(array_bytes(getattr(obj, s, None), depth + 1) for s in slots)
-    return sum(array_bytes(v, depth + 1) for v in list(fields.values()))
+        items = obj[:256]
+    elif isinstance(obj, dict):
+        items = list(obj.values())[:256]
+    else:
+        fields = getattr(obj, "__dict__", None)
+        if fields is None:
+            items = [getattr(obj, s, None) for s in getattr(type(obj), "__slots__", ())]
+        else:
+            items = list(fields.values())
+    if depth == 2:  # (the last level: only arrays count there; sized in place, a compiled index holds thousands of items)
+        return sum(x.nbytes for x in items if isinstance(x, np.ndarray))
+    return sum(array_bytes(x, depth + 1) for x in items)
 
 
 class BoundedCache:
