@@ -79,7 +79,7 @@ def tree_groups(draw):
 def _forms(arrays: dict) -> dict:
     """``grammar_packed.pack(arrays)`` in each form a bound on plain files gives."""
     whole = grammar_packed.pack(arrays, plain_bytes=10**12)
-    size = sum(a.nbytes for a in whole.values())
+    size = grammar_packed._file_bytes(whole)
     return {"whole": whole, "below": grammar_packed.pack(arrays, plain_bytes=size - 1),
             "packed": grammar_packed.pack(arrays, plain_bytes=0)}
 
@@ -99,30 +99,93 @@ def test_grammar_groups_come_back(case):
             np.testing.assert_array_equal(back[k], a, err_msg=f"{form} {k}")
 
 
+def _damaged_tokens(arrays: dict, damage: str, vocab_size: int) -> dict | None:
+    """``arrays`` with one group's tokens damaged (each form then stores the damage as it stores
+    tokens), or None where no group is long enough for it."""
+    off, tok = arrays["tr_grp_off"], arrays["tr_grp_tok"].copy()
+    sizes = np.diff(off)
+    g = int(np.argmax(sizes)) if len(sizes) else 0
+    if len(tok) == 0 or damage in ("unsorted", "twice") and sizes[g] < 2:
+        return None
+    a, b = int(off[g]), int(off[g + 1])
+    if damage == "high":
+        tok[b - 1] = vocab_size
+    elif damage == "negative":
+        tok[a] = -1
+    elif damage == "unsorted":
+        tok[a], tok[a + 1] = tok[a + 1], tok[a]
+    else:
+        tok[a + 1] = tok[a]
+    return {**arrays, "tr_grp_tok": tok}
+
+
+def _damaged(stored: dict, damage: str) -> dict | None:
+    """``stored`` (a copy) with one kind of damage to its structure, or None where this form has
+    nothing to damage so."""
+    stored = {k: np.array(v) for k, v in stored.items()}
+    plain = "tr_list_tok" in stored
+    off = stored["tr_list_off"]
+    if damage == "bits":
+        if not plain:
+            return None
+        bits = stored["tr_big_bits"]
+        stored["tr_big_bits"] = bits[:, :-1] if bits.shape[1] > 1 else bits.astype(np.int64)
+    elif damage == "length":
+        if not plain:
+            return None
+        stored["tr_list_tok"] = np.append(stored["tr_list_tok"], np.int32(0))
+    elif damage == "list":
+        if "tr_grp_list" not in stored or len(stored["tr_grp_list"]) == 0:
+            return None
+        stored["tr_grp_list"][0] = len(off) - 1
+    elif damage == "shape":
+        key = "tr_list_tok" if plain else "tr_list_off"
+        stored[key] = stored[key].reshape(-1, 1)
+    else:  # "offsets": out of order
+        if len(off) < 3 or off[1] == 0:
+            return None
+        off[1] = off[-1] + 1
+    return stored
+
+
 @settings(max_examples=60, deadline=None)
-@given(tree_groups(), st.sampled_from(["high", "negative", "bits", "length", "list"]))
-def test_damaged_plain_groups_raise(case, damage):
-    """A plain file is mapped, not decoded: what a load checks instead, each kind of damage refused."""
+@given(tree_groups(), st.sampled_from(["high", "negative", "unsorted", "twice"]))
+def test_damaged_tokens_raise(case, damage):
+    """Ids outside the vocabulary or out of order would reach the masks: refused in every form
+    (a plain file is mapped, not decoded, and checked instead)."""
     vocab_size, arrays = case
-    for stored in _forms(arrays).values():
-        if "tr_list_tok" not in stored:
-            continue
-        stored = {k: np.array(v) for k, v in stored.items()}
-        tok, bits = stored["tr_list_tok"], stored["tr_big_bits"]
-        if damage in ("high", "negative"):
-            if len(tok) == 0:
-                continue
-            tok[-1] = vocab_size if damage == "high" else -1
-        elif damage == "bits":
-            stored["tr_big_bits"] = bits[:, :-1] if bits.shape[1] > 1 else bits.astype(np.int64)
-        elif damage == "length":
-            stored["tr_list_tok"] = np.append(tok, np.int32(0))
-        else:
-            if "tr_grp_list" not in stored or len(stored["tr_grp_list"]) == 0:
-                continue
-            stored["tr_grp_list"][0] = len(stored["tr_list_off"]) - 1
+    bad = _damaged_tokens(arrays, damage, vocab_size)
+    if bad is None:
+        return
+    for stored in _forms(bad).values():
         with pytest.raises(ValueError):
             grammar_packed.unpack(stored, vocab_size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree_groups(), st.sampled_from(["bits", "length", "list", "shape", "offsets"]))
+def test_damaged_structure_raises(case, damage):
+    vocab_size, arrays = case
+    for stored in _forms(arrays).values():
+        bad = _damaged(stored, damage)
+        if bad is not None:
+            with pytest.raises(ValueError):
+                grammar_packed.unpack(bad, vocab_size)
+
+
+def test_duplicate_groups_are_stored_once_in_the_plain_form():
+    lists = [np.arange(0, 200, 2, dtype=np.int32), np.arange(1, 101, dtype=np.int32)]
+    groups = [lists[0], lists[1], lists[0], lists[0], lists[1]]
+    arrays = {"tr_grp_off": np.concatenate(([0], np.cumsum([len(g) for g in groups]))).astype(np.int64),
+              "tr_grp_tok": np.concatenate(groups), "tr_big_grp": np.zeros(0, np.int64),
+              "tr_big_bits": np.zeros((0, 4), np.uint64), "format": np.array([10])}
+    forms = _forms(arrays)
+    below = forms["below"]
+    assert below["tr_grp_list"].tolist() == [0, 1, 0, 0, 1] and len(below["tr_list_tok"]) == 200
+    for stored in forms.values():
+        back = grammar_packed.unpack(stored, 256)
+        assert back["tr_grp_tok"].tolist() == arrays["tr_grp_tok"].tolist()
+        assert back["tr_grp_off"].tolist() == arrays["tr_grp_off"].tolist()
 
 
 def test_a_bitset_beyond_the_vocabulary_raises():

@@ -177,21 +177,22 @@ class GrammarIndex:
     @staticmethod
     def arrays_ok(arrays: dict, vocabulary) -> bool:
         """A cheap sanity check of cached arrays: format, completeness, and the trees' structure
-        (offsets in order and in range). The tokens of the groups, 10⁷ ids on a large vocabulary,
-        are not scanned here: the kernels that read them leave out ids outside the vocabulary."""
+        (offsets in order and in range). The tokens of the groups are checked where a cache file
+        is read (``packed.unpack``: each list increasing, within the vocabulary)."""
         if int(arrays["format"][0]) != FORMAT or not all(k in arrays for k in ARRAY_KEYS):
             return False
         a = arrays
         n_nodes, n_edges, n_grp = len(a["tr_node_grp"]) - 1, len(a["tr_ch_term"]), len(a["tr_grp_state"])
 
         def offsets(x, n, end) -> bool:
-            return len(x) == n + 1 and int(x[0]) == 0 and int(x[-1]) == end and bool((np.diff(x) >= 0).all())
+            return (x.ndim == 1 and len(x) == n + 1 and int(x[0]) == 0 and int(x[-1]) == end
+                    and bool((np.diff(x) >= 0).all()))
 
         def within(x, n) -> bool:
-            return len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < n)
+            return x.ndim == 1 and (len(x) == 0 or (int(x.min()) >= 0 and int(x.max()) < n))
 
         unres = a["tr_unres_tok"]
-        return (a["tr_grp_tok"].dtype == np.int32 and offsets(a["tr_ch_off"], n_nodes, n_edges)
+        return (a["tr_grp_tok"].dtype == np.int32 and a["tr_grp_tok"].ndim == 1 and offsets(a["tr_ch_off"], n_nodes, n_edges)
                 and offsets(a["tr_node_grp"], n_nodes, n_grp) and offsets(a["tr_grp_off"], n_grp, len(a["tr_grp_tok"]))
                 and within(a["tr_ch_node"], n_nodes) and within(a["tr_seq"][:-1], n_nodes)
                 and within(unres, vocabulary.size) and within(a["tr_grp_state"], len(a["sc_trans"]))

@@ -8,7 +8,8 @@ distinct token list is stored once (``tr_list_off``; ``tr_grp_list``: each group
 one of two forms:
 
 - plain, where the whole file then stays within a bound (``SCHEMA_PLAIN_BYTES`` for a JSON
-  Schema's grammar, ``PLAIN_BYTES`` for a grammar a person wrote, the shipped ones among them): the
+  Schema's grammar and a server request's, ``PLAIN_BYTES`` for a grammar a program compiles, the
+  shipped ones among them): the
   lists as int32 (``tr_list_tok``) and the large groups' bitsets (``masks.BITS_KEYS``) as they
   are, so that a load maps them and decodes nothing; where every group fits with its own list,
   no ``tr_grp_list`` (the lists are the groups, mapped, not even copied);
@@ -17,7 +18,8 @@ one of two forms:
   again from their lists; every other integer array in the narrowest type that holds it.
 
 ``unpack`` gives back exactly the arrays ``pack`` took, and raises ``ValueError`` for arrays that
-no ``pack`` made (token ids outside the vocabulary included).
+no ``pack`` made: token lists out of order or holding ids outside the vocabulary, in either form,
+included (a cache file may have been written by anyone who can write its folder).
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ import numpy as np
 
 from ..runtime import packing
 
-# The most a plain file may hold: for a schema, the bound on what one of a few properties writes
-# (issue 52: schemas are many, one per request shape); for a grammar, which is one file per grammar
-# text, enough for the shipped ones on a 262,144-token vocabulary (Gemma 3's SQL: 5.9 MB).
+# The most a plain file may hold: for a schema (or a server request's grammar), the bound on what one
+# of a few properties writes (issue 52: they are many, one per request shape); for a grammar a
+# program compiles, enough for the shipped ones on a 262,144-token vocabulary (Gemma 3's SQL: 5.9 MB).
 SCHEMA_PLAIN_BYTES = 5_000_000
 PLAIN_BYTES = 16_000_000
 _GROUP_KEYS = ("tr_grp_off", "tr_grp_tok", "tr_big_bits")
@@ -52,11 +54,11 @@ def pack(arrays: dict, plain_bytes: int = PLAIN_BYTES) -> dict:
     rest = {k: v for k, v in arrays.items() if k not in _GROUP_KEYS}
     whole = {**rest, "tr_list_off": np.asarray(off, np.int64), "tr_list_tok": np.asarray(tok, np.int32),
              "tr_big_bits": arrays["tr_big_bits"]}
-    if sum(a.nbytes for a in whole.values()) <= plain_bytes:
+    if _file_bytes(whole) <= plain_bytes:
         return whole
     plain = {**rest, "tr_grp_list": grp_list, "tr_list_off": list_off,
              "tr_list_tok": values.astype(np.int32, copy=False), "tr_big_bits": arrays["tr_big_bits"]}
-    if sum(a.nbytes for a in plain.values()) <= plain_bytes:
+    if _file_bytes(plain) <= plain_bytes:
         return plain
     coded = packing.pack_sorted(values, list_off, "tr_list")
     d16 = coded.pop("tr_list_d16")
@@ -64,6 +66,12 @@ def pack(arrays: dict, plain_bytes: int = PLAIN_BYTES) -> dict:
     out["tr_list_z"] = packing.deflate(d16)
     out["tr_list_n"] = np.array([len(d16)], np.int64)
     return out
+
+
+def _file_bytes(arrays: dict) -> int:
+    """At least what ``cache.save`` writes for ``arrays``: each array padded to 64 bytes and its
+    entry in the header (name, type, shape, offset; a generous 200 bytes), plus the header's own."""
+    return 4096 + sum(a.nbytes + 64 + 200 for a in arrays.values())
 
 
 def _gather(off: np.ndarray, tok: np.ndarray, groups) -> np.ndarray:
@@ -74,23 +82,39 @@ def _gather(off: np.ndarray, tok: np.ndarray, groups) -> np.ndarray:
     return np.concatenate([tok[off[g]:off[g + 1]] for g in groups])
 
 
+def _vector(x: np.ndarray, dtype) -> np.ndarray:
+    if x.ndim != 1:
+        raise ValueError("a packed grammar array has the wrong shape")
+    return np.asarray(x, dtype)
+
+
+def _lists_ok(values: np.ndarray, list_off: np.ndarray, vocab_size: int) -> bool:
+    """Each list increasing (no id twice) and every id within the vocabulary: what the kernels
+    and the masks made from a group's tokens take for granted."""
+    if len(values) == 0:
+        return True
+    if int(values.view(np.uint32).max()) >= vocab_size:  # (a negative id is a large unsigned one)
+        return False
+    up = values[1:] > values[:-1]
+    starts = list_off[1:-1]
+    up[starts[(starts > 0) & (starts < len(values))] - 1] = True  # (each list starts afresh)
+    return bool(up.all())
+
+
 def unpack(stored: dict, vocab_size: int) -> dict:
     a = packing.widened(stored)
-    list_off = np.asarray(a.pop("tr_list_off"), np.int64)
+    list_off = _vector(a.pop("tr_list_off"), np.int64)
     n_lists = len(list_off) - 1
     own = "tr_grp_list" not in a  # (each group its own list, in order)
-    grp_list = np.arange(max(n_lists, 0), dtype=np.int64) if own else np.asarray(a.pop("tr_grp_list"), np.int64)
+    grp_list = np.arange(max(n_lists, 0), dtype=np.int64) if own else _vector(a.pop("tr_grp_list"), np.int64)
     if n_lists < 0 or list_off[0] != 0 or (np.diff(list_off) < 0).any() \
             or not packing.positions_ok(grp_list, n_lists):
         raise ValueError("the packed token groups do not match their offsets")
     plain = "tr_list_tok" in a
     if plain:
         values = a.pop("tr_list_tok")
-        if values.dtype != np.int32 or len(values) != list_off[-1]:
+        if values.dtype != np.int32 or values.ndim != 1 or len(values) != list_off[-1]:
             raise ValueError("the token lists do not match their offsets")
-        # (one pass: a negative id is a large unsigned one)
-        if len(values) and int(values.view(np.uint32).max()) >= vocab_size:
-            raise ValueError("a token list holds ids beyond the vocabulary")
     else:
         n = int(a.pop("tr_list_n")[0])
         if list_off[-1] != n:
@@ -98,6 +122,8 @@ def unpack(stored: dict, vocab_size: int) -> dict:
         coded = {"tr_list_d16": packing.inflate(a.pop("tr_list_z"), np.uint16, n),
                  "tr_list_esc_pos": a.pop("tr_list_esc_pos"), "tr_list_esc_val": a.pop("tr_list_esc_val")}
         values = packing.unpack_sorted(coded, "tr_list", list_off)
+    if not _lists_ok(values, list_off, vocab_size):
+        raise ValueError("a token list is out of order or holds ids beyond the vocabulary")
     if own:
         grp_off, a["tr_grp_tok"] = list_off, values
     else:
@@ -105,7 +131,7 @@ def unpack(stored: dict, vocab_size: int) -> dict:
         np.cumsum(np.diff(list_off)[grp_list], out=grp_off[1:])
         a["tr_grp_tok"] = _gather(list_off, values, grp_list.tolist())
     a["tr_grp_off"] = grp_off
-    big = np.asarray(a["tr_big_grp"], np.int64)
+    big = _vector(a["tr_big_grp"], np.int64)
     if not packing.positions_ok(big, len(grp_list)):
         raise ValueError("the packed large groups are not groups")
     words = (vocab_size + 63) // 64
@@ -118,8 +144,6 @@ def unpack(stored: dict, vocab_size: int) -> dict:
     bits = np.zeros((len(big), words), np.uint64)
     for i, g in enumerate(big.tolist()):
         t = a["tr_grp_tok"][grp_off[g]:grp_off[g + 1]]
-        if len(t) and (t.min() < 0 or t.max() >= vocab_size):
-            raise ValueError("a large group holds ids beyond the vocabulary")
         member = np.zeros(words * 64, bool)
         member[t] = True
         bits[i] = np.packbits(member, bitorder="little").view("<u8")

@@ -131,7 +131,9 @@ def compile_grammar(grammar, vocabulary, *, start: str | None = None,
             return cfg
 
         try:
-            idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True)
+            # (a server's requests bring grammars as they bring schemas: many, so their bound)
+            bound = packed.SCHEMA_PLAIN_BYTES if confined is not None else packed.PLAIN_BYTES
+            idx = cached_index(path, make_cfg, vocabulary, desc, lazy, seed=True, plain_bytes=bound)
         except _OnlyEmptyText:  # (no terminal to scan: the regex of the empty text is the same language)
             from ..regex import compile_regex
 

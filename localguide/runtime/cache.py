@@ -414,7 +414,7 @@ def load_checked(path: Path, check: Callable[..., bool] = lambda arrays: True,
                 if identity is not None:
                     _accepted.add(identity)
                 return arrays
-        except (KeyError, ValueError, IndexError):
+        except (KeyError, ValueError, IndexError, TypeError):  # (a check meeting arrays of the wrong shape)
             pass
         _warn(f"localguide: cache file {path} is corrupt (unexpected content); rebuilding it")
     return None
