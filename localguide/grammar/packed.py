@@ -38,6 +38,11 @@ _GROUP_KEYS = ("tr_grp_off", "tr_grp_tok", "tr_big_bits")
 
 def pack(arrays: dict, plain_bytes: int = PLAIN_BYTES) -> dict:
     off, tok = arrays["tr_grp_off"], arrays["tr_grp_tok"]
+    rest = {k: v for k, v in arrays.items() if k not in _GROUP_KEYS}
+    whole = {**rest, "tr_list_off": np.asarray(off, np.int64), "tr_list_tok": np.asarray(tok, np.int32),
+             "tr_big_bits": arrays["tr_big_bits"]}
+    if _file_bytes(whole) <= plain_bytes:
+        return whole
     n_grp = len(off) - 1
     first: dict = {}
     grp_list = np.empty(n_grp, np.int32)
@@ -51,11 +56,6 @@ def pack(arrays: dict, plain_bytes: int = PLAIN_BYTES) -> dict:
     sizes = np.diff(off)[lists] if lists else np.zeros(0, np.int64)
     list_off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
     values = _gather(off, tok, lists)
-    rest = {k: v for k, v in arrays.items() if k not in _GROUP_KEYS}
-    whole = {**rest, "tr_list_off": np.asarray(off, np.int64), "tr_list_tok": np.asarray(tok, np.int32),
-             "tr_big_bits": arrays["tr_big_bits"]}
-    if _file_bytes(whole) <= plain_bytes:
-        return whole
     plain = {**rest, "tr_grp_list": grp_list, "tr_list_off": list_off,
              "tr_list_tok": values.astype(np.int32, copy=False), "tr_big_bits": arrays["tr_big_bits"]}
     if _file_bytes(plain) <= plain_bytes:
@@ -78,7 +78,7 @@ def _gather(off: np.ndarray, tok: np.ndarray, groups) -> np.ndarray:
     """The token lists of ``groups``, one after another (each a slice: copied whole, no index array)."""
     if len(groups) == 0:
         return np.zeros(0, np.int32)
-    off = off.tolist() if isinstance(off, np.ndarray) else off
+    off = off.tolist()
     return np.concatenate([tok[off[g]:off[g + 1]] for g in groups])
 
 
