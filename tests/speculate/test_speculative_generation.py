@@ -392,6 +392,31 @@ def test_the_widths_are_timed_once_where_a_gpu_would_be(model):
     assert_kv_clean(model, prompt, tokens, logits)
 
 
+def test_the_probe_restarts_the_watchdogs_clock_after_each_of_its_decodes(model):
+    # A server with workers ends itself where one engine step has waited --worker-timeout seconds
+    # on llama.cpp (a hung worker). The probe's 40 decodes run in one step: each must restart that
+    # clock, or a first request whose decodes each take 0.1 s through a worker ends the server.
+    constraint, prompt = CONSTRAINTS["schema"]
+    e = model.engine
+    clocks = []
+
+    def answered():
+        clocks.append(e.busy_since)
+        type(e).answered(e)
+
+    with costing(model, DecodeCost(probe=True)) as cost:
+        e.busy_since = started = time.monotonic()
+        e.answered = answered
+        try:
+            run(model, constraint, prompt, speculate=True, seed=3)
+        finally:
+            del e.answered
+            e.busy_since = None
+        assert set(cost.widths) == {1, *loop.PROBED_WIDTHS}
+    assert len(clocks) == len(cost.widths) * loop.PROBE_REPEATS
+    assert clocks[0] == started and all(a < b for a, b in zip(clocks, clocks[1:]))
+
+
 def test_free_text_where_a_gpu_would_be_decodes_one_token_at_a_time(model):
     # (no drafter, so no probe: the width was never timed, and a decode is one token wide)
     with costing(model, DecodeCost(probe=True)) as cost:

@@ -297,6 +297,12 @@ class Engine:
             cost = self._costs[n] = DecodeCost()
         return cost
 
+    def answered(self) -> None:
+        """A call into llama.cpp returned within a step of many (the width probe's): the watchdog's
+        clock starts again, as it judges each call, not their sum."""
+        if self.busy_since is not None:
+            self.busy_since = time.monotonic()
+
     def _decode(self, items: list) -> list[Decoded]:
         """One ``llama_decode`` of the requests ``items`` ((lane, Decode), a ``fast`` one alone)."""
         batch = self.batch

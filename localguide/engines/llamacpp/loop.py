@@ -210,11 +210,11 @@ PROBE_REPEATS = 8
 
 
 def timed_widths(ctx, batch: Batch, pos: int, token: int, widths=PROBED_WIDTHS,
-                 repeats: int = PROBE_REPEATS, seq: int = 0) -> dict[int, float]:
+                 repeats: int = PROBE_REPEATS, seq: int = 0, tick=None) -> dict[int, float]:
     """n -> seconds of one decode of n tokens with logits at each, at ``pos`` of ``seq`` (the KV
     cache holds the text before it, and nothing after it afterwards), for n = 1 and ``widths``:
     each n decoded ``repeats`` times in a row, the median of the last half (the first ones capture
-    a graph)."""
+    a graph). ``tick()``, where given, after each decode: a watchdog's word that llama.cpp answers."""
     mem = llama_cpp.llama_get_memory(ctx)
     out = {}
     for n in (1, *widths):
@@ -227,6 +227,8 @@ def timed_widths(ctx, batch: Batch, pos: int, token: int, widths=PROBED_WIDTHS,
             check(llama_cpp.llama_decode(ctx, batch.b))
             llama_cpp.llama_synchronize(ctx)
             times.append(time.perf_counter() - t)
+            if tick is not None:
+                tick()
             if not llama_cpp.llama_memory_seq_rm(mem, seq, pos, -1):
                 raise LocalguideError("llama.cpp could not remove the timed decodes from the model's memory")
         out[n] = sorted(times[repeats // 2:])[len(times[repeats // 2:]) // 2]
@@ -335,7 +337,7 @@ def _loop(lane, first: int) -> Generator:
     cost = e.cost() if lane.speculate else None
     if cost is not None and cost.width is None and drafter is not None and lane.n_max > max(PROBED_WIDTHS) \
             and not done() and e.n_seq == 1:
-        seconds = cost.widths = timed_widths(ctx, e.batch, pos, token, seq=seq)
+        seconds = cost.widths = timed_widths(ctx, e.batch, pos, token, seq=seq, tick=e.answered)
         cost.width = choose_width(seconds) if 1 in seconds else 1
         cost.one_seconds = seconds.get(1, 0.0)
         cost.width_ratio = seconds.get(cost.width, 1.0) / cost.one_seconds if cost.one_seconds else 1.0

@@ -216,6 +216,12 @@ def _until(check, seconds: float, what: str):
         time.sleep(0.5)
 
 
+def _told(failure: AssertionError | None, out: str) -> None:
+    """Raise ``failure`` with what the server printed, the first thing to read where it failed."""
+    if failure is not None:
+        raise AssertionError(f"{failure}\n--- the server printed:\n{out[-8000:]}") from failure
+
+
 def test_serve_answers_503_while_a_worker_is_down_and_serves_again(smollm2_path):
     # llama.cpp ends the process whose worker is lost: `serve` runs in a child that it starts
     # again; meanwhile every request gets a 503 naming the worker, in each API's own shape.
@@ -231,7 +237,7 @@ def test_serve_answers_503_while_a_worker_is_down_and_serves_again(smollm2_path)
     proc = subprocess.Popen([sys.executable, "-m", "localguide.cli", "serve", str(smollm2_path), "--port", str(port),
                              "--n-ctx", "512", "--workers", w.endpoint], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    again = None
+    again = failure = None
     try:
         _until(lambda: _call(url + "/health", timeout=2)[0] == 200, 120, "the server up")
         status, _, body = _call(url + "/v1/chat/completions", ask)
@@ -251,12 +257,15 @@ def test_serve_answers_503_while_a_worker_is_down_and_serves_again(smollm2_path)
         again = Worker(port=w.port)
         _until(lambda: _call(url + "/v1/chat/completions", ask, 30)[0] == 200, 180, "serving again")
         assert proc.poll() is None
+    except AssertionError as e:
+        failure = e
     finally:
         proc.terminate()
         out = proc.communicate(timeout=60)[0]
         w.close()
         if again is not None:
             again.close()
+    _told(failure, out)
     assert f"worker {w.endpoint} is not reachable" in out and "serving again" in out, out
 
 
@@ -275,9 +284,10 @@ def test_serve_starts_again_where_a_worker_hangs(smollm2_path):
     proc = subprocess.Popen([sys.executable, "-m", "localguide.cli", "serve", str(smollm2_path), "--port", str(port),
                              "--n-ctx", "512", "--workers", w.endpoint, "--worker-timeout", "4"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    failure = None
     try:
         _until(lambda: _call(url + "/health", timeout=2)[0] == 200, 120, "the server up")
-        # (a first decode slower than the watchdog, on a loaded machine, ends the child, which the parent starts again)
+        # (a decode slower than the watchdog, on a loaded machine, ends the child, which the parent starts again)
         _until(lambda: _call(url + "/v1/chat/completions", ask)[0] == 200, 180, "a first answer")
         os.kill(w.proc.pid, signal.SIGSTOP)
         t = time.time()
@@ -292,11 +302,14 @@ def test_serve_starts_again_where_a_worker_hangs(smollm2_path):
         os.kill(w.proc.pid, signal.SIGCONT)
         _until(lambda: _call(url + "/v1/chat/completions", ask, 30)[0] == 200, 180, "serving again")
         assert proc.poll() is None
+    except AssertionError as e:
+        failure = e
     finally:
         os.kill(w.proc.pid, signal.SIGCONT)
         proc.terminate()
         out = proc.communicate(timeout=60)[0]
         w.close()
+    _told(failure, out)
     assert "a decode has waited 4 s on the workers" in out and "serving again" in out, out
 
 
