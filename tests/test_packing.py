@@ -65,7 +65,8 @@ def tree_groups(draw):
     groups = [sorted(pool[i]) for i in picks]
     off = np.concatenate(([0], np.cumsum([len(g) for g in groups]))).astype(np.int64)
     tok = np.array([t for g in groups for t in g], np.int32)
-    big = np.array([g for g in range(len(groups)) if len(groups[g]) >= 20], np.int64)
+    large = draw(st.integers(1, 24))  # (how long a group with a bitset is, drawn: large ones come often)
+    big = np.array([g for g in range(len(groups)) if len(groups[g]) >= large], np.int64)
     words = (vocab_size + 63) // 64
     bits = np.zeros((len(big), words), np.uint64)
     for i, g in enumerate(big.tolist()):
@@ -197,3 +198,4 @@ def test_a_bitset_beyond_the_vocabulary_raises():
     stored["tr_big_bits"] = stored["tr_big_bits"] | np.uint64(2**61)
     with pytest.raises(ValueError):
         grammar_packed.unpack(stored, 61)
+

@@ -176,7 +176,8 @@ def chi_square_critical(df: int, alpha: float = 0.001) -> float:
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def test_distribution_unchanged_where_drafts_are_rejected(eager):
+@pytest.mark.parametrize("model", ["smollm2", pytest.param("gemma3", marks=pytest.mark.slow)], indirect=True)
+def test_distribution_unchanged_where_drafts_are_rejected(eager):  # (Gemma 3's: half a minute, a slow test)
     constraint = {"regex": r"(red|green|blue) (cat|dog|fox)"}
     prompt = "Name an animal and its color:"
     counts = trained_counts(eager, constraint, prompt, n=6)

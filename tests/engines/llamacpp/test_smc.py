@@ -96,6 +96,8 @@ def test_score_sums_the_tokens_log_probabilities_and_masking_sums_to_one(model):
 SAMPLED = {"smollm2": (PROMPT, CHOICE), "gemma": ("My favourite colour is", [" blue!", " red"])}
 
 
+# (on Gemma 3, 250 draws: a minute and a half of a 2-core CI's 25 minutes; a slow test there)
+@pytest.mark.parametrize("model", ["smollm2", pytest.param("gemma3", marks=pytest.mark.slow)], indirect=True)
 def test_one_particle_samples_as_masking_and_sixteen_as_the_model(model):
     prompt, choice = SAMPLED["gemma" if "gemma" in model.path.name else "smollm2"]
     exact = smc.exact(model, prompt, choice=choice)
