@@ -4,8 +4,11 @@ A laptop is never idle. Each level starts that many background processes, each a
 loop busy on one core, runs ``speculation.py``'s rounds (unconstrained, speculation off, on and
 fast-forward, the same seeds, the mode order rotated) on the library's defaults (threads and
 OpenMP's wait policy as ``localguide.runtime.threads`` chooses them), and always stops its processes.
-Reported per model, case and level: defaults / unconstrained, defaults / ``speculate=False``
-(tokens/s over all rounds), tokens per decode and the unconstrained tokens/s.
+Reported per model, case and level: defaults / unconstrained and defaults / ``speculate=False``,
+each two ways: the median over rounds of the round's ratio (the two modes of a round run seconds
+apart on one seed, so a moment that slows one round of one mode moves one ratio of several), and
+tokens/s over all rounds (every second counted, such a moment too); tokens per decode and the
+unconstrained tokens/s.
 
     python benchmarks/busy.py --models smollm2,gemma --levels 0,1,2 --rounds 3 [--server]
 
@@ -159,19 +162,20 @@ def main() -> None:
         model = localguide.load(path, n_ctx=2048)
         t = model.threads
         print(f"### {name}: {t.n_threads} thread(s) per token, {t.n_threads_batch} per batch\n")
-        print("| case | busy | defaults / unconstrained | defaults / speculate=False | tokens per decode | "
-              "unconstrained tok/s |")
-        print("|---|---|---|---|---|---|")
+        print("| case | busy | defaults / unconstrained, median of rounds | defaults / speculate=False, median of "
+              "rounds | the same two, all rounds | tokens per decode | unconstrained tok/s |")
+        print("|---|---|---|---|---|---|---|")
         for case, (constraint, prompt) in all_cases.items():
             model.compile(**constraint)
             for level in levels:
                 with Neighbours(level):
                     row = measure(model, case, constraint, prompt, args.rounds, args.tokens, args.warmup)
                 tpd = row["tokens_per_decode"]
-                print(f"| {case} | {level} | {row['ratio_on']:.2f} | {row['on_off']:.2f} | "
-                      f"{'-' if tpd is None else f'{tpd:.2f}'} | {row['tps']['unconstrained']:.0f} |", flush=True)
-                log(f"  {name} {case} busy {level}: on/unconstrained {row['ratio_on']:.2f}, "
-                    f"on/off {row['on_off']:.2f}")
+                print(f"| {case} | {level} | {row['paired_on']:.2f} | {row['paired_on_off']:.2f} | "
+                      f"{row['ratio_on']:.2f} / {row['on_off']:.2f} | {'-' if tpd is None else f'{tpd:.2f}'} | "
+                      f"{row['tps']['unconstrained']:.0f} |", flush=True)
+                log(f"  {name} {case} busy {level}: on/unconstrained {row['paired_on']:.2f} "
+                    f"(all rounds {row['ratio_on']:.2f}), on/off {row['paired_on_off']:.2f} (all rounds {row['on_off']:.2f})")
         print()
     for n in notes:
         log("note:", n)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -144,11 +145,13 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
                "forced_accepted": 0, "ff": 0} for m in modes}
     same = 0
     first_on = None
+    per_round: list[dict[str, float]] = []  # each round's tokens/s per mode
     r = 0
     # A short constraint (an IP address: 11 tokens) goes on for more rounds: a few tens of
     # milliseconds per mode would be measured otherwise, where a scheduler hiccup moves the ratio 5%.
     while r < rounds or (r < MAX_ROUNDS * rounds and min(agg[m]["tokens"] for m in modes) < min_tokens):
         texts = {}
+        speeds = {}
         # (each round starts with the next mode: the machine's speed drifts within a round too,
         # and no mode should always run after the same one)
         for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
@@ -164,9 +167,11 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
             a["forced_accepted"] += s.forced_accepted
             a["ff"] += s.fast_forwarded
             texts[mode] = tokens
+            speeds[mode] = s.tokens / s.seconds if s.seconds else 0.0
             if mode == "on" and first_on is None:
                 first_on = s.tokens_per_second
         same += texts["on"] == texts["off"]
+        per_round.append(speeds)
         r += 1
     timed = r
     # How often the model, verifying forced text, takes another tokenization than the canonical
@@ -183,10 +188,17 @@ def measure(model, name: str, constraint: dict, prompt: str, rounds: int, max_to
         model._cost = saved
     tps = {m: agg[m]["tokens"] / agg[m]["seconds"] for m in modes}
     on = agg["on"]
+
+    def paired(a: str, b: str) -> float:
+        # (a round's two modes ran a few seconds apart on the same seed: their ratio, and the
+        # median of the rounds', leaves out a moment that slowed one round of one mode)
+        return statistics.median(x[a] / x[b] for x in per_round if x[a] and x[b])
+
     return {
         "case": name, "tps": tps, "rounds": timed,
         "ratio_on": tps["on"] / tps["unconstrained"], "ratio_off": tps["off"] / tps["unconstrained"],
         "on_off": tps["on"] / tps["off"],
+        "paired_on": paired("on", "unconstrained"), "paired_on_off": paired("on", "off"),
         "ratio_ff": tps["ff"] / tps["unconstrained"],
         "acceptance": on["accepted"] / on["drafted"] if on["drafted"] else None,
         "tokens_per_decode": on["tokens"] / on["decodes"] if on["decodes"] else None,
