@@ -146,7 +146,8 @@ def chunked(request, model_paths):
     return model
 
 
-def test_a_long_prompt_decodes_the_same_whatever_the_cache_held(chunked):
+@pytest.mark.parametrize("chunked", ["smollm2", pytest.param("gemma3", marks=pytest.mark.slow)], indirect=True)
+def test_a_long_prompt_decodes_the_same_whatever_the_cache_held(chunked):  # (Gemma 3's: half a minute, slow)
     """A prompt decodes its whole chunks on the fastest kernels, the rest on the reference ones.
     The prompt is a text, the model's own continuation of it and a question. Cold, and after the
     text with its continuation (the cache's reference positions reach into the prompt's fast
