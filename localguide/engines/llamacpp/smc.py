@@ -208,10 +208,14 @@ def _draw(model, engine, prompt, make_guide, max_tokens, particles, temperature,
     try:
         with calls():
             engine.reset()
-            for i in range(0, len(prompt), engine.n_batch):  # the prompt once, in sequence 0
-                part = prompt[i:i + engine.n_batch]
-                batch.fill(part, i, len(part) - 1 if i + len(part) == len(prompt) else len(part))
+        # (the prompt once, in sequence 0; a chunk a call for the watchdog, as the engine's steps: a long
+        # prompt through a slow worker is many calls, none of them hung)
+        for i in range(0, len(prompt), engine.n_batch):
+            part = prompt[i:i + engine.n_batch]
+            batch.fill(part, i, len(part) - 1 if i + len(part) == len(prompt) else len(part))
+            with calls():
                 check(llama_cpp.llama_decode(ctx, batch.b))
+        with calls():
             first = logits_at(ctx, -1, n_vocab).copy()
             for s in range(1, particles):
                 llama_cpp.llama_memory_seq_cp(mem, 0, s, 0, -1)

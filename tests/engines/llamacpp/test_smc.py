@@ -179,3 +179,31 @@ def test_smc_streams_chats_and_batches(model):
         list(model.chat_stream(ask, choice=["yes", "no"], sampling="smc", stop=["e"]))
     with pytest.raises(ArgumentError, match="'mask' or 'smc'"):
         list(model.stream(PROMPT, choice=CHOICE, sampling="best"))
+
+
+def test_a_long_prompt_is_a_watchdogs_call_a_chunk(model, monkeypatch):
+    # A server's watchdog ends a process where one call into llama.cpp has run --worker-timeout
+    # seconds: each decode, a long prompt's chunks included, is told as a call of its own.
+    import llama_cpp
+
+    open_calls, decodes = [], []  # (the calls begun and not ended; the decodes each call made)
+    real = llama_cpp.llama_decode
+
+    def decode(ctx, batch):
+        decodes[-1] += 1
+        return real(ctx, batch)
+
+    def busy(since):
+        if since is not None:
+            assert not open_calls
+            open_calls.append(since)
+            decodes.append(0)
+        else:
+            open_calls.pop()
+
+    monkeypatch.setattr(llama_cpp, "llama_decode", decode)
+    index = model.compile(choice=CHOICE)
+    prompt = model.tokenize_prompt("word " * 600 + PROMPT)
+    assert len(prompt) > 512  # (two chunks of the particles' context's batch)
+    smc.run_smc(model, prompt, index.guide, 8, 4, 1.0, 1, busy=busy)
+    assert not open_calls and sum(decodes) >= 3 and max(decodes) == 1
