@@ -198,4 +198,3 @@ def test_a_bitset_beyond_the_vocabulary_raises():
     stored["tr_big_bits"] = stored["tr_big_bits"] | np.uint64(2**61)
     with pytest.raises(ValueError):
         grammar_packed.unpack(stored, 61)
-
