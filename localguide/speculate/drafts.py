@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .counts import LOOKUP, ORDER, RECENT, Calibration, CountModel, Guess, best
+from .counts import IDLE, LOOKUP, ORDER, RECENT, Calibration, CountModel, Guess, best
 from .lookup import MIN_MATCH, Lookup
 
 MAX_DRAFT = 16
@@ -46,8 +46,11 @@ REFRESH_ONE = 32
 FLOOR = 0.8  # of the cheapest length timed: what a length not timed enough costs at least
 CHANGED = 0.5  # a length timed at under this share of its estimate: its earlier times are dropped
 # Decodes in a row whose drafts were declined as too dear before one is decoded anyway, to time
-# a length again (the machine may be quiet again): at most a two-token decode in this many.
-RETIME = 48
+# a length again (the machine may be quiet again): at most a two-token decode in this many. Each
+# such decode that finds the length as dear as before doubles the wait, up to MAX_RETIME: where
+# drafts never pay (SmolLM2 on the reference kernels of a 2-core CPU: two tokens cost 2-3 of
+# one), a decode of two tokens every 48 adds 2-4% to the generation's time.
+RETIME, MAX_RETIME = 48, 512
 MAX_FORCED_STATES = 1 << 14  # the forced tokens cached per count model
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
 
@@ -149,6 +152,13 @@ class Drafter:
             if took == 0:
                 break
         return drafts
+
+    def proposing(self, guide) -> bool:
+        """Whether to propose drafts after ``guide``'s state (``Calibration.proposing``)."""
+        cal = self.calibration
+        if cal.idle < IDLE:
+            return True
+        return cal.proposing(bool(self.use_forced and cal.forced.get(guide.state_key())))
 
     def verified(self, forced: bool, p: float, hit: bool, order: int = 0) -> None:
         """Learn from one verified draft: ``p`` the probability it was proposed with, ``order``
@@ -283,6 +293,7 @@ class DecodeCost:
         # its length; on a quiet machine this is below the optimistic guess and changes nothing.
         self._floor = 0.0
         self._declined = 0  # decodes in a row whose drafts all cost more than they promised
+        self._retime_after = RETIME  # declined decodes before the next retime (``retime``)
 
     def observe(self, n: int, seconds: float) -> None:
         if n == 1:
@@ -301,6 +312,7 @@ class DecodeCost:
         self._ratios.clear()
         self._rel = self._guesses(len(self._rel))
         self._floor = 0.0
+        self._retime_after = RETIME
 
     def _guesses(self, size: int) -> list[float]:
         """What each length not timed yet is taken to cost: ``1 + explore (n - 1)``."""
@@ -309,12 +321,15 @@ class DecodeCost:
     def retime(self, proposed: bool, chosen: int) -> bool:
         """Whether to decode one draft although none was ``chosen`` from what was ``proposed``:
         after ``RETIME`` decodes in a row that declined drafts as too dear (a decode with
-        nothing proposed neither declines nor takes any), so that dear lengths are timed again."""
+        nothing proposed neither declines nor takes any), so that dear lengths are timed again;
+        twice as many after each such decode, up to ``MAX_RETIME``, until a length is timed far
+        cheaper than before or the times are forgotten."""
         if not proposed:
             return False
         self._declined = self._declined + 1 if chosen == 0 else 0
-        if self._declined >= RETIME:
+        if self._declined >= self._retime_after:
             self._declined = 0
+            self._retime_after = min(2 * self._retime_after, MAX_RETIME)
             return True
         return False
 
@@ -336,6 +351,7 @@ class DecodeCost:
             ratios = self._ratios[n] = deque(maxlen=self._window)
         elif ratio < CHANGED * self._rel[n]:
             ratios.clear()  # far cheaper than it was: the machine changed, its old times no longer hold
+            self._retime_after = RETIME
         ratios.append(ratio)
         mid = sorted(ratios)[len(ratios) // 2]
         self._rel[n] = mid if len(ratios) >= TRUSTED_TIMES else min(mid, 1.0 + self.cap * (n - 1))

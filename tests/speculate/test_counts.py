@@ -269,3 +269,19 @@ def test_drafting_that_loses_several_decodes_each_pauses_within_a_few():
         assert cal.drafting()
         cal.settle(1, 1.5)
     assert cal.drafting()
+
+
+def test_proposing_slows_where_proposals_come_to_nothing_and_resumes_at_one_that_pays():
+    from localguide.speculate.counts import IDLE, IDLE_EVERY
+
+    cal = CountModel().calibration
+    asked = []
+    for _ in range(IDLE + 8 * IDLE_EVERY):
+        asked.append(cal.proposing(False))
+        if asked[-1]:
+            cal.chose(0)  # nothing worth its decode
+    assert asked[:IDLE] == [True] * IDLE
+    assert asked[IDLE:] == ([False] * (IDLE_EVERY - 1) + [True]) * 8
+    assert cal.proposing(True)  # a state whose forced text is known: always proposed
+    cal.chose(3)  # drafts worth their decode: proposing on every decode again
+    assert all(cal.proposing(False) for _ in range(IDLE))

@@ -278,3 +278,33 @@ def test_decode_cost_forget_and_stale():
     assert not c.known(4) and c.relative(4) == 1.0 + c.explore * 3
     c.observe(1, 0.010)
     assert not c.stale()
+
+
+def test_decode_cost_retimes_a_dear_length_less_often_while_it_stays_dear():
+    from localguide.speculate.drafts import MAX_RETIME, RETIME
+
+    def declined_until_retime(c: DecodeCost) -> int:
+        n = 1
+        while not c.retime(True, 0):
+            n += 1
+            assert n <= MAX_RETIME
+        return n
+
+    c = DecodeCost()
+    c.observe(1, 0.010)
+    gaps = []
+    for _ in range(7):
+        gaps.append(declined_until_retime(c))
+        c.observe(2, 0.030)  # the retime's decode: as dear as before
+    assert gaps == [RETIME, 2 * RETIME, 4 * RETIME, 8 * RETIME, MAX_RETIME, MAX_RETIME, MAX_RETIME]
+    assert not c.retime(False, 0)  # (a decode with nothing proposed neither declines nor takes)
+    c.observe(2, 0.011)  # quiet again: far cheaper than its times, which go, and so does the long wait
+    assert declined_until_retime(c) == RETIME
+    for _ in range(3):
+        declined_until_retime(c)
+    c.forget()
+    assert declined_until_retime(c) == RETIME
+    for _ in range(RETIME - 1):
+        assert not c.retime(True, 0)
+    assert not c.retime(True, 2)  # a draft worth its decode: the declined streak starts again
+    assert declined_until_retime(c) == 2 * RETIME

@@ -577,7 +577,9 @@ def test_the_judge_pauses_drafting_where_real_batches_turn_dear(model, trained, 
             texts.append(run(model, constraint, prompt, speculate=True, seed=seed, counts=counts)[0])
     monkeypatch.undo()
     assert slow.held > 0
-    assert True in judged[:JUDGED], judged  # paused within JUDGED decodes with drafts
+    # Drafting stops within JUDGED decodes with drafts: the lengths timed dear decline every draft
+    # after them (the floor makes the untimed dear too), or the judge pauses it.
+    assert len(judged) <= JUDGED or True in judged[:JUDGED], judged
     assert len(judged) < sum(len(t) for t in texts) / 4, judged
     for seed, text in zip(range(11, 17), texts):
         assert run(model, constraint, prompt, speculate=False, seed=seed)[0] == text
@@ -731,3 +733,44 @@ def test_drafting_pauses_on_slow_batches_and_resumes_when_they_are_cheap(model, 
     # (a length is timed again after RETIME decodes that declined their drafts: cheap now, its
     # old times go, and drafting resumes where this machine, as it is, makes it pay)
     assert sum(drafted) > 0, drafted
+
+
+class DearBatches(DecodeCost):
+    """Every decode of several tokens is timed at 50 one-token decodes: no draft is worth one."""
+
+    def relative(self, n: int) -> float:
+        return 1.0 if n <= 1 else 50.0
+
+    def known(self, n: int) -> bool:
+        return True
+
+
+def test_where_drafts_never_pay_a_generation_proposes_on_few_of_its_decodes(model, monkeypatch):
+    # Proposing walks a copy of the guide (0.1-0.4 ms a decode for SmolLM2's grammars): where
+    # every proposal is declined as too dear, after IDLE of them it proposes on every
+    # IDLE_EVERY-th decode (and where a state's forced text is known), and the text is the one
+    # speculation off gives.
+    from localguide.speculate import drafts as drafts_module
+    from localguide.speculate.counts import IDLE, IDLE_EVERY
+
+    constraint, prompt = {"regex": r"[a-z]+( [a-z]+){0,200}"}, "A few words about the sea:"
+    counts = trained_counts(model, constraint, prompt, n=2)
+    counts.calibration = Calibration(counts.calibration.forced_rate)
+    calls = []
+    real = drafts_module.Drafter.propose
+
+    def propose(self, *args, **kwargs):
+        got = real(self, *args, **kwargs)
+        calls.append(len(got.tokens))
+        return got
+
+    monkeypatch.setattr(drafts_module.Drafter, "propose", propose)
+    with costing(model, DearBatches()):
+        tokens, _ = run(model, constraint, prompt, speculate=True, seed=7, max_tokens=64, counts=counts)
+    stats = model.last_stats
+    assert stats.drafted == 0 and stats.decode_calls == len(tokens) - 1  # (nothing worth a decode)
+    assert sum(n > 0 for n in calls) >= 4, calls  # (drafts were proposed, and declined)
+    decodes = stats.decode_calls
+    assert decodes > IDLE + 4 * IDLE_EVERY
+    assert len(calls) <= IDLE + (decodes - IDLE) // IDLE_EVERY + 2, (len(calls), decodes)
+    assert tokens == run(model, constraint, prompt, speculate=False, seed=7, max_tokens=64)[0]

@@ -373,7 +373,8 @@ def _loop(lane, first: int) -> Generator:
                 sim[:] = [props, 0, time.perf_counter() - t_draft]
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
                                                     and not guide.is_finished())) \
-                    and not simulate and not short and (wide or not cost.stale() and drafter.calibration.drafting()):
+                    and not simulate and not short and (wide or not cost.stale() and drafter.calibration.drafting()
+                                                        and drafter.proposing(guide)):
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, lane.n_max - 1 - len(forced))
                 if width > 1:
@@ -386,10 +387,12 @@ def _loop(lane, first: int) -> Generator:
                     k, n = len(props), (width if pos + width <= n_ctx else 1 + len(props))
                 else:
                     k, n = choose_length(probs, cost, len(forced), 0 if forced else 1 + room)
-                    retime = cost.retime(bool(props), k)
-                    if k == 0 and props and (drafter.calibration.probing or retime):
-                        # A probe asks whether drafts pay again; lengths that were dear once are
-                        # decoded now and then: their old times would keep drafting off for good.
+                    drafter.calibration.chose(k)
+                    if cost.retime(bool(props), k):
+                        # Lengths that were dear once are decoded now and then: their old times
+                        # would keep drafting off for good. (A probe after a pause drafts only
+                        # what these times make worth it: forcing a draft they call dear cost
+                        # SmolLM2 2-3 one-token decodes a probe on a 2-core CPU.)
                         k, n = 1, 2 + len(forced)
                 drafts, probs, flags = props[:k], probs[:k], flags[:k]
                 pads = n - 1 - len(forced) - k
