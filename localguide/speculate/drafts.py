@@ -44,6 +44,7 @@ TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as 
 # is the machine as it is now (another program may have taken a core since), not as it was.
 REFRESH_ONE = 32
 FLOOR = 0.8  # of the cheapest length timed: what a length not timed enough costs at least
+EXPLORE = 0.15  # what an untimed length is guessed to cost a token past the first (``DecodeCost``)
 CHANGED = 0.5  # a length timed at under this share of its estimate: its earlier times are dropped
 # Decodes in a row whose drafts were declined as too dear before one is decoded anyway, to time
 # a length again (the machine may be quiet again): at most a two-token decode in this many. Each
@@ -256,7 +257,8 @@ class DecodeCost:
     taken then would make that length look dear long after); a median, because a moment that
     slows one decode and not its neighbours moves the ratio either way.
 
-    A length not timed yet is taken to cost ``1 + explore (n - 1)``, an optimistic guess, so that
+    A length not timed yet is taken to cost ``1 + explore (n - 1)``, an optimistic guess (the
+    model's is ``model.explore_guess``'s, by its kernels and threads), so that
     it gets tried once drafts likely enough come along, and timed: the curve is no smooth
     function of n (on one 2-core CPU, 8 tokens with logits cost less than 6 tokens do, as llama.cpp's
     matrix kernels change with the batch), so neither interpolating nor
@@ -269,7 +271,7 @@ class DecodeCost:
     runs on more threads than one token, and 2 tokens can cost less than 1."""
 
     def __init__(self, slope: float = 0.5, cap: float = 0.75, window: int = 9, longest: int = MAX_DRAFT + 1,
-                 explore: float = 0.15, probe: bool = False):
+                 explore: float = EXPLORE, probe: bool = False):
         # A backend that replays a captured graph of a decode's shape (llama.cpp's CUDA backend)
         # decodes n tokens nearly as fast as one once it sees the same n again and again, and
         # slower than both where the lengths alternate: there every decode with drafts has one

@@ -308,3 +308,22 @@ def test_decode_cost_retimes_a_dear_length_less_often_while_it_stays_dear():
         assert not c.retime(True, 0)
     assert not c.retime(True, 2)  # a draft worth its decode: the declined streak starts again
     assert declined_until_retime(c) == 2 * RETIME
+
+
+def test_an_untimed_length_is_guessed_by_the_kernels_and_threads():
+    from localguide.engines.llamacpp.model import explore_guess
+    from localguide.runtime.threads import Threads
+    from localguide.speculate.drafts import EXPLORE
+
+    # the reference kernels: a token past the first costs its share of the batch's threads
+    assert explore_guess(True, Threads(1, 2, "")) == pytest.approx(0.5)
+    assert explore_guess(True, Threads(2, 2, "")) == pytest.approx(1.0)
+    assert explore_guess(True, Threads(4, 16, "")) == pytest.approx(0.25)
+    assert explore_guess(True, Threads(1, 64, "")) == pytest.approx(EXPLORE)  # (never below the fast kernels')
+    assert explore_guess(True, Threads(4, 2, "")) == pytest.approx(1.0)  # (nor above a token a token)
+    # llama.cpp's fast kernels (``reproducible=False``) and GPUs
+    assert explore_guess(False, Threads(1, 2, "")) == pytest.approx(EXPLORE)
+    c = DecodeCost(explore=0.5)
+    assert c.relative(8) == pytest.approx(4.5)
+    c.forget()
+    assert c.relative(3) == pytest.approx(2.0)

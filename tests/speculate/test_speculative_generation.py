@@ -774,3 +774,10 @@ def test_where_drafts_never_pay_a_generation_proposes_on_few_of_its_decodes(mode
     assert decodes > IDLE + 4 * IDLE_EVERY
     assert len(calls) <= IDLE + (decodes - IDLE) // IDLE_EVERY + 2, (len(calls), decodes)
     assert tokens == run(model, constraint, prompt, speculate=False, seed=7, max_tokens=64)[0]
+
+
+def test_a_models_untimed_lengths_are_guessed_by_its_kernels(model):
+    from localguide.engines.llamacpp.model import explore_guess
+
+    assert model.reproducible  # (the CPU's reference kernels: a batch costs about its tokens)
+    assert model._cost.explore == explore_guess(True, model.threads) > 0.15

