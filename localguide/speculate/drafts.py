@@ -288,6 +288,7 @@ class DecodeCost:
         self._since_one = 0  # decodes of several tokens timed since the last one-token decode
         self._ratios: dict[int, deque] = {}  # n -> the last ``window`` times / the one-token median
         self._window = window
+        self._prior: dict[int, float] = {}  # n -> T(n) / T(1) as an earlier run learned it (``start_from``)
         self._rel = self._guesses(longest + 1)  # (index 0 unused)
         # What a decode of several tokens costs at least, from the lengths timed: a length not
         # timed enough is taken to cost no less. Where another program holds a core, every
@@ -317,8 +318,24 @@ class DecodeCost:
         self._retime_after = RETIME
 
     def _guesses(self, size: int) -> list[float]:
-        """What each length not timed yet is taken to cost: ``1 + explore (n - 1)``."""
-        return [1.0 + self.explore * (n - 1) for n in range(size)]
+        """What each length not timed yet is taken to cost: what an earlier run learned of it
+        (``start_from``), else ``1 + explore (n - 1)``."""
+        return [self._prior.get(n, 1.0 + self.explore * (n - 1)) for n in range(size)]
+
+    def learned(self) -> dict[int, float]:
+        """The lengths timed here: n -> T(n) / T(1), as estimated now (for ``start_from`` in a
+        later run; a one-shot run times few lengths more than once)."""
+        return {n: self._rel[n] for n in sorted(self._ratios) if self._ratios[n]}
+
+    def start_from(self, prior: dict[int, float]) -> None:
+        """Guess the lengths of ``prior`` (``learned()`` of an earlier run of this model on this
+        machine and threads) at what it says, until they are timed here: each length's first try
+        at an optimistic guess is a loss where batches are dear (a one-shot run has few decodes to
+        win it back); the first decode of a length here replaces its guess, as before."""
+        self._prior = {n: float(r) for n, r in prior.items() if 1 < n < len(self._rel) and r > 0}
+        for n, r in self._prior.items():
+            if n not in self._ratios:
+                self._rel[n] = r
 
     def retime(self, proposed: bool, chosen: int) -> bool:
         """Whether to decode one draft although none was ``chosen`` from what was ``proposed``:

@@ -315,12 +315,12 @@ def test_an_untimed_length_is_guessed_by_the_kernels_and_threads():
     from localguide.runtime.threads import Threads
     from localguide.speculate.drafts import EXPLORE
 
-    # the reference kernels: a token past the first costs its share of the batch's threads
-    assert explore_guess(True, Threads(1, 2, "")) == pytest.approx(0.5)
-    assert explore_guess(True, Threads(2, 2, "")) == pytest.approx(1.0)
-    assert explore_guess(True, Threads(4, 16, "")) == pytest.approx(0.25)
+    # the reference kernels: half a token a token, spread over the batch's threads
+    assert explore_guess(True, Threads(1, 2, "")) == pytest.approx(0.25)
+    assert explore_guess(True, Threads(2, 2, "")) == pytest.approx(0.5)
+    assert explore_guess(True, Threads(4, 8, "")) == pytest.approx(0.25)
     assert explore_guess(True, Threads(1, 64, "")) == pytest.approx(EXPLORE)  # (never below the fast kernels')
-    assert explore_guess(True, Threads(4, 2, "")) == pytest.approx(1.0)  # (nor above a token a token)
+    assert explore_guess(True, Threads(4, 2, "")) == pytest.approx(0.5)  # (nor above half a token)
     # llama.cpp's fast kernels (``reproducible=False``) and GPUs
     assert explore_guess(False, Threads(1, 2, "")) == pytest.approx(EXPLORE)
     c = DecodeCost(explore=0.5)

@@ -781,3 +781,33 @@ def test_a_models_untimed_lengths_are_guessed_by_its_kernels(model):
 
     assert model.reproducible  # (the CPU's reference kernels: a batch costs about its tokens)
     assert model._cost.explore == explore_guess(True, model.threads) > 0.15
+    assert model._cost.explore == 0.5  # (the tests' models: as many threads for batches as for a token)
+
+
+def test_the_lengths_one_run_timed_are_the_first_guesses_of_the_next(model, trained, monkeypatch):
+    # A model's own DecodeCost, timing real decodes: at the end of the generation what it timed
+    # is written to the cache directory, and the next load of the model (another process, as
+    # ``localguide run`` is) starts from it; the guesses are no timings of this run (not known).
+    from localguide.speculate.kept import KeptCosts
+
+    constraint, prompt = CONSTRAINTS["schema"]
+    counts = trained(model, "schema")
+    fresh = DecodeCost(explore=model._own_cost.explore)
+    monkeypatch.setattr(model, "_cost", fresh)
+    monkeypatch.setattr(model, "_own_cost", fresh)
+    monkeypatch.setattr(model, "_kept", KeptCosts(model._kept.path))  # (nothing written yet, by it)
+    for seed in range(3):
+        run(model, constraint, prompt, speculate=True, seed=seed, max_tokens=60, counts=counts)
+        if fresh.learned():
+            break
+    learned = fresh.learned()
+    assert learned, "no decode of several tokens was timed"
+    kept = cache.read(model._kept.path)
+    lengths, ratios = kept["lengths"].tolist(), kept["ratios"].tolist()
+    assert set(learned) <= set(lengths)
+    t = model.threads
+    again = localguide.load(model.path, n_ctx=1024, n_threads=t.n_threads, n_threads_batch=t.n_threads_batch)
+    assert again._kept.path == model._kept.path
+    for n, r in zip(lengths, ratios):
+        assert again._cost.relative(n) == pytest.approx(r) and not again._cost.known(n)
+    del again

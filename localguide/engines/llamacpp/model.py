@@ -6,6 +6,7 @@ import codecs
 import contextlib
 import ctypes
 import importlib.util
+import platform
 import threading
 import time
 import warnings
@@ -25,6 +26,7 @@ from ...runtime import threads
 from ...vocabulary import Vocabulary
 from ...speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
 from ...speculate.drafts import EXPLORE as DEFAULT_EXPLORE
+from ...speculate.kept import FORMAT as KEPT_FORMAT, KeptCosts
 from ...constraint import Constraint
 from . import loop
 from ...guides.healing import heal_point
@@ -58,15 +60,16 @@ def default_model_path() -> Path:
 
 def explore_guess(reference: bool, threads) -> float:
     """What a decode length not timed yet is guessed to cost for each token past the first, in
-    one-token decodes (``DecodeCost.explore``): on the reference kernels (``reproducible``) each
-    output row is its own dot product, so a decode costs about its tokens spread over the batch's
-    threads (a 2-core CPU: 2 tokens 1.9-4.5 one-token decodes, 8 tokens 3.7-6.3, on 2 threads
-    against 1); llama.cpp's fast kernels take rows four at a time, and a GPU nearly all at once.
-    Guessed too cheap, each length is first tried at a loss: a one-shot ``localguide run`` of 80
-    tokens paid 15-40% for it."""
+    one-token decodes (``DecodeCost.explore``). On the reference kernels (``reproducible``) each
+    output row is its own dot product: on a 2-core CPU, 8 tokens cost 3.7-6.3 one-token decodes on
+    2 batch threads against 1, 4.3-6.4 on 1 (the weights are read once a batch), so half a token a
+    token, spread over the batch's threads; llama.cpp's fast kernels take rows four at a time, and
+    a GPU nearly all at once: ``EXPLORE``. Guessed too cheap, each length is first tried at a loss
+    (a one-shot ``localguide run`` of 80 tokens paid 15-40% for it, before ``KeptCosts``); too dear,
+    never: a guess, not a bound."""
     if not reference:
         return DEFAULT_EXPLORE
-    return max(DEFAULT_EXPLORE, min(1.0, threads.n_threads / threads.n_threads_batch))
+    return max(DEFAULT_EXPLORE, min(0.5, 0.5 * threads.n_threads / threads.n_threads_batch))
 
 
 def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
@@ -156,6 +159,14 @@ class Model:
         if llama_kwargs.get("n_gpu_layers", 0) != 0 and not offloaded:
             warnings.warn(GPU_IGNORED.format(n=llama_kwargs["n_gpu_layers"]), RuntimeWarning, stacklevel=3)
         self._cost = DecodeCost(probe=offloaded, explore=explore_guess(self._kernels is not None, self.threads))
+        # (what the lengths cost here, as an earlier run timed them: the first guesses of this one;
+        # a GPU's widths are timed once per process instead)
+        self._kept = None if offloaded else KeptCosts(cache.key_path(
+            "decode-costs", KEPT_FORMAT, self._identity, f"{self.threads.n_threads}/{self.threads.n_threads_batch}",
+            "reference" if self._kernels is not None else "fast", str(threads.cpus()), platform.machine()))
+        self._own_cost = self._cost
+        if self._kept is not None:
+            self._kept.load_into(self._cost)
         # A recurrent or hybrid model's memory (Mamba, RWKV, Jamba) cannot drop its last positions:
         # rejected drafts would stay in it, so verified speculation is off for such a model.
         llm = self.llama.model
@@ -702,6 +713,8 @@ class Model:
             raise
         finally:
             self.engine.release(lane, keep_cache=clean)
+            if speculate and self._kept is not None and self._cost is self._own_cost:
+                self._kept.save_from(self._cost)
 
     def drafter(self, counts: CountModel) -> Drafter:
         """The Drafter of ``counts``: for the count models this Model keeps (``draft_counts``), kept

@@ -1,0 +1,75 @@
+"""What decode lengths cost on this machine, kept from one run to the next.
+
+A ``DecodeCost`` learns what a decode of n tokens costs against one by timing them, and tries a
+length it has not timed at a guess. Where batches are dear (llama.cpp's reference kernels on a
+CPU), each length's first try is a loss, and a process that generates once (``localguide run``)
+has few decodes to win it back: a one-shot run of 80 tokens paid 5-15% for them. So the lengths
+a run has timed enough are written to the cache directory (per model file, threads, kernels and
+machine), and the next run starts from them (``DecodeCost.start_from``): a guess, replaced by
+this run's own timings as they come, never a judge of what drafting gains.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..runtime import cache
+from .drafts import DecodeCost
+
+FORMAT = "1"
+SAVE_EVERY = 10.0  # seconds between two writes at least (a server generates many times a second)
+CHANGED_BY = 0.1  # a length's cost moved by more than this share since the last write: write again
+MAX_RATIO = 1000.0  # (T(n) / T(1) beyond this is no timing of a sane machine: the file is ignored)
+
+
+class KeptCosts:
+    """The file of one model's decode costs on this machine and threads (``path``)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._written: dict[int, float] = {}
+        self._at = 0.0  # time.monotonic() of the last write (0: none)
+        self._lock = threading.Lock()
+
+    def load_into(self, cost: DecodeCost) -> bool:
+        """Start ``cost`` from the file's lengths; False where there is no sound file (a damaged
+        one is timed afresh, and written over)."""
+        try:
+            arrays = cache.read(self.path)
+            lengths, ratios = arrays["lengths"], arrays["ratios"]
+            ok = (int(arrays["format"][0]) == int(FORMAT) and lengths.ndim == ratios.ndim == 1
+                  and len(lengths) == len(ratios) and (lengths > 1).all() and np.isfinite(ratios).all()
+                  and (ratios > 0).all() and (ratios < MAX_RATIO).all())
+        except (OSError, ValueError, EOFError, KeyError, IndexError, TypeError):
+            return False
+        if not ok:
+            return False
+        prior = dict(zip(lengths.tolist(), ratios.tolist()))
+        cost.start_from(prior)
+        self._written = prior
+        return True
+
+    def save_from(self, cost: DecodeCost) -> bool:
+        """Write what ``cost`` has learned, where it adds a length or moved one by more than
+        ``CHANGED_BY`` since the last write, and ``SAVE_EVERY`` seconds have passed; whether it wrote."""
+        learned = cost.learned()
+        if not learned:
+            return False
+        with self._lock:
+            now = time.monotonic()
+            if self._at and now - self._at < SAVE_EVERY:
+                return False
+            old = self._written
+            if all(n in old and abs(r - old[n]) <= CHANGED_BY * old[n] for n, r in learned.items()):
+                return False
+            merged = {**old, **learned}  # (a length not timed in this run keeps its earlier cost)
+            lengths = sorted(merged)
+            cache.save(self.path, {"format": np.array([int(FORMAT)], np.int32),
+                                   "lengths": np.array(lengths, np.int32),
+                                   "ratios": np.array([merged[n] for n in lengths], np.float64)})
+            self._written, self._at = merged, now
+            return True

@@ -1,0 +1,108 @@
+"""Decode costs kept from one run to the next (``localguide.speculate.kept``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localguide.runtime import cache
+from localguide.speculate import DecodeCost
+from localguide.speculate import kept as kept_module
+from localguide.speculate.kept import KeptCosts
+
+
+def timed(lengths: dict[int, float], times: int = 1) -> DecodeCost:
+    """A DecodeCost that timed each length ``times`` times at ``lengths[n]`` one-token decodes."""
+    c = DecodeCost(explore=0.5)
+    c.observe(1, 0.010)
+    for _ in range(times):
+        for n, r in lengths.items():
+            c.observe(n, 0.010 * r)
+    return c
+
+
+def test_a_run_starts_from_what_the_last_one_timed(tmp_path):
+    path = tmp_path / "costs"
+    assert KeptCosts(path).save_from(timed({2: 3.0, 8: 6.0}, times=3))
+    fresh = DecodeCost(explore=0.5)
+    assert KeptCosts(path).load_into(fresh)
+    assert fresh.relative(2) == pytest.approx(3.0) and fresh.relative(8) == pytest.approx(6.0)
+    assert fresh.relative(4) == pytest.approx(2.5)  # (not timed then: the guess)
+    assert not fresh.known(2) and not fresh.known(8)  # a guess, not this machine's timing now
+    fresh.observe(1, 0.010)
+    fresh.observe(8, 0.030)  # timed here: this run's time replaces the guess
+    assert fresh.relative(8) == pytest.approx(3.0)
+    fresh.forget()  # (drafting resumes after a pause: back to the guesses, the kept ones among them)
+    assert fresh.relative(2) == pytest.approx(3.0) and fresh.relative(8) == pytest.approx(6.0)
+
+
+def test_lengths_timed_once_are_kept_and_merged_with_the_earlier_ones(tmp_path, monkeypatch):
+    path = tmp_path / "costs"
+    first = KeptCosts(path)
+    assert first.save_from(timed({3: 2.0}))  # (a one-shot run times few lengths more than once)
+    second = KeptCosts(path)
+    c = DecodeCost(explore=0.5)
+    second.load_into(c)
+    c.observe(1, 0.010)
+    c.observe(5, 0.050)  # timed once: kept within the cap of a length timed too few times
+    assert second.save_from(c)
+    got = cache.read(path)
+    assert got["lengths"].tolist() == [3, 5] and got["ratios"] == pytest.approx([2.0, 1 + c.cap * 4])
+
+
+def test_writes_only_where_a_length_is_new_or_moved_and_not_too_often(tmp_path, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(kept_module.time, "monotonic", lambda: clock[0])
+    k = KeptCosts(tmp_path / "costs")
+    assert not k.save_from(DecodeCost())  # nothing timed: nothing to write
+    assert k.save_from(timed({2: 3.0}, times=3))
+    clock[0] += kept_module.SAVE_EVERY + 1
+    assert not k.save_from(timed({2: 3.1}, times=3))  # within CHANGED_BY of what was written
+    assert k.save_from(timed({2: 4.0}, times=3))
+    clock[0] += 1
+    assert not k.save_from(timed({2: 4.0, 6: 5.0}, times=3))  # (a new length, but written a second ago)
+    clock[0] += kept_module.SAVE_EVERY
+    assert k.save_from(timed({2: 4.0, 6: 5.0}, times=3))
+
+
+@pytest.mark.parametrize("arrays", [
+    {"format": np.array([1], np.int32), "lengths": np.array([2, 3], np.int32), "ratios": np.array([2.0])},
+    {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([np.nan])},
+    {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([-1.0])},
+    {"format": np.array([1], np.int32), "lengths": np.array([1], np.int32), "ratios": np.array([2.0])},
+    {"format": np.array([9], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
+    {"lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
+])
+def test_a_damaged_file_is_timed_afresh_and_written_over(tmp_path, arrays):
+    path = tmp_path / "costs"
+    cache.save(path, arrays)
+    c = DecodeCost(explore=0.5)
+    assert not KeptCosts(path).load_into(c)
+    assert c.relative(2) == pytest.approx(1.5)  # (the guess)
+    assert KeptCosts(path).save_from(timed({2: 3.0}))
+    assert KeptCosts(path).load_into(DecodeCost())
+
+
+def test_a_file_that_is_not_an_arrays_file_is_ignored(tmp_path):
+    path = tmp_path / "costs"
+    path.write_bytes(b"not a cache file at all")
+    assert not KeptCosts(path).load_into(DecodeCost())
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(-5, 40), max_size=20),
+       ratios=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=20))
+def test_any_arrays_load_as_sound_guesses_or_not_at_all(tmp_path_factory, lengths, ratios):
+    path = tmp_path_factory.mktemp("kept") / "costs"
+    cache.save(path, {"format": np.array([1], np.int32), "lengths": np.array(lengths, np.int64),
+                      "ratios": np.array(ratios, np.float64)})
+    c = DecodeCost(explore=0.5)
+    before = [c.relative(n) for n in range(1, 18)]
+    if KeptCosts(path).load_into(c):
+        for n in range(1, 18):
+            r = c.relative(n)
+            assert np.isfinite(r) and 0 < r < kept_module.MAX_RATIO
+    else:
+        assert [c.relative(n) for n in range(1, 18)] == before
