@@ -67,7 +67,7 @@ class Calibration:
     (a cache). Updated without a lock: a lost update between threads costs nothing."""
 
     __slots__ = ("forced_rate", "hits", "predicted", "lookup", "forced", "gain", "judged", "paused", "pause",
-                 "probing", "width_gain", "length", "idle", "skipped")
+                 "probing", "width_gain", "length", "idle")
 
     def __init__(self, forced_rate: float = 0.9, hits=None, predicted=None, lookup=None):
         self.forced_rate = forced_rate
@@ -88,7 +88,6 @@ class Calibration:
         self.width_gain = 1.5
         self.length = 0.0  # tokens per generation, a running average (0: none ended yet)
         self.idle = 0  # proposals in a row that came to nothing (``chose``)
-        self.skipped = 0  # decodes since the last proposal, once idle (``proposing``)
 
     def ended(self, tokens: int, cut: bool = False) -> None:
         """A generation ended after ``tokens`` tokens (``length``: how long the next one likely is);
@@ -109,18 +108,13 @@ class Calibration:
             return False
         return True
 
-    def proposing(self, forced: bool) -> bool:
-        """Whether to propose drafts for the next decode: always, but after ``IDLE`` proposals in a
-        row that came to nothing, on every ``IDLE_EVERY``-th decode only, or where the state's
-        forced text is known (``forced``: forced text, a JSON key after a value, pays where little
-        else does)."""
-        if self.idle < IDLE or forced:
-            return True
-        self.skipped += 1
-        if self.skipped >= IDLE_EVERY:
-            self.skipped = 0
-            return True
-        return False
+    def proposing(self, forced: bool, decode: int) -> bool:
+        """Whether to propose drafts for a generation's ``decode``-th decode: always, but after
+        ``IDLE`` proposals in a row that came to nothing, on every ``IDLE_EVERY``-th decode of
+        each generation only (counted per generation: lanes that share a calibration step in
+        turn), or where the state's forced text is known (``forced``: forced text, a JSON key
+        after a value, pays where little else does)."""
+        return self.idle < IDLE or forced or decode % IDLE_EVERY == 0
 
     def chose(self, drafts: int) -> None:
         """A proposal's outcome: ``drafts`` of it worth their decode (0: it came to nothing)."""

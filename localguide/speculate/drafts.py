@@ -45,12 +45,13 @@ TRUSTED_TIMES = 3  # timings of a decode length before DecodeCost takes them as 
 REFRESH_ONE = 32
 FLOOR = 0.8  # of the cheapest length timed: what a length not timed enough costs at least
 EXPLORE = 0.15  # what an untimed length is guessed to cost a token past the first (``DecodeCost``)
+REFERENCE_EXPLORE = 0.4  # the same on llama.cpp's reference kernels (``model.explore_guess``)
 CHANGED = 0.5  # a length timed at under this share of its estimate: its earlier times are dropped
 # Decodes in a row whose drafts were declined as too dear before one is decoded anyway, to time
 # a length again (the machine may be quiet again): at most a two-token decode in this many. Each
-# such decode that finds the length as dear as before doubles the wait, up to MAX_RETIME: where
-# drafts never pay (SmolLM2 on the reference kernels of a 2-core CPU: two tokens cost 2-3 of
-# one), a decode of two tokens every 48 adds 2-4% to the generation's time.
+# such decode doubles the wait, up to MAX_RETIME, until a length is timed at under CHANGED of its
+# estimate: where drafts never pay (SmolLM2 on the reference kernels of a 2-core CPU: two tokens
+# cost 2-4 of one), a decode of two tokens every 48 added 2-4% to the generation's time.
 RETIME, MAX_RETIME = 48, 512
 MAX_FORCED_STATES = 1 << 14  # the forced tokens cached per count model
 _MAX_ALLOWED = 1024  # a state allowing more tokens than this is taken to force nothing
@@ -154,12 +155,13 @@ class Drafter:
                 break
         return drafts
 
-    def proposing(self, guide) -> bool:
-        """Whether to propose drafts after ``guide``'s state (``Calibration.proposing``)."""
+    def proposing(self, guide, decode: int) -> bool:
+        """Whether to propose drafts after ``guide``'s state at a generation's ``decode``-th decode
+        (``Calibration.proposing``)."""
         cal = self.calibration
         if cal.idle < IDLE:
             return True
-        return cal.proposing(bool(self.use_forced and cal.forced.get(guide.state_key())))
+        return cal.proposing(bool(self.use_forced and cal.forced.get(guide.state_key())), decode)
 
     def verified(self, forced: bool, p: float, hit: bool, order: int = 0) -> None:
         """Learn from one verified draft: ``p`` the probability it was proposed with, ``order``
@@ -313,6 +315,7 @@ class DecodeCost:
         """Drop what the lengths were timed at (drafting resumes after a pause: the machine that
         made them dear may have changed); the one-token decodes stay."""
         self._ratios.clear()
+        self._prior = {}  # (an earlier run's costs too: the machine that made them is gone as well)
         self._rel = self._guesses(len(self._rel))
         self._floor = 0.0
         self._retime_after = RETIME
@@ -331,8 +334,11 @@ class DecodeCost:
         """Guess the lengths of ``prior`` (``learned()`` of an earlier run of this model on this
         machine and threads) at what it says, until they are timed here: each length's first try
         at an optimistic guess is a loss where batches are dear (a one-shot run has few decodes to
-        win it back); the first decode of a length here replaces its guess, as before."""
-        self._prior = {n: float(r) for n, r in prior.items() if 1 < n < len(self._rel) and r > 0}
+        win it back); the first decode of a length here replaces its guess, as before. A guess
+        stays within ``1 + cap (n - 1)``, as a length timed too few times does: one kept from a
+        busy moment must not keep its length from being tried again."""
+        self._prior = {n: min(float(r), 1.0 + self.cap * (n - 1))
+                       for n, r in prior.items() if 1 < n < len(self._rel) and r > 0}
         for n, r in self._prior.items():
             if n not in self._ratios:
                 self._rel[n] = r
@@ -341,8 +347,8 @@ class DecodeCost:
         """Whether to decode one draft although none was ``chosen`` from what was ``proposed``:
         after ``RETIME`` decodes in a row that declined drafts as too dear (a decode with
         nothing proposed neither declines nor takes any), so that dear lengths are timed again;
-        twice as many after each such decode, up to ``MAX_RETIME``, until a length is timed far
-        cheaper than before or the times are forgotten."""
+        twice as many after each such decode, up to ``MAX_RETIME``, until a length is timed at
+        under ``CHANGED`` of its estimate or the times are forgotten."""
         if not proposed:
             return False
         self._declined = self._declined + 1 if chosen == 0 else 0

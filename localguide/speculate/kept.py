@@ -3,16 +3,19 @@
 A ``DecodeCost`` learns what a decode of n tokens costs against one by timing them, and tries a
 length it has not timed at a guess. Where batches are dear (llama.cpp's reference kernels on a
 CPU), each length's first try is a loss, and a process that generates once (``localguide run``)
-has few decodes to win it back: a one-shot run of 80 tokens paid 5-15% for them. So the lengths
-a run has timed enough are written to the cache directory (per model file, threads, kernels and
-machine), and the next run starts from them (``DecodeCost.start_from``): a guess, replaced by
-this run's own timings as they come, never a judge of what drafting gains.
+has few decodes to win it back: one-shot runs of SmolLM2's grammars paid 6-15% for them. So the
+lengths a run has timed are written to the cache directory (per model file, threads, kernels,
+CPU and llama-cpp-python), and the next run starts from them (``DecodeCost.start_from``): a
+guess within the cap of a length timed too few times, replaced by this run's own timings as they
+come, never a judge of what drafting gains. A write waits ``SAVE_EVERY`` seconds after the last,
+so a short process's last moves may go unwritten: the next run times them again.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +26,18 @@ from .drafts import DecodeCost
 FORMAT = "1"
 SAVE_EVERY = 10.0  # seconds between two writes at least (a server generates many times a second)
 CHANGED_BY = 0.1  # a length's cost moved by more than this share since the last write: write again
-MAX_RATIO = 1000.0  # (T(n) / T(1) beyond this is no timing of a sane machine: the file is ignored)
+MIN_RATIO, MAX_RATIO = 0.05, 1000.0  # (T(n) / T(1) outside these is no timing of a sane machine)
+_warned: set[Path] = set()
+
+
+def host_cpu() -> str:
+    """The CPU's name as LLVM knows it (``znver3``, ``skylake-avx512``; numba's cache is keyed by it too)."""
+    try:
+        from llvmlite import binding
+
+        return binding.get_host_cpu_name()
+    except Exception:  # (no llvmlite: the file is keyed by the CPU count and threads alone)
+        return ""
 
 
 class KeptCosts:
@@ -40,18 +54,32 @@ class KeptCosts:
         one is timed afresh, and written over)."""
         try:
             arrays = cache.read(self.path)
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError, EOFError, KeyError, IndexError, TypeError) as e:
+            return self._damaged(f"{type(e).__name__}: {e}")
+        try:
             lengths, ratios = arrays["lengths"], arrays["ratios"]
             ok = (int(arrays["format"][0]) == int(FORMAT) and lengths.ndim == ratios.ndim == 1
-                  and len(lengths) == len(ratios) and (lengths > 1).all() and np.isfinite(ratios).all()
-                  and (ratios > 0).all() and (ratios < MAX_RATIO).all())
-        except (OSError, ValueError, EOFError, KeyError, IndexError, TypeError):
-            return False
+                  and lengths.dtype.kind in "iu" and ratios.dtype.kind == "f" and len(lengths) == len(ratios)
+                  and (lengths > 1).all() and len(np.unique(lengths)) == len(lengths)
+                  and np.isfinite(ratios).all() and (ratios >= MIN_RATIO).all() and (ratios <= MAX_RATIO).all())
+        except (KeyError, IndexError, ValueError, TypeError):
+            ok = False
         if not ok:
-            return False
-        prior = dict(zip(lengths.tolist(), ratios.tolist()))
+            return self._damaged("unexpected content")
+        prior = {int(n): float(r) for n, r in zip(lengths.tolist(), ratios.tolist())}
         cost.start_from(prior)
         self._written = prior
         return True
+
+    def _damaged(self, why: str) -> bool:
+        """A file that is not one of ours as written: timed afresh, and written over (one warning)."""
+        if self.path not in _warned:
+            _warned.add(self.path)
+            warnings.warn(f"localguide: ignoring the damaged decode-cost file {self.path} ({why}); "
+                          "the decode lengths are timed afresh", RuntimeWarning, stacklevel=3)
+        return False
 
     def save_from(self, cost: DecodeCost) -> bool:
         """Write what ``cost`` has learned, where it adds a length or moved one by more than

@@ -276,12 +276,14 @@ def test_proposing_slows_where_proposals_come_to_nothing_and_resumes_at_one_that
 
     cal = CountModel().calibration
     asked = []
-    for _ in range(IDLE + 8 * IDLE_EVERY):
-        asked.append(cal.proposing(False))
+    for decode in range(IDLE + 8 * IDLE_EVERY):
+        asked.append(cal.proposing(False, decode))
         if asked[-1]:
             cal.chose(0)  # nothing worth its decode
     assert asked[:IDLE] == [True] * IDLE
-    assert asked[IDLE:] == ([False] * (IDLE_EVERY - 1) + [True]) * 8
-    assert cal.proposing(True)  # a state whose forced text is known: always proposed
+    assert [d for d in range(IDLE, len(asked)) if asked[d]] == list(range(IDLE, len(asked), IDLE_EVERY))
+    assert cal.proposing(True, 1)  # a state whose forced text is known: always proposed
+    # counted per generation: two generations sharing the calibration each propose every 4th
+    assert [cal.proposing(False, d) for d in range(8)] == [cal.proposing(False, d) for d in range(8)]
     cal.chose(3)  # drafts worth their decode: proposing on every decode again
-    assert all(cal.proposing(False) for _ in range(IDLE))
+    assert all(cal.proposing(False, d) for d in range(1, IDLE))

@@ -310,19 +310,14 @@ def test_decode_cost_retimes_a_dear_length_less_often_while_it_stays_dear():
     assert declined_until_retime(c) == 2 * RETIME
 
 
-def test_an_untimed_length_is_guessed_by_the_kernels_and_threads():
+def test_an_untimed_length_is_guessed_by_the_kernels():
     from localguide.engines.llamacpp.model import explore_guess
-    from localguide.runtime.threads import Threads
-    from localguide.speculate.drafts import EXPLORE
+    from localguide.speculate.drafts import EXPLORE, REFERENCE_EXPLORE
 
-    # the reference kernels: half a token a token, spread over the batch's threads
-    assert explore_guess(True, Threads(1, 2, "")) == pytest.approx(0.25)
-    assert explore_guess(True, Threads(2, 2, "")) == pytest.approx(0.5)
-    assert explore_guess(True, Threads(4, 8, "")) == pytest.approx(0.25)
-    assert explore_guess(True, Threads(1, 64, "")) == pytest.approx(EXPLORE)  # (never below the fast kernels')
-    assert explore_guess(True, Threads(4, 2, "")) == pytest.approx(0.5)  # (nor above half a token)
+    # the reference kernels: each row its own dot product, the weights read once a batch
+    assert explore_guess(True) == REFERENCE_EXPLORE > EXPLORE
     # llama.cpp's fast kernels (``reproducible=False``) and GPUs
-    assert explore_guess(False, Threads(1, 2, "")) == pytest.approx(EXPLORE)
+    assert explore_guess(False) == EXPLORE
     c = DecodeCost(explore=0.5)
     assert c.relative(8) == pytest.approx(4.5)
     c.forget()

@@ -25,17 +25,26 @@ def timed(lengths: dict[int, float], times: int = 1) -> DecodeCost:
 
 def test_a_run_starts_from_what_the_last_one_timed(tmp_path):
     path = tmp_path / "costs"
-    assert KeptCosts(path).save_from(timed({2: 3.0, 8: 6.0}, times=3))
+    assert KeptCosts(path).save_from(timed({3: 2.4, 8: 6.0}, times=3))
     fresh = DecodeCost(explore=0.5)
     assert KeptCosts(path).load_into(fresh)
-    assert fresh.relative(2) == pytest.approx(3.0) and fresh.relative(8) == pytest.approx(6.0)
+    assert fresh.relative(3) == pytest.approx(2.4) and fresh.relative(8) == pytest.approx(6.0)
     assert fresh.relative(4) == pytest.approx(2.5)  # (not timed then: the guess)
-    assert not fresh.known(2) and not fresh.known(8)  # a guess, not this machine's timing now
+    assert not fresh.known(3) and not fresh.known(8)  # a guess, not this machine's timing now
     fresh.observe(1, 0.010)
     fresh.observe(8, 0.030)  # timed here: this run's time replaces the guess
     assert fresh.relative(8) == pytest.approx(3.0)
-    fresh.forget()  # (drafting resumes after a pause: back to the guesses, the kept ones among them)
-    assert fresh.relative(2) == pytest.approx(3.0) and fresh.relative(8) == pytest.approx(6.0)
+    fresh.forget()  # (drafting resumes after a pause: the machine changed, the kept costs go too)
+    assert fresh.relative(3) == pytest.approx(2.0) and fresh.relative(8) == pytest.approx(4.5)
+
+
+def test_a_kept_cost_is_a_guess_within_the_cap_of_a_length_timed_too_few_times(tmp_path):
+    # (kept from a busy moment: dear, but not so dear that drafts likely enough never try it again)
+    path = tmp_path / "costs"
+    assert KeptCosts(path).save_from(timed({2: 40.0, 8: 60.0}, times=3))
+    c = DecodeCost(explore=0.5)
+    assert KeptCosts(path).load_into(c)
+    assert c.relative(2) == pytest.approx(1 + c.cap) and c.relative(8) == pytest.approx(1 + 7 * c.cap)
 
 
 def test_lengths_timed_once_are_kept_and_merged_with_the_earlier_ones(tmp_path, monkeypatch):
@@ -67,6 +76,7 @@ def test_writes_only_where_a_length_is_new_or_moved_and_not_too_often(tmp_path, 
     assert k.save_from(timed({2: 4.0, 6: 5.0}, times=3))
 
 
+@pytest.mark.filterwarnings("ignore:localguide. ignoring the damaged decode-cost file")
 @pytest.mark.parametrize("arrays", [
     {"format": np.array([1], np.int32), "lengths": np.array([2, 3], np.int32), "ratios": np.array([2.0])},
     {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([np.nan])},
@@ -74,6 +84,9 @@ def test_writes_only_where_a_length_is_new_or_moved_and_not_too_often(tmp_path, 
     {"format": np.array([1], np.int32), "lengths": np.array([1], np.int32), "ratios": np.array([2.0])},
     {"format": np.array([9], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
     {"lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
+    {"format": np.array([1], np.int32), "lengths": np.array([2.5]), "ratios": np.array([2.0])},
+    {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([1e-300])},
+    {"format": np.array([1], np.int32), "lengths": np.array([2, 2], np.int32), "ratios": np.array([2.0, 3.0])},
 ])
 def test_a_damaged_file_is_timed_afresh_and_written_over(tmp_path, arrays):
     path = tmp_path / "costs"
@@ -85,24 +98,38 @@ def test_a_damaged_file_is_timed_afresh_and_written_over(tmp_path, arrays):
     assert KeptCosts(path).load_into(DecodeCost())
 
 
-def test_a_file_that_is_not_an_arrays_file_is_ignored(tmp_path):
+def test_a_file_that_is_not_an_arrays_file_is_ignored_with_one_warning(tmp_path):
     path = tmp_path / "costs"
     path.write_bytes(b"not a cache file at all")
-    assert not KeptCosts(path).load_into(DecodeCost())
+    with pytest.warns(RuntimeWarning, match="damaged decode-cost file"):
+        assert not KeptCosts(path).load_into(DecodeCost())
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not KeptCosts(path).load_into(DecodeCost())  # (once)
+    assert not KeptCosts(tmp_path / "absent").load_into(DecodeCost())  # (no file: no warning either)
 
 
-@settings(max_examples=60, deadline=None)
-@given(lengths=st.lists(st.integers(-5, 40), max_size=20),
-       ratios=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=20))
-def test_any_arrays_load_as_sound_guesses_or_not_at_all(tmp_path_factory, lengths, ratios):
+@pytest.mark.filterwarnings("ignore:localguide. ignoring the damaged decode-cost file")
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-5, 40), st.floats(allow_nan=True, allow_infinity=True, width=64)),
+                     max_size=20),
+       as_float=st.booleans())
+def test_any_arrays_load_as_sound_guesses_or_not_at_all(tmp_path_factory, rows, as_float):
     path = tmp_path_factory.mktemp("kept") / "costs"
-    cache.save(path, {"format": np.array([1], np.int32), "lengths": np.array(lengths, np.int64),
-                      "ratios": np.array(ratios, np.float64)})
+    lengths = np.array([n for n, _ in rows], np.float64 if as_float else np.int64)
+    cache.save(path, {"format": np.array([1], np.int32), "lengths": lengths,
+                      "ratios": np.array([r for _, r in rows], np.float64)})
     c = DecodeCost(explore=0.5)
     before = [c.relative(n) for n in range(1, 18)]
     if KeptCosts(path).load_into(c):
+        assert not as_float
+        kept = {n: r for n, r in rows}
         for n in range(1, 18):
             r = c.relative(n)
-            assert np.isfinite(r) and 0 < r < kept_module.MAX_RATIO
+            assert np.isfinite(r) and kept_module.MIN_RATIO <= r <= 1 + c.cap * (n - 1) + 1e-9 or n == 1
+            if n in kept and n > 1:
+                assert r == pytest.approx(min(kept[n], 1 + c.cap * (n - 1)))
     else:
         assert [c.relative(n) for n in range(1, 18)] == before

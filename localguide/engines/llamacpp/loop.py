@@ -374,7 +374,7 @@ def _loop(lane, first: int) -> Generator:
             if cost is not None and (not forced or (stats.tokens + len(forced) < max_tokens
                                                     and not guide.is_finished())) \
                     and not simulate and not short and (wide or not cost.stale() and drafter.calibration.drafting()
-                                                        and drafter.proposing(guide)):
+                                                        and drafter.proposing(guide, stats.decode_calls)):
                 t_draft = time.perf_counter()
                 room = min(left - len(forced) - 1, lane.n_max - 1 - len(forced))
                 if width > 1:

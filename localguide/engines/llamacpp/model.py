@@ -6,7 +6,6 @@ import codecs
 import contextlib
 import ctypes
 import importlib.util
-import platform
 import threading
 import time
 import warnings
@@ -25,8 +24,8 @@ from .quiet import quiet_llama
 from ...runtime import threads
 from ...vocabulary import Vocabulary
 from ...speculate import COUNTS_FORMAT, CountModel, DecodeCost, Drafter
-from ...speculate.drafts import EXPLORE as DEFAULT_EXPLORE
-from ...speculate.kept import FORMAT as KEPT_FORMAT, KeptCosts
+from ...speculate.drafts import EXPLORE as DEFAULT_EXPLORE, REFERENCE_EXPLORE
+from ...speculate.kept import FORMAT as KEPT_FORMAT, KeptCosts, host_cpu
 from ...constraint import Constraint
 from . import loop
 from ...guides.healing import heal_point
@@ -58,18 +57,16 @@ def default_model_path() -> Path:
     return found[0]
 
 
-def explore_guess(reference: bool, threads) -> float:
+def explore_guess(reference: bool) -> float:
     """What a decode length not timed yet is guessed to cost for each token past the first, in
     one-token decodes (``DecodeCost.explore``). On the reference kernels (``reproducible``) each
     output row is its own dot product: on a 2-core CPU, 8 tokens cost 3.7-6.3 one-token decodes on
-    2 batch threads against 1, 4.3-6.4 on 1 (the weights are read once a batch), so half a token a
-    token, spread over the batch's threads; llama.cpp's fast kernels take rows four at a time, and
-    a GPU nearly all at once: ``EXPLORE``. Guessed too cheap, each length is first tried at a loss
-    (a one-shot ``localguide run`` of 80 tokens paid 15-40% for it, before ``KeptCosts``); too dear,
-    never: a guess, not a bound."""
-    if not reference:
-        return DEFAULT_EXPLORE
-    return max(DEFAULT_EXPLORE, min(0.5, 0.5 * threads.n_threads / threads.n_threads_batch))
+    2 batch threads, 4.3-6.4 on 1 (the weights are read once a batch), 0.39-0.77 a token past the
+    first, so ``REFERENCE_EXPLORE``, the cheapest of them; llama.cpp's fast kernels take rows four at
+    a time, and a GPU nearly all at once: ``EXPLORE``. Guessed too cheap, each length is first tried
+    at a loss (until ``KeptCosts``, every one-shot ``localguide run`` of a grammar paid 6-15% for
+    it); too dear, never: a guess, not a bound."""
+    return REFERENCE_EXPLORE if reference else DEFAULT_EXPLORE
 
 
 def load(path=None, *, reproducible: bool = True, **llama_kwargs) -> "Model":
@@ -158,12 +155,13 @@ class Model:
         offloaded = llama_kwargs.get("n_gpu_layers", 0) != 0 and rpc.offload_devices() > 0
         if llama_kwargs.get("n_gpu_layers", 0) != 0 and not offloaded:
             warnings.warn(GPU_IGNORED.format(n=llama_kwargs["n_gpu_layers"]), RuntimeWarning, stacklevel=3)
-        self._cost = DecodeCost(probe=offloaded, explore=explore_guess(self._kernels is not None, self.threads))
+        self._cost = DecodeCost(probe=offloaded, explore=explore_guess(self._kernels is not None))
         # (what the lengths cost here, as an earlier run timed them: the first guesses of this one;
         # a GPU's widths are timed once per process instead)
         self._kept = None if offloaded else KeptCosts(cache.key_path(
             "decode-costs", KEPT_FORMAT, self._identity, f"{self.threads.n_threads}/{self.threads.n_threads_batch}",
-            "reference" if self._kernels is not None else "fast", str(threads.cpus()), platform.machine()))
+            "reference" if self._kernels is not None else "fast", str(threads.cpus()), host_cpu(),
+            getattr(llama_cpp, "__version__", "")))
         self._own_cost = self._cost
         if self._kept is not None:
             self._kept.load_into(self._cost)
