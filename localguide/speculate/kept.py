@@ -7,8 +7,10 @@ has few decodes to win it back: one-shot runs of SmolLM2's grammars paid 6-15% f
 lengths a run has timed are written to the cache directory (per model file, threads, kernels,
 CPU and llama-cpp-python), and the next run starts from them (``DecodeCost.start_from``): a
 guess within the cap of a length timed too few times, replaced by this run's own timings as they
-come, never a judge of what drafting gains. A write waits ``SAVE_EVERY`` seconds after the last,
-so a short process's last moves may go unwritten: the next run times them again.
+come, never a judge of what drafting gains. A cost timed more than ``FRESH`` seconds ago is taken
+within the cap of a length timed too few times (``DecodeCost.cap``): one kept from a busy moment
+then no longer keeps its length from being tried. A write waits ``SAVE_EVERY`` seconds after the
+last, so a short process's last moves may go unwritten: the next run times them again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import numpy as np
 from ..runtime import cache
 from .drafts import DecodeCost
 
-FORMAT = "1"
+FORMAT = "2"
+FRESH = 86400.0  # seconds a kept cost is taken as it is
 SAVE_EVERY = 10.0  # seconds between two writes at least (a server generates many times a second)
 CHANGED_BY = 0.1  # a length's cost moved by more than this share since the last write: write again
 MIN_RATIO, MAX_RATIO = 0.05, 1000.0  # (T(n) / T(1) outside these is no timing of a sane machine)
@@ -45,7 +48,7 @@ class KeptCosts:
 
     def __init__(self, path: Path):
         self.path = path
-        self._written: dict[int, float] = {}
+        self._written: dict[int, tuple[float, float]] = {}  # n -> (T(n) / T(1), when it was timed)
         self._at = 0.0  # time.monotonic() of the last write (0: none)
         self._lock = threading.Lock()
 
@@ -59,18 +62,22 @@ class KeptCosts:
         except (OSError, ValueError, EOFError, KeyError, IndexError, TypeError) as e:
             return self._damaged(f"{type(e).__name__}: {e}")
         try:
-            lengths, ratios = arrays["lengths"], arrays["ratios"]
-            ok = (int(arrays["format"][0]) == int(FORMAT) and lengths.ndim == ratios.ndim == 1
-                  and lengths.dtype.kind in "iu" and ratios.dtype.kind == "f" and len(lengths) == len(ratios)
+            lengths, ratios, when = arrays["lengths"], arrays["ratios"], arrays["when"]
+            now = time.time()
+            ok = (int(arrays["format"][0]) == int(FORMAT) and lengths.ndim == ratios.ndim == when.ndim == 1
+                  and lengths.dtype.kind in "iu" and ratios.dtype.kind == when.dtype.kind == "f"
+                  and len(lengths) == len(ratios) == len(when)
                   and (lengths > 1).all() and len(np.unique(lengths)) == len(lengths)
-                  and np.isfinite(ratios).all() and (ratios >= MIN_RATIO).all() and (ratios <= MAX_RATIO).all())
+                  and np.isfinite(ratios).all() and (ratios >= MIN_RATIO).all() and (ratios <= MAX_RATIO).all()
+                  and np.isfinite(when).all() and (when <= now + FRESH).all())
         except (KeyError, IndexError, ValueError, TypeError):
             ok = False
         if not ok:
             return self._damaged("unexpected content")
-        prior = {int(n): float(r) for n, r in zip(lengths.tolist(), ratios.tolist())}
-        cost.start_from(prior)
-        self._written = prior
+        kept = {int(n): (float(r), float(t)) for n, r, t in zip(lengths.tolist(), ratios.tolist(), when.tolist())}
+        cost.start_from({n: r if now - t <= FRESH else min(r, 1.0 + cost.cap * (n - 1))
+                         for n, (r, t) in kept.items()})
+        self._written = kept
         return True
 
     def _damaged(self, why: str) -> bool:
@@ -92,12 +99,15 @@ class KeptCosts:
             if self._at and now - self._at < SAVE_EVERY:
                 return False
             old = self._written
-            if all(n in old and abs(r - old[n]) <= CHANGED_BY * old[n] for n, r in learned.items()):
+            if all(n in old and abs(r - old[n][0]) <= CHANGED_BY * old[n][0] for n, r in learned.items()):
                 return False
-            merged = {**old, **learned}  # (a length not timed in this run keeps its earlier cost)
+            wall = time.time()
+            # (a length not timed in this run keeps its earlier cost, and when it was timed)
+            merged = {**old, **{n: (r, wall) for n, r in learned.items()}}
             lengths = sorted(merged)
             cache.save(self.path, {"format": np.array([int(FORMAT)], np.int32),
                                    "lengths": np.array(lengths, np.int32),
-                                   "ratios": np.array([merged[n] for n in lengths], np.float64)})
+                                   "ratios": np.array([merged[n][0] for n in lengths], np.float64),
+                                   "when": np.array([merged[n][1] for n in lengths], np.float64)})
             self._written, self._at = merged, now
             return True

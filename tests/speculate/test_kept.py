@@ -38,10 +38,15 @@ def test_a_run_starts_from_what_the_last_one_timed(tmp_path):
     assert fresh.relative(3) == pytest.approx(2.0) and fresh.relative(8) == pytest.approx(4.5)
 
 
-def test_a_kept_cost_is_a_guess_within_the_cap_of_a_length_timed_too_few_times(tmp_path):
-    # (kept from a busy moment: dear, but not so dear that drafts likely enough never try it again)
+def test_a_cost_kept_long_ago_is_a_guess_within_the_cap_of_a_length_timed_too_few_times(tmp_path, monkeypatch):
+    # (kept from a busy moment: dear, but after FRESH seconds not so dear that likely drafts never try it)
     path = tmp_path / "costs"
     assert KeptCosts(path).save_from(timed({2: 40.0, 8: 60.0}, times=3))
+    c = DecodeCost(explore=0.5)
+    assert KeptCosts(path).load_into(c)
+    assert c.relative(2) == pytest.approx(40.0) and c.relative(8) == pytest.approx(60.0)  # (fresh: as it is)
+    later = kept_module.time.time() + kept_module.FRESH + 1
+    monkeypatch.setattr(kept_module.time, "time", lambda: later)
     c = DecodeCost(explore=0.5)
     assert KeptCosts(path).load_into(c)
     assert c.relative(2) == pytest.approx(1 + c.cap) and c.relative(8) == pytest.approx(1 + 7 * c.cap)
@@ -59,6 +64,7 @@ def test_lengths_timed_once_are_kept_and_merged_with_the_earlier_ones(tmp_path, 
     assert second.save_from(c)
     got = cache.read(path)
     assert got["lengths"].tolist() == [3, 5] and got["ratios"] == pytest.approx([2.0, 1 + c.cap * 4])
+    assert got["when"][0] <= got["when"][1]  # (each length with when it was timed)
 
 
 def test_writes_only_where_a_length_is_new_or_moved_and_not_too_often(tmp_path, monkeypatch):
@@ -76,17 +82,24 @@ def test_writes_only_where_a_length_is_new_or_moved_and_not_too_often(tmp_path, 
     assert k.save_from(timed({2: 4.0, 6: 5.0}, times=3))
 
 
+def kept_arrays(lengths, ratios, when=None, fmt=int(kept_module.FORMAT)):
+    return {"format": np.array([fmt], np.int32), "lengths": lengths, "ratios": ratios,
+            "when": np.full(len(ratios), 1.7e9) if when is None else when}
+
+
 @pytest.mark.filterwarnings("ignore:localguide. ignoring the damaged decode-cost file")
 @pytest.mark.parametrize("arrays", [
-    {"format": np.array([1], np.int32), "lengths": np.array([2, 3], np.int32), "ratios": np.array([2.0])},
-    {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([np.nan])},
-    {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([-1.0])},
-    {"format": np.array([1], np.int32), "lengths": np.array([1], np.int32), "ratios": np.array([2.0])},
-    {"format": np.array([9], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
-    {"lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
-    {"format": np.array([1], np.int32), "lengths": np.array([2.5]), "ratios": np.array([2.0])},
-    {"format": np.array([1], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([1e-300])},
-    {"format": np.array([1], np.int32), "lengths": np.array([2, 2], np.int32), "ratios": np.array([2.0, 3.0])},
+    kept_arrays(np.array([2, 3], np.int32), np.array([2.0])),
+    kept_arrays(np.array([2], np.int32), np.array([np.nan])),
+    kept_arrays(np.array([2], np.int32), np.array([-1.0])),
+    kept_arrays(np.array([1], np.int32), np.array([2.0])),
+    kept_arrays(np.array([2], np.int32), np.array([2.0]), fmt=9),
+    kept_arrays(np.array([2.5]), np.array([2.0])),
+    kept_arrays(np.array([2], np.int32), np.array([1e-300])),
+    kept_arrays(np.array([2, 2], np.int32), np.array([2.0, 3.0])),
+    kept_arrays(np.array([2], np.int32), np.array([2.0]), when=np.array([np.inf])),
+    kept_arrays(np.array([2], np.int32), np.array([2.0]), when=np.array([4e9])),  # (timed in the future)
+    {"format": np.array([2], np.int32), "lengths": np.array([2], np.int32), "ratios": np.array([2.0])},
 ])
 def test_a_damaged_file_is_timed_afresh_and_written_over(tmp_path, arrays):
     path = tmp_path / "costs"
@@ -119,11 +132,10 @@ def test_a_file_that_is_not_an_arrays_file_is_ignored_with_one_warning(tmp_path)
 def test_any_arrays_load_as_sound_guesses_or_not_at_all(tmp_path_factory, rows, as_float):
     path = tmp_path_factory.mktemp("kept") / "costs"
     lengths = np.array([n for n, _ in rows], np.float64 if as_float else np.int64)
-    cache.save(path, {"format": np.array([1], np.int32), "lengths": lengths,
-                      "ratios": np.array([r for _, r in rows], np.float64)})
+    cache.save(path, kept_arrays(lengths, np.array([r for _, r in rows], np.float64)))
     c = DecodeCost(explore=0.5)
     before = [c.relative(n) for n in range(1, 18)]
-    if KeptCosts(path).load_into(c):
+    if KeptCosts(path).load_into(c):  # (timed long ago: within the cap)
         assert not as_float
         kept = {n: r for n, r in rows}
         for n in range(1, 18):
