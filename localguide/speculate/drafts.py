@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .counts import IDLE, LOOKUP, ORDER, RECENT, Calibration, CountModel, Guess, best
+from .counts import LOOKUP, ORDER, RECENT, Calibration, CountModel, Guess, best
 from .lookup import MIN_MATCH, Lookup
 
 MAX_DRAFT = 16
@@ -159,9 +159,8 @@ class Drafter:
         """Whether to propose drafts after ``guide``'s state at a generation's ``decode``-th decode
         (``Calibration.proposing``)."""
         cal = self.calibration
-        if cal.idle < IDLE:
-            return True
-        return cal.proposing(bool(self.use_forced and cal.forced.get(guide.state_key())), decode)
+        # (the state's key only where the rest says no: it costs a walk of the guide)
+        return cal.proposing(False, decode) or (self.use_forced and bool(cal.forced.get(guide.state_key())))
 
     def verified(self, forced: bool, p: float, hit: bool, order: int = 0) -> None:
         """Learn from one verified draft: ``p`` the probability it was proposed with, ``order``
